@@ -1,0 +1,120 @@
+/* cmd_gen.c: `attnc gen-weights` and `attnc gen-input`: deterministic
+ * random weights and inputs, so anyone can run a spec without a
+ * checkpoint. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char weights_usage[] =
+    "usage: attnc gen-weights SPEC -o W.safetensors [--seed S] [--dtype f32|bf16|f16]\n"
+    "                         [--prefix P]\n"
+    "\n"
+    "Writes deterministic random weights for SPEC under the Hugging Face names\n"
+    "q_proj.weight [heads*head_dim, d_model], k_proj.weight and v_proj.weight\n"
+    "[kv_groups*head_dim, d_model], o_proj.weight [d_model, heads*head_dim] and,\n"
+    "when the spec asks, the .bias tensors. Weights are uniform with variance\n"
+    "1/fan_in, biases uniform in [-0.1, 0.1].\n"
+    "\n"
+    "  --seed S     random seed (default 1)\n"
+    "  --dtype T    stored dtype (default: the spec's dtype)\n"
+    "  --prefix P   prepended to every name, e.g. model.layers.0.self_attn.\n";
+
+static const char input_usage[] =
+    "usage: attnc gen-input SPEC --tokens T -o X.safetensors [--seed S] [--dtype T]\n"
+    "\n"
+    "Writes the tensor 'x' [T, d_model] of deterministic random numbers, uniform\n"
+    "with variance 1.\n"
+    "\n"
+    "  --tokens T   number of tokens (rows)\n"
+    "  --seed S     random seed (default 2)\n"
+    "  --dtype T    stored dtype: f32 (default), f16 or bf16\n";
+
+int cmd_gen_weights(int argc, char **argv) {
+    const char *help = NULL, *output = NULL, *seed_s = NULL, *dtype_s = NULL, *prefix = NULL;
+    const char *pos[1];
+    int n_pos;
+    const opt opts[] = {
+        {"--help", "-h", false, &help},   {"--output", "-o", true, &output},
+        {"--seed", NULL, true, &seed_s},  {"--dtype", NULL, true, &dtype_s},
+        {"--prefix", NULL, true, &prefix}, {0},
+    };
+    if (!parse_opts("gen-weights", argc, argv, 1, opts, pos, 1, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(weights_usage, stdout);
+        return EXIT_OK;
+    }
+    if (n_pos != 1 || !output)
+        return usage_error("gen-weights", "expected one SPEC file and -o");
+    int64_t seed = 1;
+    attn_dtype dt = ATTN_DTYPE_F32;
+    if ((seed_s && !parse_int("gen-weights", "--seed", seed_s, 0, INT64_MAX, &seed)) ||
+        (dtype_s && !parse_dtype("gen-weights", "--dtype", dtype_s, &dt)))
+        return EXIT_USAGE;
+    attn_config cfg;
+    int rc = load_spec(pos[0], &cfg);
+    if (rc != EXIT_OK)
+        return rc;
+    if (!dtype_s)
+        dt = cfg.dtype;
+    attn_msg m = {{0}};
+    attn_weights *w = NULL;
+    attn_status st = attn_weights_random(&cfg, (uint64_t)seed, &w, &m);
+    if (!st)
+        st = attn_weights_save(w, output, dt, prefix, &m);
+    attn_weights_free(w);
+    if (st)
+        return runtime_error(st, &m);
+    printf("%s: weights (%s, seed %lld) -> %s\n", cfg.name, attn_dtype_name(dt), (long long)seed,
+           output);
+    return EXIT_OK;
+}
+
+int cmd_gen_input(int argc, char **argv) {
+    const char *help = NULL, *output = NULL, *seed_s = NULL, *dtype_s = NULL, *tokens_s = NULL;
+    const char *pos[1];
+    int n_pos;
+    const opt opts[] = {
+        {"--help", "-h", false, &help},  {"--output", "-o", true, &output},
+        {"--seed", NULL, true, &seed_s}, {"--dtype", NULL, true, &dtype_s},
+        {"--tokens", NULL, true, &tokens_s}, {0},
+    };
+    if (!parse_opts("gen-input", argc, argv, 1, opts, pos, 1, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(input_usage, stdout);
+        return EXIT_OK;
+    }
+    if (n_pos != 1 || !output || !tokens_s)
+        return usage_error("gen-input", "expected one SPEC file, --tokens and -o");
+    int64_t seed = 2, T = 0;
+    attn_dtype dt = ATTN_DTYPE_F32;
+    if (!parse_int("gen-input", "--tokens", tokens_s, 1, ATTN_MAX_TOKENS, &T) ||
+        (seed_s && !parse_int("gen-input", "--seed", seed_s, 0, INT64_MAX, &seed)) ||
+        (dtype_s && !parse_dtype("gen-input", "--dtype", dtype_s, &dt)))
+        return EXIT_USAGE;
+    attn_config cfg;
+    int rc = load_spec(pos[0], &cfg);
+    if (rc != EXIT_OK)
+        return rc;
+    size_t n = (size_t)(T * cfg.d_model);
+    float *x = malloc(n * sizeof *x);
+    if (!x) {
+        fprintf(stderr, "attnc: error: out of memory for %zu floats\n", n);
+        return EXIT_INTERNAL;
+    }
+    uint64_t state = (uint64_t)seed;
+    attn_random_uniform(&state, x, n, sqrt(3.0));
+    attn_msg m = {{0}};
+    attn_st_tensor t = {"x", dt, 2, {T, cfg.d_model}, x};
+    attn_status st = attn_st_write(output, &t, 1, &m);
+    free(x);
+    if (st)
+        return runtime_error(st, &m);
+    printf("%s: input x [%lld, %lld] (%s, seed %lld) -> %s\n", cfg.name, (long long)T,
+           (long long)cfg.d_model, attn_dtype_name(dt), (long long)seed, output);
+    return EXIT_OK;
+}

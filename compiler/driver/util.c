@@ -1,0 +1,124 @@
+/* util.c: option parsing, spec loading and error printing for the driver. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+int usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "attnc %s: error: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nsee 'attnc %s --help'\n", cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+static const opt *find_opt(const opt *opts, const char *word, size_t len) {
+    for (const opt *o = opts; o->name; o++)
+        if ((strlen(o->name) == len && strncmp(o->name, word, len) == 0) ||
+            (o->alias && strlen(o->alias) == len && strncmp(o->alias, word, len) == 0))
+            return o;
+    return NULL;
+}
+
+bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *opts,
+                const char **positional, int max_pos, int *n_pos) {
+    *n_pos = 0;
+    bool only_words = false;
+    for (int i = first; i < argc; i++) {
+        const char *w = argv[i];
+        if (only_words || w[0] != '-' || w[1] == 0) {
+            if (*n_pos == max_pos) {
+                usage_error(cmd, "unexpected argument '%s'", w);
+                return false;
+            }
+            positional[(*n_pos)++] = w;
+            continue;
+        }
+        if (strcmp(w, "--") == 0) {
+            only_words = true;
+            continue;
+        }
+        const char *eq = strchr(w, '=');
+        size_t len = eq && w[1] == '-' ? (size_t)(eq - w) : strlen(w);
+        const opt *o = find_opt(opts, w, len);
+        if (!o) {
+            usage_error(cmd, "unknown option '%.*s'", (int)len, w);
+            return false;
+        }
+        if (!o->has_arg) {
+            if (eq && w[1] == '-') {
+                usage_error(cmd, "option '%s' takes no value", o->name);
+                return false;
+            }
+            *o->value = "1";
+        } else if (eq && w[1] == '-') {
+            *o->value = eq + 1;
+        } else if (i + 1 < argc) {
+            *o->value = argv[++i];
+        } else {
+            usage_error(cmd, "option '%s' needs a value", o->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, int64_t hi,
+               int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || errno || v < lo || v > hi) {
+        usage_error(cmd, "%s expects an integer in %lld..%lld, found '%s'", name, (long long)lo,
+                    (long long)hi, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype *out) {
+    for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
+        if (strcmp(text, attn_dtype_name((attn_dtype)t)) == 0) {
+            *out = (attn_dtype)t;
+            return true;
+        }
+    }
+    usage_error(cmd, "%s expects f32, f16 or bf16, found '%s'", name, text);
+    return false;
+}
+
+int load_spec(const char *path, attn_config *cfg) {
+    attnc_ctx *ctx = attnc_ctx_new();
+    if (!ctx) {
+        fprintf(stderr, "attnc: error: out of memory\n");
+        return EXIT_INTERNAL;
+    }
+    attnc_status st = attnc_spec_load_file(ctx, path, cfg);
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        char buf[1536];
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        fprintf(stderr, "%s\n", buf);
+    }
+    attnc_ctx_free(ctx);
+    if (st == ATTNC_OK)
+        return EXIT_OK;
+    return st == ATTNC_E_NOMEM ? EXIT_INTERNAL : EXIT_INPUT;
+}
+
+int runtime_error(attn_status st, const attn_msg *msg) {
+    fprintf(stderr, "attnc: error: %s\n", msg && msg->text[0] ? msg->text : attn_status_str(st));
+    return st == ATTN_E_NOMEM ? EXIT_INTERNAL : EXIT_INPUT;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

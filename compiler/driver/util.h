@@ -1,0 +1,49 @@
+/* util.h: what the attnc subcommands share: exit codes, option parsing,
+ * loading a spec with its diagnostics printed. Only the driver prints. */
+#ifndef ATTNC_DRIVER_UTIL_H
+#define ATTNC_DRIVER_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attnc.h"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_INPUT = 2, EXIT_INTERNAL = 3 };
+
+/* One command-line option: `--name VALUE`, `--name=VALUE`, or a flag. */
+typedef struct opt {
+    const char *name;  /* "--weights" */
+    const char *alias; /* "-o" or NULL */
+    bool has_arg;
+    const char **value; /* receives the argument (or "1" for a flag) */
+} opt;
+
+/* Parses argv[first..argc) against opts; non-option words go to
+ * positional (at most max_pos). Prints a usage error and returns false on
+ * an unknown option, a missing argument or too many words. */
+bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *opts,
+                const char **positional, int max_pos, int *n_pos);
+
+/* Strict integer in lo..hi; prints "CMD: NAME expects ..." on failure. */
+bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, int64_t hi,
+               int64_t *out);
+bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype *out);
+
+/* Loads and validates a spec, printing every diagnostic; EXIT_OK or an
+ * exit code. */
+int load_spec(const char *path, attn_config *cfg);
+
+/* Exit code for a runtime status after printing "attnc: error: MSG". */
+int runtime_error(attn_status st, const attn_msg *msg);
+
+/* Prints "CMD: error: ...; see 'attnc CMD --help'" and returns EXIT_USAGE. */
+int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+double now_seconds(void);
+
+/* The subcommands; argv[0] is the subcommand's name. */
+int cmd_run(int argc, char **argv);
+int cmd_gen_weights(int argc, char **argv);
+int cmd_gen_input(int argc, char **argv);
+
+#endif

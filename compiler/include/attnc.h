@@ -1,0 +1,81 @@
+/* attnc.h: the attnc compiler library's public API. A context owns every
+ * diagnostic and all memory of one compilation; the spec comes out as the
+ * runtime's plain attn_config (attn.h), the one type the two share.
+ * Contexts are independent: distinct contexts may be used from distinct
+ * threads at once; one context is never shared between threads. */
+#ifndef ATTNC_H
+#define ATTNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef ATTNC_BUILD
+#define ATTNC_API __attribute__((visibility("default")))
+#else
+#define ATTNC_API
+#endif
+
+typedef enum attnc_status {
+    ATTNC_OK = 0,
+    ATTNC_E_IO,    /* file not found or unreadable */
+    ATTNC_E_YAML,  /* not well-formed YAML */
+    ATTNC_E_SPEC,  /* well-formed, but not a valid spec */
+    ATTNC_E_SHAPE, /* inconsistent shapes found after parsing */
+    ATTNC_E_LLVM,  /* code generation failed */
+    ATTNC_E_NOMEM,
+    ATTNC_STATUS_COUNT
+} attnc_status;
+
+typedef enum attnc_severity { ATTNC_SEV_ERROR, ATTNC_SEV_NOTE, ATTNC_SEV_COUNT } attnc_severity;
+
+/* line and col are 1-based; 0 means unknown. */
+typedef struct attnc_loc {
+    const char *file;
+    uint32_t line, col;
+} attnc_loc;
+
+typedef struct attnc_diag {
+    attnc_severity sev;
+    attnc_status code;
+    attnc_loc loc;
+    const char *msg; /* borrowed: lives as long as the context */
+} attnc_diag;
+
+/* At most this many errors are kept per context; one more adds a note. */
+#define ATTNC_MAX_ERRORS 20
+
+typedef struct attnc_ctx attnc_ctx;
+
+/* NULL when out of memory. */
+ATTNC_API attnc_ctx *attnc_ctx_new(void);
+/* Frees the context and everything it owns (diagnostics included). */
+ATTNC_API void attnc_ctx_free(attnc_ctx *ctx);
+
+ATTNC_API size_t attnc_diag_count(const attnc_ctx *ctx);
+/* The i-th diagnostic in the order found; NULL past the end. */
+ATTNC_API const attnc_diag *attnc_diag_get(const attnc_ctx *ctx, size_t i);
+/* Renders d as "file:line:col: error: msg" (parts that are unknown are
+ * left out) into buf like snprintf; returns the full length. */
+ATTNC_API int attnc_diag_format(const attnc_diag *d, char *buf, size_t n);
+
+/* Parses and validates a spec file into *out (set only on success). Every
+ * problem becomes a diagnostic on ctx (up to ATTNC_MAX_ERRORS); the status
+ * is the first error's code. */
+ATTNC_API attnc_status attnc_spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out);
+/* The same for a spec in memory; name is used as the file in locations. */
+ATTNC_API attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text,
+                                              size_t len, attn_config *out);
+/* The normalized spec as YAML, every default filled in; it loads back to
+ * the same config. malloc'd (caller frees); NULL when out of memory. */
+ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

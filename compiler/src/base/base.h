@@ -1,0 +1,44 @@
+/* base.h: what every compiler stage shares: the context with its arena,
+ * diagnostics, and the assertion for broken invariants. */
+#ifndef ATTNC_BASE_H
+#define ATTNC_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "attnc.h"
+
+#define ATTNC_HIDDEN __attribute__((visibility("hidden")))
+
+/* For bugs, never for bad input: reports file:line and aborts in every build. */
+#define ATTNC_ASSERT(cond) \
+    ((cond) ? (void)0 : attnc_assert_fail(#cond, __FILE__, __LINE__))
+ATTNC_HIDDEN _Noreturn void attnc_assert_fail(const char *cond, const char *file, int line);
+
+typedef struct arena_chunk arena_chunk;
+typedef struct arena {
+    arena_chunk *head; /* owned list of chunks, newest first */
+    bool failed;       /* an allocation failed; results are incomplete */
+} arena;
+
+ATTNC_HIDDEN void *arena_alloc(arena *a, size_t n); /* zeroed; NULL sets failed */
+ATTNC_HIDDEN char *arena_strndup(arena *a, const char *s, size_t n);
+ATTNC_HIDDEN void arena_fini(arena *a);
+
+struct attnc_ctx {
+    arena arena;
+    attnc_diag *diags; /* owned (realloc'd), messages in the arena */
+    size_t n_diags, cap_diags;
+    size_t n_errors;
+};
+
+/* Records an error at loc (printf-style message). Past ATTNC_MAX_ERRORS it
+ * records one note saying more errors were dropped, then nothing. */
+ATTNC_HIDDEN void diag_error(attnc_ctx *ctx, attnc_status code, attnc_loc loc, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
+ATTNC_HIDDEN void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The code of the first error, or ATTNC_OK. */
+ATTNC_HIDDEN attnc_status diag_first_code(const attnc_ctx *ctx);
+
+#endif

@@ -1,0 +1,103 @@
+/* diag.c: the context and its diagnostics. Library code records; only the
+ * driver prints. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+
+void attnc_assert_fail(const char *cond, const char *file, int line) {
+    fprintf(stderr, "%s:%d: internal error: assertion '%s' failed\n", file, line, cond);
+    abort();
+}
+
+attnc_ctx *attnc_ctx_new(void) {
+    return calloc(1, sizeof(attnc_ctx));
+}
+
+void attnc_ctx_free(attnc_ctx *ctx) {
+    if (!ctx)
+        return;
+    arena_fini(&ctx->arena);
+    free(ctx->diags);
+    free(ctx);
+}
+
+size_t attnc_diag_count(const attnc_ctx *ctx) {
+    return ctx ? ctx->n_diags : 0;
+}
+
+const attnc_diag *attnc_diag_get(const attnc_ctx *ctx, size_t i) {
+    return ctx && i < ctx->n_diags ? &ctx->diags[i] : NULL;
+}
+
+static const char *sev_name(attnc_severity s) {
+    switch (s) {
+    case ATTNC_SEV_ERROR: return "error";
+    case ATTNC_SEV_NOTE: return "note";
+    case ATTNC_SEV_COUNT: break;
+    }
+    return "?";
+}
+
+int attnc_diag_format(const attnc_diag *d, char *buf, size_t n) {
+    const attnc_loc *l = &d->loc;
+    const char *file = l->file ? l->file : "";
+    const char *sep = l->file ? ": " : "";
+    if (l->line && l->col)
+        return snprintf(buf, n, "%s:%u:%u: %s: %s", file, l->line, l->col, sev_name(d->sev),
+                        d->msg);
+    if (l->line)
+        return snprintf(buf, n, "%s:%u: %s: %s", file, l->line, sev_name(d->sev), d->msg);
+    return snprintf(buf, n, "%s%s%s: %s", file, sep, sev_name(d->sev), d->msg);
+}
+
+static void add(attnc_ctx *ctx, attnc_severity sev, attnc_status code, attnc_loc loc,
+                const char *fmt, va_list ap) {
+    if (ctx->n_diags == ctx->cap_diags) {
+        size_t cap = ctx->cap_diags ? 2 * ctx->cap_diags : 8;
+        attnc_diag *d = realloc(ctx->diags, cap * sizeof *d);
+        if (!d)
+            return;
+        ctx->diags = d;
+        ctx->cap_diags = cap;
+    }
+    char buf[1024];
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (len < 0)
+        return;
+    size_t keep = (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1;
+    const char *msg = arena_strndup(&ctx->arena, buf, keep);
+    if (!msg)
+        msg = "out of memory while reporting an error";
+    ctx->diags[ctx->n_diags++] = (attnc_diag){sev, code, loc, msg};
+}
+
+void diag_error(attnc_ctx *ctx, attnc_status code, attnc_loc loc, const char *fmt, ...) {
+    if (ctx->n_errors == ATTNC_MAX_ERRORS) {
+        ctx->n_errors++;
+        diag_note(ctx, (attnc_loc){loc.file, 0, 0}, "too many errors; stopping after %d",
+                  ATTNC_MAX_ERRORS);
+    }
+    if (ctx->n_errors > ATTNC_MAX_ERRORS)
+        return;
+    ctx->n_errors++;
+    va_list ap;
+    va_start(ap, fmt);
+    add(ctx, ATTNC_SEV_ERROR, code, loc, fmt, ap);
+    va_end(ap);
+}
+
+void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add(ctx, ATTNC_SEV_NOTE, ATTNC_OK, loc, fmt, ap);
+    va_end(ap);
+}
+
+attnc_status diag_first_code(const attnc_ctx *ctx) {
+    for (size_t i = 0; i < ctx->n_diags; i++)
+        if (ctx->diags[i].sev == ATTNC_SEV_ERROR)
+            return ctx->diags[i].code;
+    return ctx->n_errors ? ATTNC_E_NOMEM : ATTNC_OK; /* an error too big to record */
+}

@@ -1,0 +1,530 @@
+/* spec_check.c: the spec's semantic rules. Walks the node tree of
+ * spec_yaml.c, checks every key's type and range, fills defaults, then
+ * checks consistency between keys. It keeps going after an error so one
+ * run reports every problem of a file (up to ATTNC_MAX_ERRORS). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/spec.h"
+
+/* ---- keys of each mapping ------------------------------------------------ */
+
+enum {
+    K_NAME, K_HEADS, K_KV_GROUPS, K_KV_HEADS, K_HEAD_DIM, K_D_MODEL, K_CAUSAL, K_ROPE,
+    K_SLIDING_WINDOW, K_SOFTCAP, K_QKV_BIAS, K_O_BIAS, K_SCALE, K_DTYPE, K_KV_CACHE, K_TOP_COUNT
+};
+static const char *const top_keys[K_TOP_COUNT] = {
+    "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
+    "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
+    "scale",  "dtype",          "kv_cache",
+};
+
+enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
+static const char *const rope_keys[R_COUNT] = {"base", "style", "rotary_dim", "scaling"};
+
+enum { S_TYPE, S_FACTOR, S_LOW, S_HIGH, S_ORIG, S_COUNT };
+static const char *const scaling_keys[S_COUNT] = {
+    "type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position",
+};
+
+enum { C_DTYPE, C_BLOCK_TOKENS, C_MAX_TOKENS, C_COUNT };
+static const char *const cache_keys[C_COUNT] = {"dtype", "block_tokens", "max_tokens"};
+
+static const char *const dtype_names[] = {"f32", "f16", "bf16"};
+static const char *const style_names[] = {"half", "interleaved"};
+static const char *const scaling_names[] = {"none", "linear", "llama3"};
+
+#define DEFAULT_ROPE_BASE 10000.0
+#define DEFAULT_BLOCK_TOKENS 16
+#define DEFAULT_MAX_TOKENS 4096
+
+typedef struct checker {
+    attnc_ctx *ctx;
+    const char *file;
+} checker;
+
+static void err(checker *ck, attnc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void err(checker *ck, attnc_loc loc, const char *fmt, ...) {
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    diag_error(ck->ctx, ATTNC_E_SPEC, loc, "%s", buf);
+}
+
+/* ---- rendering what was found ------------------------------------------- */
+
+/* Writes a short, printable description of node n: 12, 'twelve',
+ * string "12", a mapping, a sequence, no value. */
+static const char *found(const ynode *n, char *buf, size_t size) {
+    if (n->kind == YNODE_MAP)
+        return "a mapping";
+    if (n->kind == YNODE_SEQ)
+        return "a sequence";
+    if (n->plain && n->len == 0)
+        return "no value";
+    char text[48];
+    size_t o = 0, i = 0;
+    for (; i < n->len && o < 40; i++) {
+        unsigned char ch = (unsigned char)n->str[i];
+        if (ch >= 0x20 && ch < 0x7f)
+            text[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(text + o, sizeof text - o, "\\x%02x", ch);
+    }
+    text[o] = 0;
+    const char *more = i < n->len ? "..." : "";
+    snprintf(buf, size, n->plain ? "%s%s" : "string \"%s%s\"", text, more);
+    return buf;
+}
+
+/* ---- nearest known key ------------------------------------------------- */
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static const char *nearest(const char *key, const char *const *known, int n) {
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX, len = strlen(key);
+    for (int i = 0; i < n; i++) {
+        size_t d = edit_distance(key, known[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = known[i];
+        }
+    }
+    size_t limit = len < 6 ? 2 : len / 3 + 1;
+    return best_d <= limit ? best : NULL;
+}
+
+/* ---- mappings ---------------------------------------------------------- */
+
+/* Splits mapping m into vals[i] for each known key i; reports non-scalar,
+ * unknown and duplicate keys. path is "" at top level or "rope." etc. */
+static void take_map(checker *ck, const ynode *m, const char *path, const char *const *known,
+                     int n_known, const ynode **vals, const ynode **keys) {
+    for (int i = 0; i < n_known; i++)
+        vals[i] = keys[i] = NULL;
+    for (const ynode *k = m->first; k; k = k->next ? k->next->next : NULL) {
+        const ynode *v = k->next;
+        if (!v)
+            break;
+        if (k->kind != YNODE_SCALAR) {
+            err(ck, k->loc, "%skeys must be plain words, found %s", path,
+                k->kind == YNODE_MAP ? "a mapping" : "a sequence");
+            continue;
+        }
+        int idx = -1;
+        for (int i = 0; i < n_known; i++)
+            if (strcmp(k->str, known[i]) == 0 && strlen(known[i]) == k->len)
+                idx = i;
+        if (idx < 0) {
+            char buf[96];
+            const char *near = nearest(k->str, known, n_known);
+            if (near)
+                err(ck, k->loc, "unknown key '%s%s'; did you mean '%s%s'?", path,
+                    found(k, buf, sizeof buf), path, near);
+            else
+                err(ck, k->loc, "unknown key '%s%s'", path, found(k, buf, sizeof buf));
+            continue;
+        }
+        if (keys[idx]) {
+            err(ck, k->loc, "duplicate key '%s%s' (first given at %u:%u)", path, known[idx],
+                keys[idx]->loc.line, keys[idx]->loc.col);
+            continue;
+        }
+        keys[idx] = k;
+        vals[idx] = v;
+    }
+}
+
+/* ---- typed values -------------------------------------------------------- */
+
+static bool is_int_text(const char *s) {
+    if (*s == '+' || *s == '-')
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    while (isdigit((unsigned char)*s))
+        s++;
+    return *s == 0;
+}
+
+static bool is_num_text(const char *s, double *out) {
+    if (!*s || isspace((unsigned char)*s))
+        return false;
+    /* strtod also takes hex, inf and nan: only decimal numbers are specs' */
+    for (const char *p = s; *p; p++)
+        if (!strchr("+-.0123456789eE", *p))
+            return false;
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (*end || errno == ERANGE || !isfinite(d))
+        return false;
+    *out = d;
+    return true;
+}
+
+/* An integer in lo..hi; key is the dotted name. */
+static bool get_int(checker *ck, const ynode *v, const char *key, int64_t lo, int64_t hi,
+                    int64_t *out) {
+    char buf[128];
+    double d;
+    if (v->kind != YNODE_SCALAR || !v->plain || !is_int_text(v->str)) {
+        const char *what = v->kind == YNODE_SCALAR && v->plain && is_num_text(v->str, &d)
+                               ? "an integer (no fraction or exponent)"
+                               : "an integer";
+        err(ck, v->loc, "%s: expected %s, found %s", key, what, found(v, buf, sizeof buf));
+        return false;
+    }
+    errno = 0;
+    long long x = strtoll(v->str, NULL, 10);
+    if (errno == ERANGE || x < lo || x > hi) {
+        err(ck, v->loc, "%s: expected an integer in %lld..%lld, found %s", key, (long long)lo,
+            (long long)hi, found(v, buf, sizeof buf));
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* A finite number; strictly above lo when lo_open, else at least lo. */
+static bool get_num(checker *ck, const ynode *v, const char *key, double lo, bool lo_open,
+                    double *out) {
+    char buf[128];
+    double d = 0;
+    if (v->kind != YNODE_SCALAR || !v->plain || !is_num_text(v->str, &d)) {
+        err(ck, v->loc, "%s: expected a number, found %s", key, found(v, buf, sizeof buf));
+        return false;
+    }
+    if (lo_open ? !(d > lo) : !(d >= lo)) {
+        err(ck, v->loc, "%s: expected a number %s %g, found %s", key, lo_open ? ">" : ">=", lo,
+            found(v, buf, sizeof buf));
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+static bool get_bool(checker *ck, const ynode *v, const char *key, bool *out) {
+    char buf[128];
+    if (v->kind == YNODE_SCALAR && v->plain) {
+        const char *s = v->str;
+        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) {
+            *out = true;
+            return true;
+        }
+        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) {
+            *out = false;
+            return true;
+        }
+    }
+    err(ck, v->loc, "%s: expected true or false, found %s", key, found(v, buf, sizeof buf));
+    return false;
+}
+
+static bool get_enum(checker *ck, const ynode *v, const char *key, const char *const *names,
+                     int n, int *out) {
+    char buf[128], list[128] = "";
+    if (v->kind == YNODE_SCALAR) {
+        for (int i = 0; i < n; i++) {
+            if (strcmp(v->str, names[i]) == 0 && strlen(names[i]) == v->len) {
+                *out = i;
+                return true;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    err(ck, v->loc, "%s: expected %s, found %s", key, list, found(v, buf, sizeof buf));
+    return false;
+}
+
+static bool is_identifier(const char *s, size_t len) {
+    if (len == 0 || strlen(s) != len || isdigit((unsigned char)s[0]))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_') || (unsigned char)s[i] >= 0x80)
+            return false;
+    return true;
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+/* rope.scaling: `none` or a mapping whose keys match its type. */
+static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
+    c->rope_scaling = ATTN_SCALING_NONE;
+    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+        return;
+    if (v->kind != YNODE_MAP) {
+        char buf[128];
+        err(ck, v->loc, "rope.scaling: expected a mapping with 'type' or none, found %s",
+            found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[S_COUNT], *key[S_COUNT];
+    take_map(ck, v, "rope.scaling.", scaling_keys, S_COUNT, val, key);
+    int type = 0;
+    if (!val[S_TYPE]) {
+        err(ck, v->loc, "rope.scaling: missing required key 'type' (none, linear or llama3)");
+        return;
+    }
+    if (!get_enum(ck, val[S_TYPE], "rope.scaling.type", scaling_names, 3, &type))
+        return;
+    c->rope_scaling = (attn_rope_scaling)type;
+    /* which keys each type takes */
+    static const bool uses[3][S_COUNT] = {
+        {true, false, false, false, false},
+        {true, true, false, false, false},
+        {true, true, true, true, true},
+    };
+    for (int i = 1; i < S_COUNT; i++) {
+        if (uses[type][i] && !val[i])
+            err(ck, v->loc, "rope.scaling: type %s needs key '%s'", scaling_names[type],
+                scaling_keys[i]);
+        else if (!uses[type][i] && val[i])
+            err(ck, key[i]->loc, "rope.scaling.%s is not used by type %s", scaling_keys[i],
+                scaling_names[type]);
+    }
+    if (val[S_FACTOR] && uses[type][S_FACTOR])
+        get_num(ck, val[S_FACTOR], "rope.scaling.factor", 0, true, &c->rope_factor);
+    if (type != ATTN_SCALING_LLAMA3)
+        return;
+    bool lo_ok = val[S_LOW] && get_num(ck, val[S_LOW], "rope.scaling.low_freq_factor", 0, true,
+                                       &c->rope_low_freq_factor);
+    bool hi_ok = val[S_HIGH] && get_num(ck, val[S_HIGH], "rope.scaling.high_freq_factor", 0,
+                                        true, &c->rope_high_freq_factor);
+    if (lo_ok && hi_ok && !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+        err(ck, val[S_HIGH]->loc,
+            "rope.scaling.high_freq_factor (%g) must be greater than low_freq_factor (%g)",
+            c->rope_high_freq_factor, c->rope_low_freq_factor);
+    if (val[S_ORIG])
+        get_int(ck, val[S_ORIG], "rope.scaling.original_max_position", 1, ATTN_MAX_TOKENS,
+                &c->rope_original_max_position);
+}
+
+/* rope: `none` or a mapping. rotary_dim is checked against head_dim by the
+ * caller once both are known; *rotary_at receives its location. */
+static void check_rope(checker *ck, const ynode *v, attn_config *c, const ynode **rotary_at) {
+    char buf[128];
+    *rotary_at = NULL;
+    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0) {
+        c->rope_style = ATTN_ROPE_NONE;
+        return;
+    }
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc, "rope: expected a mapping (base, style, rotary_dim, scaling) or none, "
+                        "found %s",
+            found(v, buf, sizeof buf));
+        c->rope_style = ATTN_ROPE_NONE;
+        return;
+    }
+    const ynode *val[R_COUNT], *key[R_COUNT];
+    take_map(ck, v, "rope.", rope_keys, R_COUNT, val, key);
+    c->rope_style = ATTN_ROPE_HALF;
+    c->rope_base = DEFAULT_ROPE_BASE;
+    if (val[R_BASE])
+        get_num(ck, val[R_BASE], "rope.base", 1, true, &c->rope_base);
+    int style = 0;
+    if (val[R_STYLE] && get_enum(ck, val[R_STYLE], "rope.style", style_names, 2, &style))
+        c->rope_style = style == 0 ? ATTN_ROPE_HALF : ATTN_ROPE_INTERLEAVED;
+    if (val[R_ROTARY_DIM] &&
+        get_int(ck, val[R_ROTARY_DIM], "rope.rotary_dim", 1, ATTN_MAX_HEAD_DIM, &c->rotary_dim))
+        *rotary_at = val[R_ROTARY_DIM];
+    if (val[R_SCALING])
+        check_scaling(ck, val[R_SCALING], c);
+}
+
+static void check_cache(checker *ck, const ynode *v, attn_config *c) {
+    char buf[128];
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc, "kv_cache: expected a mapping (dtype, block_tokens, max_tokens), found %s",
+            found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[C_COUNT], *key[C_COUNT];
+    take_map(ck, v, "kv_cache.", cache_keys, C_COUNT, val, key);
+    int dt;
+    if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 3, &dt))
+        c->kv_dtype = (attn_dtype)dt;
+    bool max_ok = val[C_MAX_TOKENS] && get_int(ck, val[C_MAX_TOKENS], "kv_cache.max_tokens", 1,
+                                               ATTN_MAX_TOKENS, &c->kv_max_tokens);
+    bool blk_ok = val[C_BLOCK_TOKENS] &&
+                  get_int(ck, val[C_BLOCK_TOKENS], "kv_cache.block_tokens", 1,
+                          ATTN_MAX_BLOCK_TOKENS, &c->kv_block_tokens);
+    if ((max_ok || !val[C_MAX_TOKENS]) && (blk_ok || !val[C_BLOCK_TOKENS]) &&
+        c->kv_block_tokens > c->kv_max_tokens)
+        err(ck, (val[C_BLOCK_TOKENS] ? val[C_BLOCK_TOKENS] : val[C_MAX_TOKENS])->loc,
+            "kv_cache.block_tokens (%lld) must not exceed kv_cache.max_tokens (%lld)",
+            (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
+}
+
+/* ---- the whole spec ------------------------------------------------------ */
+
+attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out) {
+    checker ck_ = {ctx, file}, *ck = &ck_;
+    char buf[128];
+    attnc_loc top = {file, 1, 1};
+    if (!root) {
+        err(ck, top, "empty spec: expected a mapping with at least name, heads and head_dim");
+        return ATTNC_E_SPEC;
+    }
+    if (root->kind != YNODE_MAP) {
+        err(ck, root->loc, "expected a mapping at top level, found %s",
+            found(root, buf, sizeof buf));
+        return ATTNC_E_SPEC;
+    }
+    const ynode *val[K_TOP_COUNT], *key[K_TOP_COUNT];
+    take_map(ck, root, "", top_keys, K_TOP_COUNT, val, key);
+
+    attn_config c = {
+        .kv_groups = 0,
+        .causal = true,
+        .rope_style = ATTN_ROPE_NONE,
+        .scale_auto = true,
+        .dtype = ATTN_DTYPE_F32,
+        .kv_dtype = ATTN_DTYPE_F32,
+        .kv_block_tokens = DEFAULT_BLOCK_TOKENS,
+        .kv_max_tokens = DEFAULT_MAX_TOKENS,
+    };
+    static const char *const required[] = {"name", "heads", "head_dim"};
+    static const int required_idx[] = {K_NAME, K_HEADS, K_HEAD_DIM};
+    for (int i = 0; i < 3; i++)
+        if (!val[required_idx[i]])
+            err(ck, root->loc, "missing required key '%s'", required[i]);
+
+    if (val[K_NAME]) {
+        const ynode *v = val[K_NAME];
+        if (v->kind != YNODE_SCALAR || !is_identifier(v->str, v->len))
+            err(ck, v->loc, "name: expected a C identifier, found %s", found(v, buf, sizeof buf));
+        else if (v->len >= ATTN_NAME_MAX)
+            err(ck, v->loc, "name: expected at most %d characters, found %zu", ATTN_NAME_MAX - 1,
+                v->len);
+        else
+            memcpy(c.name, v->str, v->len + 1);
+    }
+    bool heads_ok = val[K_HEADS] && get_int(ck, val[K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
+    bool hd_ok = val[K_HEAD_DIM] &&
+                 get_int(ck, val[K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
+
+    const ynode *kv = val[K_KV_GROUPS];
+    const char *kv_key = "kv_groups";
+    if (val[K_KV_HEADS]) {
+        if (kv)
+            err(ck, key[K_KV_HEADS]->loc,
+                "kv_heads is another name for kv_groups (given at %u:%u); give one of them",
+                key[K_KV_GROUPS]->loc.line, key[K_KV_GROUPS]->loc.col);
+        else
+            kv = val[K_KV_HEADS], kv_key = "kv_heads";
+    }
+    bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c.kv_groups);
+    if (!kv && heads_ok)
+        c.kv_groups = c.heads; /* MHA */
+    if (heads_ok && kv_ok && c.heads % c.kv_groups != 0)
+        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads,
+            kv_key, (long long)c.kv_groups);
+    if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM)
+        err(ck, val[K_HEAD_DIM]->loc, "heads * head_dim (%lld) exceeds the limit %d",
+            (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
+
+    if (val[K_D_MODEL])
+        get_int(ck, val[K_D_MODEL], "d_model", 1, ATTN_MAX_D_MODEL, &c.d_model);
+    else if (heads_ok && hd_ok) {
+        c.d_model = c.heads * c.head_dim;
+        if (c.d_model > ATTN_MAX_D_MODEL)
+            err(ck, root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
+                (long long)c.d_model, ATTN_MAX_D_MODEL);
+    }
+
+    if (val[K_CAUSAL])
+        get_bool(ck, val[K_CAUSAL], "causal", &c.causal);
+
+    const ynode *rotary_at = NULL;
+    if (val[K_ROPE])
+        check_rope(ck, val[K_ROPE], &c, &rotary_at);
+    if (c.rope_style != ATTN_ROPE_NONE) {
+        if (!rotary_at && hd_ok)
+            c.rotary_dim = c.head_dim;
+        if (rotary_at && c.rotary_dim % 2)
+            err(ck, rotary_at->loc, "rope.rotary_dim: expected an even number, found %lld",
+                (long long)c.rotary_dim);
+        else if (rotary_at && hd_ok && c.rotary_dim > c.head_dim)
+            err(ck, rotary_at->loc, "rope.rotary_dim (%lld) must not exceed head_dim (%lld)",
+                (long long)c.rotary_dim, (long long)c.head_dim);
+        else if (!rotary_at && hd_ok && c.head_dim % 2)
+            err(ck, val[K_ROPE]->loc,
+                "rope: rotary_dim defaults to head_dim (%lld), which is odd; give an even "
+                "rope.rotary_dim",
+                (long long)c.head_dim);
+    }
+
+    if (val[K_SLIDING_WINDOW] &&
+        get_int(ck, val[K_SLIDING_WINDOW], "sliding_window", 0, ATTN_MAX_WINDOW,
+                &c.sliding_window) &&
+        c.sliding_window > 0 && !c.causal)
+        err(ck, val[K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
+            (long long)c.sliding_window);
+    if (val[K_SOFTCAP])
+        get_num(ck, val[K_SOFTCAP], "softcap", 0, false, &c.softcap);
+    if (val[K_QKV_BIAS])
+        get_bool(ck, val[K_QKV_BIAS], "qkv_bias", &c.qkv_bias);
+    if (val[K_O_BIAS])
+        get_bool(ck, val[K_O_BIAS], "o_bias", &c.o_bias);
+    const ynode *sv = val[K_SCALE];
+    if (sv && !(sv->kind == YNODE_SCALAR && sv->plain && strcmp(sv->str, "auto") == 0)) {
+        double d;
+        if (sv->kind != YNODE_SCALAR || !sv->plain || !is_num_text(sv->str, &d))
+            err(ck, sv->loc, "scale: expected auto or a number, found %s",
+                found(sv, buf, sizeof buf));
+        else if (get_num(ck, sv, "scale", 0, true, &c.scale))
+            c.scale_auto = false;
+    }
+    if (c.scale_auto && hd_ok)
+        c.scale = 1.0 / sqrt((double)c.head_dim);
+    int dt;
+    if (val[K_DTYPE] && get_enum(ck, val[K_DTYPE], "dtype", dtype_names, 3, &dt))
+        c.dtype = (attn_dtype)dt;
+    if (val[K_KV_CACHE])
+        check_cache(ck, val[K_KV_CACHE], &c);
+
+    attnc_status st = diag_first_code(ctx);
+    if (st != ATTNC_OK)
+        return st;
+    /* Every rule above has a located message; this re-check guards the
+     * runtime's invariants against a rule forgotten here. */
+    attn_msg m;
+    if (attn_config_check(&c, &m) != ATTN_OK) {
+        err(ck, top, "%s", m.text);
+        return ATTNC_E_SPEC;
+    }
+    *out = c;
+    return ATTNC_OK;
+}

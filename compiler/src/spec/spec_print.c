@@ -1,0 +1,117 @@
+/* spec_print.c: a config as normalized YAML, every default spelled out,
+ * numbers in the shortest form that reads back to the same double. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/spec.h"
+
+typedef struct out {
+    char *buf; /* owned, malloc'd */
+    size_t len, cap;
+    bool failed;
+} out;
+
+static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(out *o, const char *fmt, ...) {
+    if (o->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->failed = true;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = 2 * o->cap + (size_t)n;
+        char *b = realloc(o->buf, cap);
+        if (!b) {
+            o->failed = true;
+            return;
+        }
+        o->buf = b;
+        o->cap = cap;
+    }
+}
+
+/* Integers as integers; else the shortest %g form that reads back as d. */
+static const char *num(double d, char *buf, size_t n) {
+    if (d == (double)(long long)d && d > -1e15 && d < 1e15) {
+        snprintf(buf, n, "%lld", (long long)d);
+        return buf;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    return buf;
+}
+
+static const char *yn(bool b) {
+    return b ? "true" : "false";
+}
+
+char *attnc_spec_to_yaml(const attn_config *c) {
+    if (!c)
+        return NULL;
+    static const char *const styles[] = {"none", "half", "interleaved"};
+    static const char *const scalings[] = {"none", "linear", "llama3"};
+    out o = {malloc(1024), 0, 1024, false};
+    if (!o.buf)
+        return NULL;
+    char a[40], b[40], d[40];
+    put(&o, "name: %s\n", c->name);
+    put(&o, "heads: %lld\n", (long long)c->heads);
+    put(&o, "kv_groups: %lld\n", (long long)c->kv_groups);
+    put(&o, "head_dim: %lld\n", (long long)c->head_dim);
+    put(&o, "d_model: %lld\n", (long long)c->d_model);
+    put(&o, "causal: %s\n", yn(c->causal));
+    if (c->rope_style == ATTN_ROPE_NONE || (unsigned)c->rope_style >= ATTN_ROPE_COUNT) {
+        put(&o, "rope: none\n");
+    } else {
+        put(&o, "rope:\n  base: %s\n  style: %s\n  rotary_dim: %lld\n",
+            num(c->rope_base, a, sizeof a), styles[c->rope_style], (long long)c->rotary_dim);
+        switch (c->rope_scaling) {
+        case ATTN_SCALING_NONE:
+        case ATTN_SCALING_COUNT: put(&o, "  scaling: none\n"); break;
+        case ATTN_SCALING_LINEAR:
+            put(&o, "  scaling:\n    type: %s\n    factor: %s\n", scalings[c->rope_scaling],
+                num(c->rope_factor, a, sizeof a));
+            break;
+        case ATTN_SCALING_LLAMA3:
+            put(&o,
+                "  scaling:\n    type: %s\n    factor: %s\n    low_freq_factor: %s\n"
+                "    high_freq_factor: %s\n    original_max_position: %lld\n",
+                scalings[c->rope_scaling], num(c->rope_factor, a, sizeof a),
+                num(c->rope_low_freq_factor, b, sizeof b),
+                num(c->rope_high_freq_factor, d, sizeof d),
+                (long long)c->rope_original_max_position);
+            break;
+        }
+    }
+    put(&o, "sliding_window: %lld\n", (long long)c->sliding_window);
+    put(&o, "softcap: %s\n", num(c->softcap, a, sizeof a));
+    put(&o, "qkv_bias: %s\n", yn(c->qkv_bias));
+    put(&o, "o_bias: %s\n", yn(c->o_bias));
+    if (c->scale_auto)
+        put(&o, "scale: auto  # 1/sqrt(head_dim) = %s\n", num(c->scale, a, sizeof a));
+    else
+        put(&o, "scale: %s\n", num(c->scale, a, sizeof a));
+    put(&o, "dtype: %s\n", attn_dtype_name(c->dtype));
+    put(&o, "kv_cache:\n  dtype: %s\n  block_tokens: %lld\n  max_tokens: %lld\n",
+        attn_dtype_name(c->kv_dtype), (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
+    if (o.failed) {
+        free(o.buf);
+        return NULL;
+    }
+    return o.buf;
+}

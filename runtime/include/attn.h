@@ -1,0 +1,229 @@
+/* attn.h: the attnc runtime's public API. Plain C11, no LLVM, no libyaml.
+ * It owns block configurations, weights (safetensors with Hugging Face
+ * names), the reference engine that defines attnc's semantics, and status
+ * codes. Every function is safe to call from several threads on distinct
+ * objects; one object is never used from two threads at once. */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ATTN_BUILD) || defined(ATTNC_BUILD)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+/* Every status but ATTN_OK is an error; nothing was changed unless the
+ * function's comment says otherwise. */
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_E_INVALID,  /* bad argument, bad config or unknown sequence */
+    ATTN_E_CAPACITY, /* cache full: nothing was appended */
+    ATTN_E_NOMEM,
+    ATTN_E_IO,     /* a file could not be opened, read or written */
+    ATTN_E_FORMAT, /* malformed or mismatched weights or tensor file */
+    ATTN_STATUS_COUNT
+} attn_status;
+
+/* A short static name of s ("ATTN_E_FORMAT: ..."); never NULL. */
+ATTN_API const char *attn_status_str(attn_status s);
+
+/* A message written by functions that can fail for a reason worth telling
+ * (which tensor, which shape). Callers may pass NULL when they need only
+ * the status. */
+#define ATTN_MSG_MAX 512
+typedef struct attn_msg {
+    char text[ATTN_MSG_MAX];
+} attn_msg;
+
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32,
+    ATTN_DTYPE_F16,
+    ATTN_DTYPE_BF16,
+    ATTN_DTYPE_COUNT
+} attn_dtype;
+
+/* "f32", "f16", "bf16"; NULL for an out-of-range value. */
+ATTN_API const char *attn_dtype_name(attn_dtype t);
+ATTN_API size_t attn_dtype_size(attn_dtype t);
+
+typedef enum attn_rope_style {
+    ATTN_ROPE_NONE,        /* no positional rotation */
+    ATTN_ROPE_HALF,        /* pairs (i, i + rotary_dim/2): HF / NeoX */
+    ATTN_ROPE_INTERLEAVED, /* pairs (2i, 2i + 1): GPT-J / Meta */
+    ATTN_ROPE_COUNT
+} attn_rope_style;
+
+typedef enum attn_rope_scaling {
+    ATTN_SCALING_NONE,
+    ATTN_SCALING_LINEAR, /* inv_freq / factor */
+    ATTN_SCALING_LLAMA3, /* Llama 3.1 wavelength-dependent scaling */
+    ATTN_SCALING_COUNT
+} attn_rope_scaling;
+
+/* Limits checked by the spec validator and by attn_config_check; sizes
+ * beyond them are rejected up front rather than failing deep inside. */
+#define ATTN_NAME_MAX 64 /* bytes of a block name, NUL included */
+#define ATTN_MAX_HEADS 1024
+#define ATTN_MAX_HEAD_DIM 1024
+#define ATTN_MAX_D_MODEL 65536
+#define ATTN_MAX_QDIM 131072 /* heads * head_dim */
+#define ATTN_MAX_TOKENS (INT64_C(1) << 22) /* kv_cache.max_tokens */
+#define ATTN_MAX_BLOCK_TOKENS 4096
+#define ATTN_MAX_WINDOW ATTN_MAX_TOKENS
+
+/* The constants of one attention block: the validated, normalized spec.
+ * Plain data; the compiler fills it from YAML, C users may fill it by hand
+ * (then call attn_config_check). */
+typedef struct attn_config {
+    char name[ATTN_NAME_MAX]; /* C identifier */
+    int64_t heads;            /* query heads */
+    int64_t kv_groups;        /* K/V heads; divides heads */
+    int64_t head_dim;
+    int64_t d_model;
+    bool causal;
+    attn_rope_style rope_style; /* ATTN_ROPE_NONE: no rotation */
+    double rope_base;
+    int64_t rotary_dim; /* even, <= head_dim */
+    attn_rope_scaling rope_scaling;
+    double rope_factor;              /* linear and llama3 */
+    double rope_low_freq_factor;     /* llama3 */
+    double rope_high_freq_factor;    /* llama3 */
+    int64_t rope_original_max_position; /* llama3 */
+    int64_t sliding_window;          /* 0 = unlimited; needs causal */
+    double softcap;                  /* 0 = off */
+    bool qkv_bias;
+    bool o_bias;
+    bool scale_auto; /* scale = 1/sqrt(head_dim) */
+    double scale;    /* the effective scale, also when scale_auto */
+    attn_dtype dtype;        /* weights */
+    attn_dtype kv_dtype;     /* K/V cache; the reference rounds K/V to it */
+    int64_t kv_block_tokens; /* tokens per cache block */
+    int64_t kv_max_tokens;   /* longest sequence */
+} attn_config;
+
+/* Checks every invariant and limit of c. ATTN_E_INVALID with the first
+ * broken rule in msg. */
+ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
+
+/* ---- safetensors ------------------------------------------------------ */
+
+#define ATTN_ST_MAX_DIMS 8
+
+/* One tensor of an open file. All pointers borrow from the attn_st. */
+typedef struct attn_st_info {
+    const char *name;
+    const char *dtype; /* as written in the header: "F32", "BF16", "I64", ... */
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    size_t nbytes;
+    const void *data; /* inside the file's mapping */
+} attn_st_info;
+
+typedef struct attn_st attn_st;
+
+/* Opens and fully validates a safetensors file (header length, JSON,
+ * dtypes, shapes, offsets in range and not overlapping). The file stays
+ * mapped until attn_st_close. ATTN_E_IO or ATTN_E_FORMAT with the reason;
+ * *out is set only on success. */
+ATTN_API attn_status attn_st_open(const char *path, attn_st **out, attn_msg *msg);
+ATTN_API void attn_st_close(attn_st *f);
+ATTN_API int attn_st_count(const attn_st *f);
+ATTN_API const attn_st_info *attn_st_get(const attn_st *f, int i);
+/* NULL if the file has no tensor of that name. */
+ATTN_API const attn_st_info *attn_st_find(const attn_st *f, const char *name);
+
+/* Reads tensor name, which must have exactly shape[0..ndim), into dst
+ * (numel floats), converting F32, F16 or BF16 to f32. ATTN_E_FORMAT names
+ * the tensor for a missing tensor, a shape mismatch (both shapes) or an
+ * unsupported dtype; dst is untouched then. */
+ATTN_API attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim,
+                                      const int64_t *shape, float *dst, attn_msg *msg);
+
+/* Reads a 2-D tensor name [rows >= 1, cols] with any number of rows into a
+ * malloc'd buffer (*out, caller frees); errors as attn_st_read_f32. */
+ATTN_API attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t cols,
+                                           float **out, int64_t *rows, attn_msg *msg);
+
+/* A tensor to write: f32 data, stored as dtype (rounded to nearest even). */
+typedef struct attn_st_tensor {
+    const char *name;
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    const float *data;
+} attn_st_tensor;
+
+/* Writes n tensors to path through a temporary file renamed on success, so
+ * path is either the complete new file or untouched. */
+ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n,
+                                   attn_msg *msg);
+
+/* ---- weights ------------------------------------------------------------ */
+
+/* The weights of one block, f32 in Hugging Face Linear layout W[out, in],
+ * already rounded to cfg.dtype. Plain data; pointers owned by the struct
+ * and freed by attn_weights_free. Biases are NULL when the spec has none. */
+typedef struct attn_weights {
+    attn_config cfg;
+    float *wq; /* [heads*head_dim, d_model] */
+    float *wk; /* [kv_groups*head_dim, d_model] */
+    float *wv; /* [kv_groups*head_dim, d_model] */
+    float *wo; /* [d_model, heads*head_dim] */
+    float *bq, *bk, *bv; /* [heads*head_dim], [kv*hd], [kv*hd] if qkv_bias */
+    float *bo;           /* [d_model] if o_bias */
+} attn_weights;
+
+/* Zero-initialized weights for cfg (checked with attn_config_check). */
+ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_msg *msg);
+/* Deterministic random weights: uniform with variance 1/fan_in, so scores
+ * stay O(1); biases uniform in [-0.1, 0.1]. */
+ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
+                                         attn_weights **out, attn_msg *msg);
+/* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks),
+ * each name preceded by prefix (NULL = none), from a safetensors file.
+ * Other tensors in the file are ignored. */
+ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
+                                       const char *prefix, attn_weights **out, attn_msg *msg);
+/* Writes w under the same names, stored as dtype, atomically. */
+ATTN_API attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtype dtype,
+                                       const char *prefix, attn_msg *msg);
+ATTN_API void attn_weights_free(attn_weights *w);
+/* Fills x[0..n) with uniform numbers in [-a, a) from the generator state
+ * *state (splitmix64), which it advances: same seed, same numbers. */
+ATTN_API void attn_random_uniform(uint64_t *state, float *x, size_t n, double a);
+/* Rounds every weight to w->cfg.dtype in place (a no-op for f32). */
+ATTN_API void attn_weights_round(attn_weights *w);
+
+/* ---- reference engine ---------------------------------------------------- */
+
+/* The reference implementation of one block over one sequence with a
+ * contiguous KV cache: plain C, double accumulation, the definition of
+ * attnc's semantics (README "Semantics"). Slow by design. */
+typedef struct attn_ref attn_ref;
+
+/* Borrows w, which must outlive the engine. capacity_tokens <= 0 means
+ * cfg.kv_max_tokens. */
+ATTN_API attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_ref **out,
+                                  attn_msg *msg);
+ATTN_API void attn_ref_free(attn_ref *r);
+/* Appends n_tokens tokens x [n_tokens, d_model] at positions len..len+n-1
+ * and writes y [n_tokens, d_model]. ATTN_E_CAPACITY if they do not fit:
+ * nothing is appended then. */
+ATTN_API attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
+                                      attn_msg *msg);
+ATTN_API int64_t attn_ref_len(const attn_ref *r);
+/* Drops the cached tokens beyond n_tokens (n_tokens <= len). */
+ATTN_API attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

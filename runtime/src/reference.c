@@ -1,0 +1,265 @@
+/* reference.c: the reference engine. Plain loops, double accumulation, one
+ * rule per function in the order of README "Semantics"; it defines what
+ * every generated kernel must compute. Speed is not a goal: the token loop
+ * runs on OpenMP threads only because each token's work is independent, so
+ * results do not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+
+struct attn_ref {
+    const attn_weights *w; /* borrowed */
+    attn_config c;
+    int64_t cap, len;
+    float *k, *v; /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype */
+    double *inv_freq; /* owned: [rotary_dim/2] */
+};
+
+void ref_rope_freqs(const attn_config *c, double *inv_freq) {
+    int64_t half = c->rotary_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double f = pow(c->rope_base, -2.0 * (double)i / (double)c->rotary_dim);
+        switch (c->rope_scaling) {
+        case ATTN_SCALING_NONE: break;
+        case ATTN_SCALING_LINEAR: f /= c->rope_factor; break;
+        case ATTN_SCALING_LLAMA3: {
+            /* Llama 3.1: keep high frequencies, divide low ones by factor,
+             * interpolate smoothly between the two wavelength bounds. */
+            double old = (double)c->rope_original_max_position;
+            double low_wavelen = old / c->rope_low_freq_factor;
+            double high_wavelen = old / c->rope_high_freq_factor;
+            double wavelen = 2.0 * 3.14159265358979323846 / f;
+            if (wavelen > low_wavelen) {
+                f /= c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (old / wavelen - c->rope_low_freq_factor) /
+                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
+            }
+            break;
+        }
+        case ATTN_SCALING_COUNT: break;
+        }
+        inv_freq[i] = f;
+    }
+}
+
+void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, double *x) {
+    if (c->rope_style == ATTN_ROPE_NONE)
+        return;
+    int64_t half = c->rotary_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        int64_t ia = c->rope_style == ATTN_ROPE_HALF ? i : 2 * i;
+        int64_t ib = c->rope_style == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
+        double th = (double)pos * inv_freq[i];
+        double cs = cos(th), sn = sin(th), a = x[ia], b = x[ib];
+        x[ia] = a * cs - b * sn;
+        x[ib] = a * sn + b * cs;
+    }
+}
+
+static bool key_visible(const attn_config *c, int64_t pos, int64_t j) {
+    if (!c->causal)
+        return true;
+    if (j > pos)
+        return false;
+    return c->sliding_window == 0 || pos - c->sliding_window < j;
+}
+
+void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv, const float *k,
+                const float *v, double *out, double *probs, double *s) {
+    int64_t hd = c->head_dim, group = c->heads / c->kv_groups;
+    for (int64_t h = 0; h < c->heads; h++) {
+        const double *qh = q + h * hd;
+        int64_t kvh = h / group;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n_kv; j++) {
+            if (!key_visible(c, pos, j)) {
+                s[j] = -INFINITY;
+                continue;
+            }
+            const float *kj = k + (j * c->kv_groups + kvh) * hd;
+            double dot = 0;
+            for (int64_t d = 0; d < hd; d++)
+                dot += qh[d] * (double)kj[d];
+            double sc = dot * c->scale;
+            if (c->softcap > 0)
+                sc = c->softcap * tanh(sc / c->softcap);
+            s[j] = sc;
+            if (sc > mx)
+                mx = sc;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < n_kv; j++) {
+            s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - mx);
+            sum += s[j];
+        }
+        double *oh = out + h * hd;
+        for (int64_t d = 0; d < hd; d++)
+            oh[d] = 0;
+        for (int64_t j = 0; j < n_kv; j++) {
+            double p = s[j] / sum;
+            if (probs)
+                probs[h * n_kv + j] = p;
+            if (p == 0)
+                continue;
+            const float *vj = v + (j * c->kv_groups + kvh) * hd;
+            for (int64_t d = 0; d < hd; d++)
+                oh[d] += p * (double)vj[d];
+        }
+    }
+}
+
+/* y[n_out] = W[n_out, n_in] . x + b, in double. */
+static void linear(const float *W, const float *b, int64_t n_out, int64_t n_in, const double *x,
+                   double *y) {
+    for (int64_t o = 0; o < n_out; o++) {
+        const float *row = W + o * n_in;
+        double acc = b ? (double)b[o] : 0.0;
+        for (int64_t i = 0; i < n_in; i++)
+            acc += (double)row[i] * x[i];
+        y[o] = acc;
+    }
+}
+
+static void widen(const float *x, int64_t n, double *xd) {
+    for (int64_t i = 0; i < n; i++)
+        xd[i] = x[i];
+}
+
+attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_ref **out,
+                         attn_msg *m) {
+    if (!w || !out)
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_new: NULL argument");
+    attn_status st = attn_config_check(&w->cfg, m);
+    if (st)
+        return st;
+    const attn_config *c = &w->cfg;
+    int64_t cap = capacity_tokens > 0 ? capacity_tokens : c->kv_max_tokens;
+    if (cap > c->kv_max_tokens)
+        return rt_fail(m, ATTN_E_INVALID, "capacity %lld exceeds kv_cache.max_tokens %lld",
+                       (long long)cap, (long long)c->kv_max_tokens);
+    attn_ref *r = calloc(1, sizeof *r);
+    size_t kvn = (size_t)(cap * c->kv_groups * c->head_dim);
+    if (r) {
+        r->k = malloc(kvn * sizeof(float));
+        r->v = malloc(kvn * sizeof(float));
+        r->inv_freq = malloc((size_t)(c->rotary_dim / 2 + 1) * sizeof(double));
+    }
+    if (!r || !r->k || !r->v || !r->inv_freq) {
+        attn_ref_free(r);
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory for a %lld-token reference cache",
+                       (long long)cap);
+    }
+    r->w = w;
+    r->c = *c;
+    r->cap = cap;
+    if (c->rope_style != ATTN_ROPE_NONE)
+        ref_rope_freqs(c, r->inv_freq);
+    *out = r;
+    return ATTN_OK;
+}
+
+void attn_ref_free(attn_ref *r) {
+    if (!r)
+        return;
+    free(r->k);
+    free(r->v);
+    free(r->inv_freq);
+    free(r);
+}
+
+int64_t attn_ref_len(const attn_ref *r) {
+    return r ? r->len : -1;
+}
+
+attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens) {
+    if (!r || n_tokens < 0 || n_tokens > r->len)
+        return ATTN_E_INVALID;
+    r->len = n_tokens;
+    return ATTN_OK;
+}
+
+/* Projects one token's K and V, rotates K, rounds both to the cache dtype
+ * and stores them at cache row pos. tmp holds d_model + kv_groups*head_dim. */
+static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
+    const attn_config *c = &r->c;
+    const attn_weights *w = r->w;
+    int64_t hd = c->head_dim, kvd = c->kv_groups * hd;
+    float *krow = r->k + pos * kvd, *vrow = r->v + pos * kvd;
+    double *xd = tmp + kvd;
+    widen(x, c->d_model, xd);
+    linear(w->wk, w->bk, kvd, c->d_model, xd, tmp);
+    for (int64_t g = 0; g < c->kv_groups; g++)
+        ref_rope_apply(c, r->inv_freq, pos, tmp + g * hd);
+    for (int64_t i = 0; i < kvd; i++)
+        krow[i] = rt_round(c->kv_dtype, (float)tmp[i]);
+    linear(w->wv, w->bv, kvd, c->d_model, xd, tmp);
+    for (int64_t i = 0; i < kvd; i++)
+        vrow[i] = rt_round(c->kv_dtype, (float)tmp[i]);
+}
+
+attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
+                             attn_msg *m) {
+    if (!r || n_tokens < 0 || (n_tokens > 0 && (!x || !y)))
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_forward: bad argument");
+    if (n_tokens > r->cap - r->len)
+        return rt_fail(m, ATTN_E_CAPACITY,
+                       "%lld new tokens do not fit: %lld of %lld cache positions are used",
+                       (long long)n_tokens, (long long)r->len, (long long)r->cap);
+    const attn_config *c = &r->c;
+    const attn_weights *w = r->w;
+    int64_t hd = c->head_dim, qd = c->heads * hd, D = c->d_model;
+    int64_t n_kv = r->len + n_tokens, base = r->len;
+    size_t scratch = (size_t)(c->kv_groups * hd + D);
+    bool oom = false;
+
+    /* All K/V first: a non-causal query sees every key of this call. */
+#pragma omp parallel
+    {
+        double *tmp = malloc(scratch * sizeof *tmp);
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++)
+            if (tmp)
+                append_kv(r, x + t * D, base + t, tmp);
+        if (!tmp) {
+#pragma omp atomic write
+            oom = true;
+        }
+        free(tmp);
+    }
+    if (oom)
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch");
+
+#pragma omp parallel
+    {
+        /* q [qd], o [qd], x and y [D], scores [n_kv] */
+        double *q = malloc((size_t)(2 * qd + 2 * D + n_kv) * sizeof *q);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            if (!q)
+                continue;
+            int64_t pos = base + t;
+            double *o = q + qd, *xd = o + qd, *yd = xd + D, *s = yd + D;
+            widen(x + t * D, D, xd);
+            linear(w->wq, w->bq, qd, D, xd, q);
+            for (int64_t h = 0; h < c->heads; h++)
+                ref_rope_apply(c, r->inv_freq, pos, q + h * hd);
+            ref_attend(c, pos, q, n_kv, r->k, r->v, o, NULL, s);
+            linear(w->wo, w->bo, D, qd, o, yd);
+            for (int64_t i = 0; i < D; i++)
+                y[t * D + i] = (float)yd[i];
+        }
+        if (!q) {
+#pragma omp atomic write
+            oom = true;
+        }
+        free(q);
+    }
+    if (oom) /* rows past len may hold new K/V, but len is unchanged */
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch");
+    r->len = n_kv;
+    return ATTN_OK;
+}

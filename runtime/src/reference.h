@@ -1,0 +1,24 @@
+/* reference.h: the pieces of the reference engine, exposed to the tests so
+ * each rule of the semantics can be checked on its own (not installed). */
+#ifndef ATTN_REFERENCE_H
+#define ATTN_REFERENCE_H
+
+#include "rt.h"
+
+/* inv_freq[i], i < rotary_dim/2, after linear or llama3 scaling. */
+RT_HIDDEN void ref_rope_freqs(const attn_config *c, double *inv_freq);
+
+/* Rotates one head x[head_dim] in place as token position pos. */
+RT_HIDDEN void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos,
+                              double *x);
+
+/* Attention of query q[heads][head_dim] at position pos over the n_kv
+ * cached tokens k, v [n_kv][kv_groups][head_dim] (positions 0..n_kv-1):
+ * scale, softcap, causal/window mask, softmax, p.v into out[heads][head_dim].
+ * probs, if not NULL, receives the weights [heads][n_kv] (0 where masked);
+ * scratch holds n_kv doubles. */
+RT_HIDDEN void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv,
+                          const float *k, const float *v, double *out, double *probs,
+                          double *scratch);
+
+#endif

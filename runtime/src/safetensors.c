@@ -1,0 +1,499 @@
+/* safetensors.c: reading (mmap + full validation) and atomic writing of
+ * safetensors files: an 8-byte little-endian header length N, N bytes of
+ * JSON {name: {dtype, shape, data_offsets: [begin, end]}, __metadata__},
+ * then the data buffer the offsets index. The JSON is cJSON's to parse. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+#define HEADER_MAX (100u << 20) /* as the safetensors project: 100 MB */
+#define MAX_EXACT 9007199254740992.0 /* 2^53: JSON numbers beyond are inexact */
+
+struct attn_st {
+    char *path;        /* owned */
+    unsigned char *map; /* owned mapping of the whole file */
+    size_t size;
+    cJSON *root;       /* owned; names and dtypes borrow from it */
+    int n;
+    attn_st_info *t; /* owned, n entries in file order */
+};
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+    {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1},
+    {"F8_E4M3", 1}, {"F8_E5M2", 1},
+};
+
+static size_t dtype_size(const char *name) {
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (strcmp(dtypes[i].name, name) == 0)
+            return dtypes[i].size;
+    return 0;
+}
+
+static const char *st_dtype_of(attn_dtype t) {
+    switch (t) {
+    case ATTN_DTYPE_F32: return "F32";
+    case ATTN_DTYPE_F16: return "F16";
+    case ATTN_DTYPE_BF16: return "BF16";
+    case ATTN_DTYPE_COUNT: break;
+    }
+    return NULL;
+}
+
+void attn_st_close(attn_st *f) {
+    if (!f)
+        return;
+    if (f->map)
+        munmap(f->map, f->size);
+    cJSON_Delete(f->root);
+    free(f->t);
+    free(f->path);
+    free(f);
+}
+
+int attn_st_count(const attn_st *f) {
+    return f ? f->n : 0;
+}
+
+const attn_st_info *attn_st_get(const attn_st *f, int i) {
+    return f && i >= 0 && i < f->n ? &f->t[i] : NULL;
+}
+
+const attn_st_info *attn_st_find(const attn_st *f, const char *name) {
+    if (!f || !name)
+        return NULL;
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0)
+            return &f->t[i];
+    return NULL;
+}
+
+/* A JSON number that is an exact non-negative integer. */
+static bool json_uint(const cJSON *j, double *out) {
+    if (!cJSON_IsNumber(j))
+        return false;
+    double d = j->valuedouble;
+    if (!(d >= 0 && d <= MAX_EXACT) || d != floor(d))
+        return false;
+    *out = d;
+    return true;
+}
+
+/* Parses one header entry into t; data is checked later against the buffer. */
+static attn_status parse_entry(const attn_st *f, const cJSON *e, attn_st_info *t, size_t *begin,
+                               size_t *end, attn_msg *m) {
+    const char *p = f->path, *name = e->string;
+    if (!cJSON_IsObject(e))
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': header entry is not an object", p, name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s': needs string 'dtype', array 'shape' and array "
+                       "'data_offsets'",
+                       p, name);
+    size_t esize = dtype_size(dt->valuestring);
+    if (!esize)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': unknown dtype '%s'", p, name,
+                       dt->valuestring);
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > ATTN_ST_MAX_DIMS)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': %d dimensions; at most %d supported",
+                       p, name, nd, ATTN_ST_MAX_DIMS);
+    t->name = name;
+    t->dtype = dt->valuestring;
+    t->ndim = nd;
+    const cJSON *d;
+    int i = 0;
+    cJSON_ArrayForEach(d, sh) {
+        double v;
+        if (!json_uint(d, &v))
+            return rt_fail(m, ATTN_E_FORMAT,
+                           "%s: tensor '%s': shape entries must be non-negative integers", p,
+                           name);
+        t->shape[i++] = (int64_t)v;
+    }
+    int64_t numel = rt_numel(nd, t->shape, (int64_t)(MAX_EXACT / (double)esize));
+    if (numel < 0)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': shape's byte size overflows", p, name);
+    double b, e2;
+    if (cJSON_GetArraySize(off) != 2 || !json_uint(cJSON_GetArrayItem(off, 0), &b) ||
+        !json_uint(cJSON_GetArrayItem(off, 1), &e2) || b > e2)
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end",
+                       p, name);
+    t->nbytes = (size_t)numel * esize;
+    if ((size_t)(e2 - b) != t->nbytes)
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s': data_offsets span %.0f bytes but %s%s needs %zu", p,
+                       name, e2 - b, t->dtype, nd ? " of that shape" : " scalar", t->nbytes);
+    *begin = (size_t)b;
+    *end = (size_t)e2;
+    return ATTN_OK;
+}
+
+typedef struct span {
+    size_t begin, end;
+    int idx;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static attn_status parse_header(attn_st *f, attn_msg *m) {
+    const char *p = f->path;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | f->map[i];
+    size_t avail = f->size - 8;
+    if (hlen > avail)
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: header length %llu exceeds the %zu bytes after the length field "
+                       "(truncated or not a safetensors file)",
+                       p, (unsigned long long)hlen, avail);
+    if (hlen > HEADER_MAX)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header length %llu exceeds the limit of %u bytes",
+                       p, (unsigned long long)hlen, HEADER_MAX);
+    if (hlen < 2 || f->map[8] != '{')
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header is not a JSON object", p);
+    const char *json = (const char *)f->map + 8;
+    const char *stop = NULL;
+    f->root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &stop, false);
+    if (f->root && stop)
+        while (stop < json + hlen && (*stop == ' ' || *stop == '\n' || *stop == '\t' ||
+                                      *stop == '\r'))
+            stop++;
+    if (!f->root || !stop || stop != json + hlen) {
+        long pos = stop && stop >= json && stop <= json + hlen ? (long)(stop - json) : -1;
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header is malformed JSON (near byte %ld of %llu)",
+                       p, pos, (unsigned long long)hlen);
+    }
+    if (!cJSON_IsObject(f->root))
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header is not a JSON object", p);
+
+    int cap = cJSON_GetArraySize(f->root);
+    f->t = calloc((size_t)cap + 1, sizeof *f->t);
+    span *sp = calloc((size_t)cap + 1, sizeof *sp);
+    if (!f->t || !sp) {
+        free(sp);
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading the header", p);
+    }
+    size_t data_size = avail - (size_t)hlen;
+    const unsigned char *data = f->map + 8 + hlen;
+    attn_status st = ATTN_OK;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, f->root) {
+        if (!e->string) {
+            st = rt_fail(m, ATTN_E_FORMAT, "%s: header entry without a name", p);
+            break;
+        }
+        if (strcmp(e->string, "__metadata__") == 0)
+            continue;
+        if (attn_st_find(f, e->string)) {
+            st = rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' appears twice in the header", p,
+                         e->string);
+            break;
+        }
+        attn_st_info *t = &f->t[f->n];
+        st = parse_entry(f, e, t, &sp[f->n].begin, &sp[f->n].end, m);
+        if (st)
+            break;
+        if (sp[f->n].end > data_size) {
+            st = rt_fail(m, ATTN_E_FORMAT,
+                         "%s: tensor '%s': data_offsets [%zu, %zu] out of range: the data "
+                         "buffer has %zu bytes",
+                         p, t->name, sp[f->n].begin, sp[f->n].end, data_size);
+            break;
+        }
+        t->data = data + sp[f->n].begin;
+        sp[f->n].idx = f->n;
+        f->n++;
+    }
+    if (!st) {
+        qsort(sp, (size_t)f->n, sizeof *sp, span_cmp);
+        for (int i = 1; i < f->n; i++) {
+            if (sp[i].begin < sp[i - 1].end) {
+                st = rt_fail(m, ATTN_E_FORMAT,
+                             "%s: tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap", p,
+                             f->t[sp[i - 1].idx].name, sp[i - 1].begin, sp[i - 1].end,
+                             f->t[sp[i].idx].name, sp[i].begin, sp[i].end);
+                break;
+            }
+        }
+    }
+    free(sp);
+    return st;
+}
+
+attn_status attn_st_open(const char *path, attn_st **out, attn_msg *m) {
+    if (!path || !out)
+        return rt_fail(m, ATTN_E_INVALID, "attn_st_open: NULL argument");
+    attn_st *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
+    }
+    attn_status st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) {
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = rt_fail(m, ATTN_E_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    if (sb.st_size < 8) {
+        st = rt_fail(m, ATTN_E_FORMAT,
+                     "%s: file is %lld bytes; a safetensors file starts with an 8-byte header "
+                     "length",
+                     path, (long long)sb.st_size);
+        goto fail;
+    }
+    f->size = (size_t)sb.st_size;
+    void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot map: %s", path, strerror(errno));
+        goto fail;
+    }
+    f->map = map;
+    close(fd);
+    fd = -1;
+    if ((st = parse_header(f, m)) != ATTN_OK)
+        goto fail;
+    *out = f;
+    return ATTN_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    attn_st_close(f);
+    return st;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+}
+
+attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim, const int64_t *shape,
+                             float *dst, attn_msg *m) {
+    if (!f || !name || !dst || ndim < 0 || ndim > ATTN_ST_MAX_DIMS || (ndim && !shape))
+        return rt_fail(m, ATTN_E_INVALID, "attn_st_read_f32: bad argument");
+    const attn_st_info *t = attn_st_find(f, name);
+    if (!t)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s'", f->path, name);
+    bool same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        char want[160], got[160];
+        shape_str(want, sizeof want, ndim, shape);
+        shape_str(got, sizeof got, t->ndim, t->shape);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path,
+                       name, got, want);
+    }
+    size_t n = t->nbytes / dtype_size(t->dtype);
+    const unsigned char *src = t->data;
+    if (strcmp(t->dtype, "F32") == 0) {
+        memcpy(dst, src, n * 4);
+    } else if (strcmp(t->dtype, "F16") == 0 || strcmp(t->dtype, "BF16") == 0) {
+        bool bf = t->dtype[0] == 'B';
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            dst[i] = bf ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
+        }
+    } else {
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s' has dtype %s; supported are F32, F16 and BF16", f->path,
+                       name, t->dtype);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t cols, float **out,
+                                  int64_t *rows, attn_msg *m) {
+    if (!f || !name || !out || !rows || cols < 1)
+        return rt_fail(m, ATTN_E_INVALID, "attn_st_read_rows_f32: bad argument");
+    const attn_st_info *t = attn_st_find(f, name);
+    if (!t)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' [rows, %lld]", f->path, name,
+                       (long long)cols);
+    if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] != cols) {
+        char got[160];
+        shape_str(got, sizeof got, t->ndim, t->shape);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected [rows >= 1, %lld]",
+                       f->path, name, got, (long long)cols);
+    }
+    float *buf = malloc(t->nbytes / dtype_size(t->dtype) * sizeof(float));
+    if (!buf)
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading '%s'", f->path, name);
+    attn_status st = attn_st_read_f32(f, name, 2, t->shape, buf, m);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *rows = t->shape[0];
+    return ATTN_OK;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes, attn_msg *m) {
+    for (int i = 0; i < n; i++) {
+        if (!t[i].name || !t[i].name[0] || !st_dtype_of(t[i].dtype) || t[i].ndim < 0 ||
+            t[i].ndim > ATTN_ST_MAX_DIMS || strcmp(t[i].name, "__metadata__") == 0)
+            return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor %d: bad name, dtype or ndim",
+                           i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t[i].name, t[j].name) == 0)
+                return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s' given twice",
+                               t[i].name);
+        int64_t numel = rt_numel(t[i].ndim, t[i].shape, INT64_MAX / 8);
+        if (numel < 0 || (numel > 0 && !t[i].data))
+            return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s': bad shape or no data",
+                           t[i].name);
+        nbytes[i] = (size_t)numel * attn_dtype_size(t[i].dtype);
+    }
+    return ATTN_OK;
+}
+
+static char *build_header(const attn_st_tensor *t, int n, const size_t *nbytes, size_t *len) {
+    cJSON *root = cJSON_CreateObject(), *meta = NULL;
+    char *txt = NULL;
+    if (!root || !(meta = cJSON_AddObjectToObject(root, "__metadata__")) ||
+        !cJSON_AddStringToObject(meta, "format", "pt"))
+        goto done;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
+        cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        cJSON *of = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+        if (!of || !cJSON_AddStringToObject(e, "dtype", st_dtype_of(t[i].dtype)))
+            goto done;
+        for (int d = 0; d < t[i].ndim; d++)
+            if (!cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d])))
+                goto done;
+        if (!cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off)) ||
+            !cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + nbytes[i]))))
+            goto done;
+        off += nbytes[i];
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    if (!json)
+        goto done;
+    size_t jl = strlen(json), padded = (jl + 7) & ~(size_t)7; /* data stays 8-aligned */
+    txt = malloc(padded);
+    if (txt) {
+        memcpy(txt, json, jl);
+        memset(txt + jl, ' ', padded - jl);
+        *len = padded;
+    }
+    cJSON_free(json);
+done:
+    cJSON_Delete(root);
+    return txt;
+}
+
+static bool write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
+    size_t n = nbytes / attn_dtype_size(t->dtype);
+    if (t->dtype == ATTN_DTYPE_F32)
+        return fwrite(t->data, 4, n, fp) == n;
+    unsigned char buf[8192];
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; i < n && k < sizeof buf; i++, k += 2) {
+            uint16_t h = t->dtype == ATTN_DTYPE_F16 ? rt_f32_to_f16(t->data[i])
+                                                    : rt_f32_to_bf16(t->data[i]);
+            buf[k] = (unsigned char)h;
+            buf[k + 1] = (unsigned char)(h >> 8);
+        }
+        if (fwrite(buf, 1, k, fp) != k)
+            return false;
+    }
+    return true;
+}
+
+attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn_msg *m) {
+    if (!path || n < 0 || (n > 0 && !t))
+        return rt_fail(m, ATTN_E_INVALID, "attn_st_write: bad argument");
+    size_t *nbytes = calloc((size_t)n + 1, sizeof *nbytes);
+    if (!nbytes)
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
+    char *tmp = NULL, *hdr = NULL;
+    FILE *fp = NULL;
+    size_t hlen = 0;
+    attn_status st = check_tensors(t, n, nbytes, m);
+    if (st)
+        goto done;
+    if (!(hdr = build_header(t, n, nbytes, &hlen))) {
+        st = rt_fail(m, ATTN_E_NOMEM, "%s: out of memory building the header", path);
+        goto done;
+    }
+    size_t pl = strlen(path);
+    if (!(tmp = malloc(pl + 16))) {
+        st = rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot create: %s", path, strerror(errno));
+        free(tmp);
+        tmp = NULL;
+        goto done;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || !(fp = fdopen(fd, "wb"))) {
+        close(fd);
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot write: %s", path, strerror(errno));
+        goto done;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    bool ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr, 1, hlen, fp) == hlen;
+    for (int i = 0; ok && i < n; i++)
+        ok = write_data(fp, &t[i], nbytes[i]);
+    ok = (fflush(fp) == 0) && ok;
+    int err = errno;
+    ok = (fclose(fp) == 0) && ok;
+    fp = NULL;
+    if (!ok || rename(tmp, path) != 0) {
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot write: %s", path, strerror(ok ? errno : err));
+        goto done;
+    }
+    free(tmp);
+    tmp = NULL;
+done:
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    free(hdr);
+    free(nbytes);
+    return st;
+}

@@ -1,0 +1,135 @@
+/* status.c: status and dtype names, and the config invariants every
+ * runtime entry point relies on. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rt.h"
+
+const char *attn_status_str(attn_status s) {
+    switch (s) {
+    case ATTN_OK: return "ok";
+    case ATTN_E_INVALID: return "invalid argument";
+    case ATTN_E_CAPACITY: return "cache capacity exceeded";
+    case ATTN_E_NOMEM: return "out of memory";
+    case ATTN_E_IO: return "I/O error";
+    case ATTN_E_FORMAT: return "malformed or mismatched file";
+    case ATTN_STATUS_COUNT: break;
+    }
+    return "unknown status";
+}
+
+attn_status rt_fail(attn_msg *m, attn_status st, const char *fmt, ...) {
+    if (m) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->text, sizeof m->text, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+const char *attn_dtype_name(attn_dtype t) {
+    switch (t) {
+    case ATTN_DTYPE_F32: return "f32";
+    case ATTN_DTYPE_F16: return "f16";
+    case ATTN_DTYPE_BF16: return "bf16";
+    case ATTN_DTYPE_COUNT: break;
+    }
+    return NULL;
+}
+
+size_t attn_dtype_size(attn_dtype t) {
+    return t == ATTN_DTYPE_F32 ? 4 : 2;
+}
+
+int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return -1;
+        if (shape[i] != 0 && n > limit / shape[i])
+            return -1;
+        n *= shape[i];
+    }
+    return n;
+}
+
+static bool in_range(int64_t v, int64_t lo, int64_t hi) {
+    return v >= lo && v <= hi;
+}
+
+attn_status attn_config_check(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
+    if (!c)
+        return rt_fail(m, bad, "config is NULL");
+    size_t len = strnlen(c->name, ATTN_NAME_MAX);
+    if (len == 0 || len == ATTN_NAME_MAX)
+        return rt_fail(m, bad, "name must be 1 to %d bytes", ATTN_NAME_MAX - 1);
+    for (size_t i = 0; i < len; i++) {
+        char ch = c->name[i];
+        bool ok = ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (i > 0 && ch >= '0' && ch <= '9');
+        if (!ok)
+            return rt_fail(m, bad, "name '%s' is not a C identifier", c->name);
+    }
+    if (!in_range(c->heads, 1, ATTN_MAX_HEADS))
+        return rt_fail(m, bad, "heads (%lld) must be in 1..%d", (long long)c->heads, ATTN_MAX_HEADS);
+    if (!in_range(c->kv_groups, 1, c->heads) || c->heads % c->kv_groups)
+        return rt_fail(m, bad, "kv_groups (%lld) must divide heads (%lld)",
+                       (long long)c->kv_groups, (long long)c->heads);
+    if (!in_range(c->head_dim, 1, ATTN_MAX_HEAD_DIM))
+        return rt_fail(m, bad, "head_dim (%lld) must be in 1..%d", (long long)c->head_dim,
+                       ATTN_MAX_HEAD_DIM);
+    if (c->heads * c->head_dim > ATTN_MAX_QDIM)
+        return rt_fail(m, bad, "heads * head_dim (%lld) exceeds %d",
+                       (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
+    if (!in_range(c->d_model, 1, ATTN_MAX_D_MODEL))
+        return rt_fail(m, bad, "d_model (%lld) must be in 1..%d", (long long)c->d_model,
+                       ATTN_MAX_D_MODEL);
+    if ((unsigned)c->rope_style >= ATTN_ROPE_COUNT)
+        return rt_fail(m, bad, "rope style %d is unknown", (int)c->rope_style);
+    if (c->rope_style != ATTN_ROPE_NONE) {
+        if (!(c->rope_base > 1.0) || !isfinite(c->rope_base))
+            return rt_fail(m, bad, "rope base (%g) must be a finite number > 1", c->rope_base);
+        if (!in_range(c->rotary_dim, 2, c->head_dim) || c->rotary_dim % 2)
+            return rt_fail(m, bad, "rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
+                           (long long)c->rotary_dim, (long long)c->head_dim);
+        if ((unsigned)c->rope_scaling >= ATTN_SCALING_COUNT)
+            return rt_fail(m, bad, "rope scaling %d is unknown", (int)c->rope_scaling);
+        if (c->rope_scaling != ATTN_SCALING_NONE &&
+            (!(c->rope_factor > 0) || !isfinite(c->rope_factor)))
+            return rt_fail(m, bad, "rope scaling factor (%g) must be > 0", c->rope_factor);
+        if (c->rope_scaling == ATTN_SCALING_LLAMA3) {
+            if (!(c->rope_low_freq_factor > 0) || !isfinite(c->rope_high_freq_factor) ||
+                !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+                return rt_fail(m, bad,
+                               "llama3 scaling needs 0 < low_freq_factor (%g) < "
+                               "high_freq_factor (%g)",
+                               c->rope_low_freq_factor, c->rope_high_freq_factor);
+            if (!in_range(c->rope_original_max_position, 1, ATTN_MAX_TOKENS))
+                return rt_fail(m, bad, "original_max_position (%lld) must be in 1..%lld",
+                               (long long)c->rope_original_max_position,
+                               (long long)ATTN_MAX_TOKENS);
+        }
+    }
+    if (!in_range(c->sliding_window, 0, ATTN_MAX_WINDOW))
+        return rt_fail(m, bad, "sliding_window (%lld) must be in 0..%lld",
+                       (long long)c->sliding_window, (long long)ATTN_MAX_WINDOW);
+    if (c->sliding_window > 0 && !c->causal)
+        return rt_fail(m, bad, "sliding_window needs causal attention");
+    if (!(c->softcap >= 0) || !isfinite(c->softcap))
+        return rt_fail(m, bad, "softcap (%g) must be a finite number >= 0", c->softcap);
+    if (!(c->scale > 0) || !isfinite(c->scale))
+        return rt_fail(m, bad, "scale (%g) must be a finite number > 0", c->scale);
+    if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
+        return rt_fail(m, bad, "dtype is unknown");
+    if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
+        return rt_fail(m, bad, "kv_cache.max_tokens (%lld) must be in 1..%lld",
+                       (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
+    if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
+        return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
+                       (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
+    return ATTN_OK;
+}
