@@ -147,11 +147,17 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
         if (idx < 0) {
             char buf[96];
             const char *near = nearest(k->str, known, n_known);
-            if (near)
+            if (near) {
                 err(ck, k->loc, "unknown key '%s%s'; did you mean '%s%s'?", path,
                     found(k, buf, sizeof buf), path, near);
-            else
-                err(ck, k->loc, "unknown key '%s%s'", path, found(k, buf, sizeof buf));
+            } else {
+                char list[256] = "";
+                for (int i = 0; i < n_known; i++)
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                             i ? ", " : "", known[i]);
+                err(ck, k->loc, "unknown key '%s%s'; known keys%s%s: %s", path,
+                    found(k, buf, sizeof buf), *path ? " of " : "", path, list);
+            }
             continue;
         }
         if (keys[idx]) {
@@ -387,11 +393,32 @@ static void check_cache(checker *ck, const ynode *v, attn_config *c) {
             (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
 }
 
+/* Rules are checked in dependency order; report in source order, as a
+ * reader goes through the file. Stable: equal locations keep their order,
+ * and notes without a line (too many errors) stay last. */
+static void sort_by_location(attnc_ctx *ctx, size_t from) {
+    attnc_diag *d = ctx->diags;
+    for (size_t i = from + 1; i < ctx->n_diags; i++) {
+        attnc_diag x = d[i];
+        uint64_t kx = x.loc.line ? (uint64_t)x.loc.line << 32 | x.loc.col : UINT64_MAX;
+        size_t j = i;
+        for (; j > from; j--) {
+            const attnc_loc *l = &d[j - 1].loc;
+            uint64_t kj = l->line ? (uint64_t)l->line << 32 | l->col : UINT64_MAX;
+            if (kj <= kx)
+                break;
+            d[j] = d[j - 1];
+        }
+        d[j] = x;
+    }
+}
+
 /* ---- the whole spec ------------------------------------------------------ */
 
 attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out) {
     checker ck_ = {ctx, file}, *ck = &ck_;
     char buf[128];
+    size_t first_diag = ctx->n_diags;
     attnc_loc top = {file, 1, 1};
     if (!root) {
         err(ck, top, "empty spec: expected a mapping with at least name, heads and head_dim");
@@ -459,7 +486,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         get_int(ck, val[K_D_MODEL], "d_model", 1, ATTN_MAX_D_MODEL, &c.d_model);
     else if (heads_ok && hd_ok) {
         c.d_model = c.heads * c.head_dim;
-        if (c.d_model > ATTN_MAX_D_MODEL)
+        if (c.d_model > ATTN_MAX_D_MODEL && c.d_model <= ATTN_MAX_QDIM)
             err(ck, root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
                 (long long)c.d_model, ATTN_MAX_D_MODEL);
     }
@@ -515,6 +542,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (val[K_KV_CACHE])
         check_cache(ck, val[K_KV_CACHE], &c);
 
+    sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);
     if (st != ATTNC_OK)
         return st;

@@ -21,9 +21,18 @@ static void add_child(ynode *parent, ynode *child) {
     parent->n++;
 }
 
-static void syntax_error(attnc_ctx *ctx, const char *file, const yaml_parser_t *p) {
+static void syntax_error(attnc_ctx *ctx, const char *file, const yaml_parser_t *p,
+                         const char *text, size_t len) {
     const char *problem = p->problem ? p->problem : "malformed YAML";
-    if (p->context)
+    if (p->error == YAML_READER_ERROR) {
+        /* the reader gives a byte offset, not a mark */
+        attnc_loc at = {file, 1, 1};
+        for (size_t i = 0; i < p->problem_offset && i < len; i++, at.col++)
+            if (text[i] == '\n')
+                at.line++, at.col = 0;
+        diag_error(ctx, ATTNC_E_YAML, at, "not valid UTF-8: %s (byte 0x%02x)", problem,
+                   (unsigned)p->problem_value & 0xffu);
+    } else if (p->context)
         diag_error(ctx, ATTNC_E_YAML, loc_of(file, p->problem_mark),
                    "YAML syntax error: %s (%s at %zu:%zu)", problem, p->context,
                    p->context_mark.line + 1, p->context_mark.column + 1);
@@ -48,7 +57,7 @@ attnc_status spec_yaml_read(attnc_ctx *ctx, const char *file, const char *text, 
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     while (ok && !done) {
         if (!yaml_parser_parse(&p, &ev)) {
-            syntax_error(ctx, file, &p);
+            syntax_error(ctx, file, &p, text, len);
             break;
         }
         attnc_loc at = loc_of(file, ev.start_mark);
