@@ -1,0 +1,267 @@
+/* test_cli.c: the attnc command end to end: exit codes (0 ok, 1 usage,
+ * 2 bad input), diagnostics on stderr, chunked runs equal one-shot runs,
+ * and no output file (nor temporary) left behind by any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+#define SPEC(name) ATTNC_SOURCE_DIR "/specs/" name ".yaml"
+
+typedef struct fixture {
+    char *dir;
+    char out[1024], err[1024];
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = tmpdir_new();
+    /* stdout/stderr captures live beside, not inside, the checked dir */
+    snprintf(f->out, sizeof f->out, "%s.out", f->dir);
+    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    remove(f->out);
+    remove(f->err);
+    tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Runs attnc with up to 15 arguments; returns the exit code. */
+#define ATTNC(f, ...) attnc_run((f), (const char *[]){ATTNC_BIN, __VA_ARGS__, NULL})
+static int attnc_run(fixture *f, const char **argv) {
+    return run_cmd(argv, f->out, f->err);
+}
+
+static char *captured(const char *path) {
+    char *s = read_file(path, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+static void assert_stderr_has(fixture *f, const char *want) {
+    char *s = captured(f->err);
+    if (!strstr(s, want))
+        fail_msg("stderr lacks '%s':\n%s", want, s);
+    free(s);
+}
+
+static float *read_y(const char *path, int64_t rows, int64_t cols) {
+    attn_st *st;
+    attn_msg m;
+    assert_int_equal(attn_st_open(path, &st, &m), ATTN_OK);
+    float *y;
+    int64_t n;
+    assert_int_equal(attn_st_read_rows_f32(st, "y", cols, &y, &n, &m), ATTN_OK);
+    assert_int_equal(n, rows);
+    assert_string_equal(attn_st_find(st, "y")->dtype, "F32");
+    attn_st_close(st);
+    return y;
+}
+
+static void cli_usage_errors_exit_1(void **state) {
+    fixture *f = *state;
+    assert_int_equal(attnc_run(f, (const char *[]){ATTNC_BIN, NULL}), 1);
+    assert_int_equal(ATTNC(f, "frobnicate"), 1);
+    assert_stderr_has(f, "unknown command 'frobnicate'");
+    assert_int_equal(ATTNC(f, "check"), 1);
+    assert_int_equal(ATTNC(f, "check", SPEC("seed"), "--bogus"), 1);
+    assert_stderr_has(f, "unknown option '--bogus'");
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", "w"), 1);
+    assert_stderr_has(f, "--weights, --input and -o are required");
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "0", "-o", "x"), 1);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "3x", "-o", "x"), 1);
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "--dtype", "f64", "-o", "x"), 1);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights"), 1);
+    assert_stderr_has(f, "needs a value");
+    assert_int_equal(dir_count(f->dir), 0);
+}
+
+static void cli_every_command_has_help(void **state) {
+    fixture *f = *state;
+    const char *cmds[] = {"check", "run", "gen-weights", "gen-input"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ATTNC(f, cmds[i], "--help"), 0);
+        char *s = captured(f->out);
+        assert_non_null(strstr(s, "usage: attnc"));
+        free(s);
+    }
+    assert_int_equal(ATTNC(f, "--help"), 0);
+    assert_int_equal(ATTNC(f, "--version"), 0);
+}
+
+static void cli_check_prints_normalized_spec(void **state) {
+    fixture *f = *state;
+    assert_int_equal(ATTNC(f, "check", SPEC("llama3_8b")), 0);
+    char *s = captured(f->out);
+    assert_non_null(strstr(s, "name: llama3_8b\n"));
+    assert_non_null(strstr(s, "    type: llama3\n"));
+    assert_non_null(strstr(s, "  base: 500000\n"));
+    assert_non_null(strstr(s, "sliding_window: 0\n"));
+    /* the output is itself a valid spec that checks to the same text */
+    const char *again = path_in(f->dir, "again.yaml");
+    write_file(again, s, strlen(s));
+    assert_int_equal(ATTNC(f, "check", again), 0);
+    char *s2 = captured(f->out);
+    assert_string_equal(s, s2);
+    free(s);
+    free(s2);
+}
+
+static void cli_check_bad_spec_exits_2_with_location(void **state) {
+    fixture *f = *state;
+    const char *bad = ATTNC_SOURCE_DIR "/tests/specs/bad/heads_not_multiple.yaml";
+    assert_int_equal(ATTNC(f, "check", bad), 2);
+    assert_stderr_has(f, "heads_not_multiple.yaml:3:12: error: heads (12) must be a multiple of "
+                         "kv_groups (5)");
+    assert_int_equal(ATTNC(f, "check", path_in(f->dir, "missing.yaml")), 2);
+    assert_stderr_has(f, "missing.yaml: error: cannot open spec");
+}
+
+static void cli_run_chunked_equals_one_shot(void **state) {
+    fixture *f = *state;
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w, "--seed", "3"), 0);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "23", "-o", x), 0);
+    const char *y1 = path_in(f->dir, "y1.safetensors");
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y1), 0);
+    char *s = captured(f->out);
+    assert_non_null(strstr(s, "seed: 23 tokens"));
+    free(s);
+    float *one = read_y(y1, 23, 768);
+    const char *chunks[] = {"1", "3", "7"};
+    for (int i = 0; i < 3; i++) {
+        const char *yc = path_in(f->dir, "yc.safetensors");
+        assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", yc,
+                               "--chunk", chunks[i], "--engine", "reference"),
+                         0);
+        float *c = read_y(yc, 23, 768);
+        assert_true(rel_err(c, one, 23 * 768) <= 1e-5);
+        free(c);
+    }
+    free(one);
+    assert_int_equal(dir_count(f->dir), 4); /* w, x, y1, yc: no temporaries */
+}
+
+static void cli_prefix_and_dtypes_round_trip(void **state) {
+    fixture *f = *state;
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("qwen2_7b"), "-o", w, "--dtype", "bf16",
+                           "--prefix", "model.layers.0.self_attn."),
+                     0);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("qwen2_7b"), "--tokens", "2", "-o", x, "--dtype",
+                           "f16"),
+                     0);
+    assert_int_equal(ATTNC(f, "run", SPEC("qwen2_7b"), "--weights", w, "--input", x, "-o", y),
+                     2);
+    assert_stderr_has(f, "missing tensor 'q_proj.weight'");
+    assert_int_equal(ATTNC(f, "run", SPEC("qwen2_7b"), "--weights", w, "--input", x, "-o", y,
+                           "--prefix", "model.layers.0.self_attn."),
+                     0);
+    float *out = read_y(y, 2, 3584);
+    double sq = 0;
+    for (int i = 0; i < 2 * 3584; i++)
+        sq += (double)out[i] * out[i];
+    assert_true(sq > 0 && isfinite(sq));
+    free(out);
+}
+
+static void cli_bad_inputs_exit_2_and_write_nothing(void **state) {
+    fixture *f = *state;
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w), 0);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "4", "-o", x), 0);
+    /* weights of another spec: shape mismatch naming both shapes */
+    assert_int_equal(ATTNC(f, "run", SPEC("falcon_7b"), "--weights", w, "--input", x, "-o", y), 2);
+    assert_stderr_has(f, "tensor 'q_proj.weight' has shape [768, 768], expected [4544, 4544]");
+    /* input file without 'x' (the weights file) */
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", w, "-o", y), 2);
+    assert_stderr_has(f, "missing tensor 'x'");
+    /* input of the wrong width */
+    const char *x2 = path_in(f->dir, "x2.safetensors");
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("falcon_7b"), "--tokens", "2", "-o", x2), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x2, "-o", y), 2);
+    assert_stderr_has(f, "tensor 'x' has shape [2, 4544], expected [rows >= 1, 768]");
+    /* a truncated weights file */
+    size_t n;
+    char *b = read_file(w, &n);
+    const char *wt = path_in(f->dir, "wt.safetensors");
+    write_file(wt, b, n / 2);
+    free(b);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", wt, "--input", x, "-o", y), 2);
+    assert_stderr_has(f, "out of range");
+    /* a bad spec */
+    const char *bad = ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml";
+    assert_int_equal(ATTNC(f, "run", bad, "--weights", w, "--input", x, "-o", y), 2);
+    assert_stderr_has(f, "did you mean 'kv_groups'?");
+    /* an unwritable output path */
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o",
+                           path_in(f->dir, "no/dir/y.safetensors")),
+                     2);
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o",
+                           path_in(f->dir, "no/dir/w.safetensors")),
+                     2);
+    assert_int_equal(dir_count(f->dir), 4); /* w, x, x2, wt: no y, no temporaries */
+}
+
+static void cli_failure_keeps_an_existing_output(void **state) {
+    fixture *f = *state;
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors");
+    write_file(y, "precious", 8);
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", w, "-o", y), 2);
+    size_t n;
+    char *b = read_file(y, &n);
+    assert_int_equal(n, 8);
+    assert_memory_equal(b, "precious", 8);
+    free(b);
+    (void)x;
+}
+
+static void cli_chunk_needs_causal_and_tokens_fit_the_cache(void **state) {
+    fixture *f = *state;
+    const char *spec = path_in(f->dir, "enc.yaml");
+    const char *text = "name: enc\nheads: 2\nhead_dim: 8\ncausal: false\n"
+                       "kv_cache: {max_tokens: 16}\n";
+    write_file(spec, text, strlen(text));
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", spec, "-o", w), 0);
+    assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "5", "-o", x), 0);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--chunk", "2"),
+                     1);
+    assert_stderr_has(f, "--chunk needs a causal spec");
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y), 0);
+    assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "17", "-o", x), 0);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y), 2);
+    assert_stderr_has(f, "'x' has 17 tokens; kv_cache.max_tokens");
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--engine",
+                           "magic"),
+                     1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cli_usage_errors_exit_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_every_command_has_help, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_check_prints_normalized_spec, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_bad_inputs_exit_2_and_write_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_failure_keeps_an_existing_output, setup, teardown),
+        cmocka_unit_test_setup_teardown(cli_chunk_needs_causal_and_tokens_fit_the_cache, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

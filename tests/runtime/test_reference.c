@@ -1,0 +1,614 @@
+/* test_reference.c: the reference engine, rule by rule (hand-worked
+ * numbers, RoPE properties, GQA, masks, softcap), and as a whole against a
+ * second, independently structured implementation in this file (full
+ * score matrices, HF-style RoPE) over a randomized sweep of configs. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+#include "support.h"
+
+/* ---- an independent implementation ---------------------------------------- */
+
+/* inv_freq as the Hugging Face code writes it: base^(-(2i)/d), then the
+ * scaling rule with its wavelength masks. */
+static void hf_inv_freq(const attn_config *c, double *f) {
+    int64_t half = c->rotary_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double fr = 1.0 / pow(c->rope_base, (double)(2 * i) / (double)c->rotary_dim);
+        if (c->rope_scaling == ATTN_SCALING_LINEAR)
+            fr /= c->rope_factor;
+        if (c->rope_scaling == ATTN_SCALING_LLAMA3) {
+            double old = (double)c->rope_original_max_position;
+            double wl = 2 * acos(-1.0) / fr;
+            double lw = old / c->rope_low_freq_factor, hw = old / c->rope_high_freq_factor;
+            double scaled = wl > lw ? fr / c->rope_factor : fr;
+            double sm = (old / wl - c->rope_low_freq_factor) /
+                        (c->rope_high_freq_factor - c->rope_low_freq_factor);
+            double smoothed = (1 - sm) * scaled / c->rope_factor + sm * scaled;
+            bool medium = !(wl < hw) && !(wl > lw);
+            fr = medium ? smoothed : scaled;
+        }
+        f[i] = fr;
+    }
+}
+
+/* x*cos + rotate(x)*sin over the rotary dims, as HF's rotate_half or
+ * GPT-J's rotate_every_two. */
+static void hf_rope(const attn_config *c, double *x, int64_t pos) {
+    if (c->rope_style == ATTN_ROPE_NONE)
+        return;
+    int64_t rd = c->rotary_dim, half = rd / 2;
+    double f[ATTN_MAX_HEAD_DIM / 2], rot[ATTN_MAX_HEAD_DIM], cs[ATTN_MAX_HEAD_DIM],
+        sn[ATTN_MAX_HEAD_DIM];
+    hf_inv_freq(c, f);
+    for (int64_t d = 0; d < rd; d++) {
+        int64_t i = c->rope_style == ATTN_ROPE_HALF ? d % half : d / 2;
+        cs[d] = cos((double)pos * f[i]);
+        sn[d] = sin((double)pos * f[i]);
+        if (c->rope_style == ATTN_ROPE_HALF)
+            rot[d] = d < half ? -x[d + half] : x[d - half];
+        else
+            rot[d] = d % 2 == 0 ? -x[d + 1] : x[d - 1];
+    }
+    for (int64_t d = 0; d < rd; d++)
+        x[d] = x[d] * cs[d] + rot[d] * sn[d];
+}
+
+/* The whole block over T tokens at positions 0..T-1, in one shot. */
+static void naive_block(const attn_weights *w, int64_t T, const float *x, float *y) {
+    const attn_config *c = &w->cfg;
+    int64_t H = c->heads, G = c->kv_groups, hd = c->head_dim, D = c->d_model;
+    double *Q = calloc((size_t)(T * H * hd), sizeof *Q);
+    double *K = calloc((size_t)(T * G * hd), sizeof *K);
+    double *V = calloc((size_t)(T * G * hd), sizeof *V);
+    double *O = calloc((size_t)(T * H * hd), sizeof *O);
+    double *S = calloc((size_t)(T * T), sizeof *S);
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t o = 0; o < H * hd; o++) {
+            double a = w->bq ? w->bq[o] : 0;
+            for (int64_t i = 0; i < D; i++)
+                a += (double)w->wq[o * D + i] * x[t * D + i];
+            Q[t * H * hd + o] = a;
+        }
+        for (int64_t o = 0; o < G * hd; o++) {
+            double a = w->bk ? w->bk[o] : 0, b = w->bv ? w->bv[o] : 0;
+            for (int64_t i = 0; i < D; i++) {
+                a += (double)w->wk[o * D + i] * x[t * D + i];
+                b += (double)w->wv[o * D + i] * x[t * D + i];
+            }
+            K[t * G * hd + o] = a;
+            V[t * G * hd + o] = b;
+        }
+        for (int64_t h = 0; h < H; h++)
+            hf_rope(c, Q + (t * H + h) * hd, t);
+        for (int64_t g = 0; g < G; g++)
+            hf_rope(c, K + (t * G + g) * hd, t);
+        for (int64_t o = 0; o < G * hd; o++) {
+            K[t * G * hd + o] = rt_round(c->kv_dtype, (float)K[t * G * hd + o]);
+            V[t * G * hd + o] = rt_round(c->kv_dtype, (float)V[t * G * hd + o]);
+        }
+    }
+    for (int64_t h = 0; h < H; h++) {
+        int64_t g = h / (H / G);
+        for (int64_t i = 0; i < T; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < T; j++) {
+                bool keep = !c->causal ||
+                            (j <= i && (c->sliding_window == 0 || j > i - c->sliding_window));
+                double s = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    s += Q[(i * H + h) * hd + d] * K[(j * G + g) * hd + d];
+                s *= c->scale;
+                if (c->softcap > 0)
+                    s = c->softcap * tanh(s / c->softcap);
+                S[i * T + j] = keep ? s : -INFINITY;
+                mx = fmax(mx, S[i * T + j]);
+            }
+            for (int64_t j = 0; j < T; j++)
+                sum += S[i * T + j] = exp(S[i * T + j] - mx);
+            for (int64_t j = 0; j < T; j++)
+                for (int64_t d = 0; d < hd; d++)
+                    O[(i * H + h) * hd + d] += S[i * T + j] / sum * V[(j * G + g) * hd + d];
+        }
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < D; o++) {
+            double a = w->bo ? w->bo[o] : 0;
+            for (int64_t i = 0; i < H * hd; i++)
+                a += (double)w->wo[o * H * hd + i] * O[t * H * hd + i];
+            y[t * D + o] = (float)a;
+        }
+    free(Q);
+    free(K);
+    free(V);
+    free(O);
+    free(S);
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static float *random_input(int64_t T, int64_t D, uint64_t seed) {
+    float *x = malloc((size_t)(T * D) * sizeof *x);
+    uint64_t s = seed;
+    attn_random_uniform(&s, x, (size_t)(T * D), sqrt(3.0));
+    return x;
+}
+
+/* Runs the reference over x in chunks of `chunk` tokens into y. */
+static void run_ref(const attn_weights *w, int64_t T, const float *x, float *y, int64_t chunk) {
+    attn_ref *r;
+    attn_msg m;
+    assert_int_equal(attn_ref_new(w, T, &r, &m), ATTN_OK);
+    int64_t D = w->cfg.d_model;
+    for (int64_t at = 0; at < T; at += chunk) {
+        int64_t n = T - at < chunk ? T - at : chunk;
+        assert_int_equal(attn_ref_forward(r, n, x + at * D, y + at * D, &m), ATTN_OK);
+    }
+    assert_int_equal(attn_ref_len(r), T);
+    attn_ref_free(r);
+}
+
+static attn_config with_rope(attn_config c, attn_rope_style style, int64_t rotary,
+                             attn_rope_scaling sc) {
+    c.rope_style = style;
+    c.rope_base = 10000;
+    c.rotary_dim = rotary;
+    c.rope_scaling = sc;
+    c.rope_factor = 8;
+    c.rope_low_freq_factor = 1;
+    c.rope_high_freq_factor = 4;
+    c.rope_original_max_position = 64; /* small, so short tests see all three bands */
+    return c;
+}
+
+/* ---- hand-worked numbers -------------------------------------------------- */
+
+static void reference_hand_worked_causal_weights(void **state) {
+    (void)state;
+    /* Q = K = [[1,0],[0,1],[1,1]], V = [[1,2],[3,0],[0,1]], scale 1, causal */
+    attn_config c = config_small(1, 1, 2, 2);
+    c.scale = 1;
+    c.scale_auto = false;
+    double Q[3][2] = {{1, 0}, {0, 1}, {1, 1}};
+    float K[6] = {1, 0, 0, 1, 1, 1}, V[6] = {1, 2, 3, 0, 0, 1};
+    double want[3][3] = {{1, 0, 0}, {0.268941, 0.731059, 0}, {0.211942, 0.211942, 0.576117}};
+    for (int p = 0; p < 3; p++) {
+        double out[2], probs[3], scratch[3];
+        ref_attend(&c, p, Q[p], 3, K, V, out, probs, scratch);
+        for (int j = 0; j < 3; j++)
+            assert_float_equal(probs[j], want[p][j], 1e-6);
+        double o0 = 0, o1 = 0;
+        for (int j = 0; j < 3; j++)
+            o0 += want[p][j] * V[2 * j], o1 += want[p][j] * V[2 * j + 1];
+        assert_float_equal(out[0], o0, 1e-5);
+        assert_float_equal(out[1], o1, 1e-5);
+    }
+    /* exact forms: 1/(1+e) and 1/(2+e) */
+    double out[2], probs[3], scratch[3];
+    ref_attend(&c, 2, Q[2], 3, K, V, out, probs, scratch);
+    assert_float_equal(probs[0], 1 / (2 + exp(1.0)), 1e-15);
+    assert_float_equal(probs[2], exp(1.0) / (2 + exp(1.0)), 1e-15);
+}
+
+static void reference_noncausal_sees_every_key(void **state) {
+    (void)state;
+    attn_config c = config_small(1, 1, 2, 2);
+    c.scale = 1;
+    c.causal = false;
+    double q[2] = {1, 0};
+    float K[6] = {1, 0, 0, 1, 1, 1}, V[6] = {1, 2, 3, 0, 0, 1};
+    double out[2], probs[3], scratch[3];
+    ref_attend(&c, 0, q, 3, K, V, out, probs, scratch);
+    double e = exp(1.0);
+    assert_float_equal(probs[0], e / (2 * e + 1), 1e-15);
+    assert_float_equal(probs[1], 1 / (2 * e + 1), 1e-15);
+    assert_float_equal(probs[2], e / (2 * e + 1), 1e-15);
+}
+
+static void reference_block_with_identity_projections(void **state) {
+    (void)state;
+    /* Wq = Wk = Wv = Wo = I: y_t = sum_j p_tj x_j with the weights above */
+    attn_config c = config_small(1, 1, 2, 2);
+    c.scale = 1;
+    c.scale_auto = false;
+    attn_weights *w;
+    assert_int_equal(attn_weights_new(&c, &w, NULL), ATTN_OK);
+    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
+    for (int i = 0; i < 4; i++)
+        mats[i][0] = mats[i][3] = 1;
+    float x[6] = {1, 0, 0, 1, 1, 1}, y[6];
+    run_ref(w, 3, x, y, 3);
+    double a = 1 / (1 + exp(1.0)), b = 1 / (2 + exp(1.0));
+    float want[6] = {1, 0, (float)a, (float)(1 - a), (float)(1 - b), (float)(1 - b)};
+    for (int i = 0; i < 6; i++)
+        assert_float_equal(y[i], want[i], 1e-6);
+    attn_weights_free(w);
+}
+
+/* ---- RoPE ----------------------------------------------------------------- */
+
+static void rope_position_zero_is_identity(void **state) {
+    (void)state;
+    attn_config base = config_small(1, 1, 16, 16);
+    for (int style = ATTN_ROPE_HALF; style <= ATTN_ROPE_INTERLEAVED; style++) {
+        attn_config c = with_rope(base, (attn_rope_style)style, 10, ATTN_SCALING_LLAMA3);
+        double f[8], x[16], x0[16];
+        ref_rope_freqs(&c, f);
+        uint64_t s = 1;
+        for (int d = 0; d < 16; d++)
+            x[d] = x0[d] = rnd_unit(&s);
+        ref_rope_apply(&c, f, 0, x);
+        assert_memory_equal(x, x0, sizeof x);
+    }
+}
+
+static void rope_scores_depend_only_on_relative_position(void **state) {
+    (void)state;
+    attn_config base = config_small(1, 1, 32, 32);
+    for (int style = ATTN_ROPE_HALF; style <= ATTN_ROPE_INTERLEAVED; style++) {
+        for (int sc = 0; sc < ATTN_SCALING_COUNT; sc++) {
+            attn_config c = with_rope(base, (attn_rope_style)style, 32, (attn_rope_scaling)sc);
+            double f[16], q[32], k[32];
+            ref_rope_freqs(&c, f);
+            uint64_t s = 11;
+            for (int d = 0; d < 32; d++)
+                q[d] = rnd_unit(&s), k[d] = rnd_unit(&s);
+            const int64_t pairs[][2] = {{5, 2}, {13, 10}, {1003, 1000}, {3, 0}};
+            double ref_dot = 0;
+            for (int p = 0; p < 4; p++) {
+                double qm[32], kn[32], dot = 0;
+                memcpy(qm, q, sizeof q);
+                memcpy(kn, k, sizeof k);
+                ref_rope_apply(&c, f, pairs[p][0], qm);
+                ref_rope_apply(&c, f, pairs[p][1], kn);
+                for (int d = 0; d < 32; d++)
+                    dot += qm[d] * kn[d];
+                if (p == 0)
+                    ref_dot = dot;
+                else
+                    assert_float_equal(dot, ref_dot, 1e-9);
+            }
+        }
+    }
+}
+
+static void rope_interleaved_equals_half_after_permutation(void **state) {
+    (void)state;
+    /* P moves interleaved pair (2i, 2i+1) to half pair (i, i + r/2) */
+    attn_config base = config_small(1, 1, 24, 24);
+    attn_config ci = with_rope(base, ATTN_ROPE_INTERLEAVED, 16, ATTN_SCALING_NONE);
+    attn_config ch = with_rope(base, ATTN_ROPE_HALF, 16, ATTN_SCALING_NONE);
+    double f[8], x[24], px[24];
+    ref_rope_freqs(&ci, f);
+    uint64_t s = 5;
+    for (int d = 0; d < 24; d++)
+        x[d] = rnd_unit(&s);
+    for (int i = 0; i < 8; i++)
+        px[i] = x[2 * i], px[i + 8] = x[2 * i + 1];
+    for (int d = 16; d < 24; d++)
+        px[d] = x[d];
+    ref_rope_apply(&ci, f, 37, x);
+    ref_rope_apply(&ch, f, 37, px);
+    for (int i = 0; i < 8; i++) {
+        assert_float_equal(px[i], x[2 * i], 1e-12);
+        assert_float_equal(px[i + 8], x[2 * i + 1], 1e-12);
+    }
+    for (int d = 16; d < 24; d++)
+        assert_float_equal(px[d], x[d], 0);
+}
+
+static void rope_partial_leaves_tail_dims_untouched(void **state) {
+    (void)state;
+    attn_config base = config_small(1, 1, 16, 16);
+    for (int style = ATTN_ROPE_HALF; style <= ATTN_ROPE_INTERLEAVED; style++) {
+        attn_config c = with_rope(base, (attn_rope_style)style, 6, ATTN_SCALING_NONE);
+        double f[3], x[16], x0[16];
+        ref_rope_freqs(&c, f);
+        for (int d = 0; d < 16; d++)
+            x[d] = x0[d] = d + 1;
+        ref_rope_apply(&c, f, 9, x);
+        assert_memory_equal(x + 6, x0 + 6, 10 * sizeof(double));
+        assert_memory_not_equal(x, x0, 6 * sizeof(double));
+        double n0 = 0, n1 = 0; /* a rotation keeps the norm */
+        for (int d = 0; d < 6; d++)
+            n0 += x0[d] * x0[d], n1 += x[d] * x[d];
+        assert_float_equal(n0, n1, 1e-9);
+    }
+}
+
+static void rope_scaling_rules_for_frequencies(void **state) {
+    (void)state;
+    attn_config base = config_small(1, 1, 64, 64);
+    attn_config none = with_rope(base, ATTN_ROPE_HALF, 64, ATTN_SCALING_NONE);
+    attn_config lin = with_rope(base, ATTN_ROPE_HALF, 64, ATTN_SCALING_LINEAR);
+    attn_config l3 = with_rope(base, ATTN_ROPE_HALF, 64, ATTN_SCALING_LLAMA3);
+    double f0[32], fl[32], f3[32];
+    ref_rope_freqs(&none, f0);
+    ref_rope_freqs(&lin, fl);
+    ref_rope_freqs(&l3, f3);
+    assert_float_equal(f0[0], 1.0, 0);
+    assert_float_equal(f0[1], pow(10000, -2.0 / 64), 1e-15);
+    int kept = 0, divided = 0, smoothed = 0;
+    for (int i = 0; i < 32; i++) {
+        assert_float_equal(fl[i], f0[i] / 8, 1e-18);
+        double wl = 2 * acos(-1.0) / f0[i];
+        if (wl < 64.0 / 4) { /* high frequency: kept */
+            assert_float_equal(f3[i], f0[i], 0);
+            kept++;
+        } else if (wl > 64.0 / 1) { /* low frequency: divided by factor */
+            assert_float_equal(f3[i], f0[i] / 8, 1e-18);
+            divided++;
+        } else { /* between: a blend of both */
+            assert_true(f3[i] < f0[i] && f3[i] > f0[i] / 8);
+            smoothed++;
+        }
+    }
+    assert_true(kept > 0 && divided > 0 && smoothed > 0);
+    double hf[32];
+    hf_inv_freq(&l3, hf);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(f3[i], hf[i], 1e-15 + 1e-12 * hf[i]);
+}
+
+/* ---- block-level properties ---------------------------------------------- */
+
+static void gqa_equals_mha_with_replicated_kv_heads(void **state) {
+    (void)state;
+    attn_config g = with_rope(config_small(6, 2, 8, 20), ATTN_ROPE_HALF, 8, ATTN_SCALING_NONE);
+    attn_config m = g;
+    m.kv_groups = 6;
+    attn_weights *wg, *wm;
+    assert_int_equal(attn_weights_random(&g, 3, &wg, NULL), ATTN_OK);
+    assert_int_equal(attn_weights_new(&m, &wm, NULL), ATTN_OK);
+    size_t D = 20, hd = 8;
+    memcpy(wm->wq, wg->wq, 48 * D * sizeof(float));
+    memcpy(wm->wo, wg->wo, D * 48 * sizeof(float));
+    for (size_t h = 0; h < 6; h++) { /* MHA head h gets K/V head h / 3 */
+        memcpy(wm->wk + h * hd * D, wg->wk + (h / 3) * hd * D, hd * D * sizeof(float));
+        memcpy(wm->wv + h * hd * D, wg->wv + (h / 3) * hd * D, hd * D * sizeof(float));
+    }
+    float *x = random_input(9, 20, 4), yg[180], ym[180];
+    run_ref(wg, 9, x, yg, 9);
+    run_ref(wm, 9, x, ym, 9);
+    assert_true(rel_err(yg, ym, 180) < 1e-6);
+    free(x);
+    attn_weights_free(wg);
+    attn_weights_free(wm);
+}
+
+/* A spread of configs: every feature switched on somewhere. */
+static attn_config sweep_config(int i, uint64_t *s) {
+    static const int64_t dims[] = {2, 4, 8, 16, 32, 48, 64};
+    int64_t hd = dims[i % 7];
+    int64_t kv = 1 + (int64_t)((rnd_unit(s) + 1) * 2) % 4;
+    int64_t heads = kv * (1 + (int64_t)((rnd_unit(s) + 1) * 2) % 4);
+    int64_t D = 4 + (int64_t)((rnd_unit(s) + 1) * 30);
+    attn_config c = config_small(heads, kv, hd, D);
+    c.causal = i % 5 != 0;
+    if (i % 3 != 2) {
+        int64_t rot = i % 4 == 1 && hd >= 4 ? hd / 2 - (hd / 2) % 2 : hd;
+        c = with_rope(c, i % 2 ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF, rot > 1 ? rot : 2,
+                      (attn_rope_scaling)(i % 3));
+        c.rope_base = i % 2 ? 10000 : 500000;
+    }
+    if (c.causal && i % 4 == 3)
+        c.sliding_window = 1 + i % 6;
+    if (i % 6 == 4)
+        c.softcap = 0.5 + i % 3;
+    c.qkv_bias = i % 7 == 3;
+    c.o_bias = i % 8 == 5;
+    if (i % 9 == 1)
+        c.scale = 0.7, c.scale_auto = false;
+    c.kv_dtype = (attn_dtype)(i % 10 == 7 ? ATTN_DTYPE_F16 : i % 10 == 8 ? ATTN_DTYPE_BF16 : 0);
+    c.dtype = (attn_dtype)(i % 11 == 6 ? ATTN_DTYPE_BF16 : 0);
+    return c;
+}
+
+static void reference_matches_independent_implementation_over_sweep(void **state) {
+    (void)state;
+    uint64_t s = 2024;
+    for (int i = 0; i < 80; i++) {
+        attn_config c = sweep_config(i, &s);
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("sweep config %d invalid: %s", i, m.text);
+        int64_t T = 1 + i % 23;
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, (uint64_t)i, &w, NULL), ATTN_OK);
+        float *x = random_input(T, c.d_model, (uint64_t)i + 100);
+        size_t n = (size_t)(T * c.d_model);
+        float *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *want);
+        run_ref(w, T, x, y, T);
+        naive_block(w, T, x, want);
+        double e = rel_err(y, want, n);
+        if (!(e < 1e-5))
+            fail_msg("config %d (heads %lld kv %lld hd %lld T %lld): rel err %g", i,
+                     (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
+                     (long long)T, e);
+        free(x);
+        free(y);
+        free(want);
+        attn_weights_free(w);
+    }
+}
+
+static void chunked_equals_one_shot(void **state) {
+    (void)state;
+    uint64_t s = 77;
+    for (int i = 0; i < 24; i++) {
+        attn_config c = sweep_config(i, &s);
+        c.causal = true; /* chunks are defined for causal blocks */
+        int64_t T = 20;
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, (uint64_t)i, &w, NULL), ATTN_OK);
+        float *x = random_input(T, c.d_model, 9);
+        size_t n = (size_t)(T * c.d_model);
+        float *y1 = malloc(n * sizeof(float)), *yc = malloc(n * sizeof(float));
+        run_ref(w, T, x, y1, T);
+        const int64_t chunks[] = {1, 3, 7};
+        for (int k = 0; k < 3; k++) {
+            run_ref(w, T, x, yc, chunks[k]);
+            assert_true(rel_err(yc, y1, n) <= 1e-6);
+        }
+        free(x);
+        free(y1);
+        free(yc);
+        attn_weights_free(w);
+    }
+}
+
+static void sliding_window_gives_zero_weight_outside(void **state) {
+    (void)state;
+    attn_config c = config_small(2, 1, 4, 8);
+    c.sliding_window = 3;
+    uint64_t s = 1;
+    float K[40], V[40];
+    double q[8], out[8], probs[20], scratch[10];
+    for (int i = 0; i < 40; i++)
+        K[i] = (float)rnd_unit(&s), V[i] = (float)rnd_unit(&s);
+    for (int i = 0; i < 8; i++)
+        q[i] = rnd_unit(&s);
+    ref_attend(&c, 6, q, 10, K, V, out, probs, scratch);
+    for (int h = 0; h < 2; h++) {
+        double sum = 0;
+        for (int j = 0; j < 10; j++) {
+            bool in = j >= 4 && j <= 6; /* 6 - 3 < j <= 6 */
+            if (in)
+                assert_true(probs[h * 10 + j] > 0);
+            else
+                assert_true(probs[h * 10 + j] == 0);
+            sum += probs[h * 10 + j];
+        }
+        assert_float_equal(sum, 1.0, 1e-12);
+    }
+}
+
+static void softcap_bounds_scores(void **state) {
+    (void)state;
+    attn_config c = config_small(1, 1, 4, 4);
+    c.causal = false;
+    c.softcap = 0.5;
+    float K[8] = {100, 0, 0, 0, -100, 0, 0, 0}, V[8] = {1, 0, 0, 0, 0, 1, 0, 0};
+    double q[4] = {1, 0, 0, 0}, out[4], probs[2], scratch[2];
+    ref_attend(&c, 0, q, 2, K, V, out, probs, scratch);
+    /* scores 50 and -50 capped to about +-0.5: weights e^0.5 : e^-0.5 */
+    double want = 1 / (1 + exp(-2 * 0.5 * tanh(50 / 0.5)));
+    assert_float_equal(probs[0], want, 1e-12);
+    c.softcap = 0;
+    ref_attend(&c, 0, q, 2, K, V, out, probs, scratch);
+    assert_true(probs[0] > 1 - 1e-12);
+}
+
+static void kv_cache_dtype_rounds_keys_and_values(void **state) {
+    (void)state;
+    attn_config c = with_rope(config_small(4, 2, 16, 32), ATTN_ROPE_HALF, 16, ATTN_SCALING_NONE);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 8, &w, NULL), ATTN_OK);
+    float *x = random_input(12, 32, 3), y32[384], y16[384], yb[384];
+    run_ref(w, 12, x, y32, 12);
+    w->cfg.kv_dtype = ATTN_DTYPE_F16;
+    run_ref(w, 12, x, y16, 12);
+    w->cfg.kv_dtype = ATTN_DTYPE_BF16;
+    run_ref(w, 12, x, yb, 12);
+    double e16 = rel_err(y16, y32, 384), eb = rel_err(yb, y32, 384);
+    assert_true(e16 > 0 && e16 < 2e-3);
+    assert_true(eb > e16 && eb < 2e-2);
+    free(x);
+    attn_weights_free(w);
+}
+
+static void capacity_exhaustion_appends_nothing(void **state) {
+    (void)state;
+    attn_config c = config_small(2, 1, 4, 8);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 1, &w, NULL), ATTN_OK);
+    attn_ref *r;
+    attn_msg m;
+    assert_int_equal(attn_ref_new(w, 5, &r, &m), ATTN_OK);
+    float *x = random_input(6, 8, 1), y[48];
+    assert_int_equal(attn_ref_forward(r, 3, x, y, &m), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, 3, x + 24, y + 24, &m), ATTN_E_CAPACITY);
+    assert_non_null(strstr(m.text, "3 of 5 cache positions are used"));
+    assert_int_equal(attn_ref_len(r), 3);
+    assert_int_equal(attn_ref_forward(r, 2, x + 24, y + 24, &m), ATTN_OK);
+    assert_int_equal(attn_ref_len(r), 5);
+    assert_int_equal(attn_ref_forward(r, 1, x, y, &m), ATTN_E_CAPACITY);
+    assert_int_equal(attn_ref_forward(NULL, 1, x, y, &m), ATTN_E_INVALID);
+    assert_int_equal(attn_ref_forward(r, -1, x, y, &m), ATTN_E_INVALID);
+    attn_ref_free(r);
+    attn_ref *r2 = NULL;
+    assert_int_equal(attn_ref_new(w, c.kv_max_tokens + 1, &r2, &m), ATTN_E_INVALID);
+    assert_null(r2);
+    free(x);
+    attn_weights_free(w);
+}
+
+static void truncate_then_reappend_equals_fresh_run(void **state) {
+    (void)state;
+    attn_config c = with_rope(config_small(4, 2, 8, 16), ATTN_ROPE_HALF, 8, ATTN_SCALING_NONE);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 2, &w, NULL), ATTN_OK);
+    float *x = random_input(10, 16, 5), *other = random_input(4, 16, 6);
+    float fresh[160], y[160], junk[64];
+    run_ref(w, 10, x, fresh, 10);
+    attn_ref *r;
+    assert_int_equal(attn_ref_new(w, 0, &r, NULL), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, 6, x, y, NULL), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, 4, other, junk, NULL), ATTN_OK); /* rejected tokens */
+    assert_int_equal(attn_ref_truncate(r, 6), ATTN_OK);
+    assert_int_equal(attn_ref_truncate(r, 7), ATTN_E_INVALID);
+    assert_int_equal(attn_ref_forward(r, 4, x + 96, y + 96, NULL), ATTN_OK);
+    assert_memory_equal(y, fresh, sizeof fresh);
+    attn_ref_free(r);
+    free(x);
+    free(other);
+    attn_weights_free(w);
+}
+
+static void results_do_not_depend_on_thread_count(void **state) {
+    (void)state;
+    attn_config c = with_rope(config_small(8, 2, 16, 64), ATTN_ROPE_HALF, 16,
+                              ATTN_SCALING_LLAMA3);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 4, &w, NULL), ATTN_OK);
+    float *x = random_input(33, 64, 5);
+    float *y[3];
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(t + 1);
+        y[t] = malloc(33 * 64 * sizeof(float));
+        run_ref(w, 33, x, y[t], 33);
+    }
+    assert_memory_equal(y[0], y[1], 33 * 64 * sizeof(float));
+    assert_memory_equal(y[0], y[2], 33 * 64 * sizeof(float));
+    for (int t = 0; t < 3; t++)
+        free(y[t]);
+    free(x);
+    attn_weights_free(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reference_hand_worked_causal_weights),
+        cmocka_unit_test(reference_noncausal_sees_every_key),
+        cmocka_unit_test(reference_block_with_identity_projections),
+        cmocka_unit_test(rope_position_zero_is_identity),
+        cmocka_unit_test(rope_scores_depend_only_on_relative_position),
+        cmocka_unit_test(rope_interleaved_equals_half_after_permutation),
+        cmocka_unit_test(rope_partial_leaves_tail_dims_untouched),
+        cmocka_unit_test(rope_scaling_rules_for_frequencies),
+        cmocka_unit_test(gqa_equals_mha_with_replicated_kv_heads),
+        cmocka_unit_test(reference_matches_independent_implementation_over_sweep),
+        cmocka_unit_test(chunked_equals_one_shot),
+        cmocka_unit_test(sliding_window_gives_zero_weight_outside),
+        cmocka_unit_test(softcap_bounds_scores),
+        cmocka_unit_test(kv_cache_dtype_rounds_keys_and_values),
+        cmocka_unit_test(capacity_exhaustion_appends_nothing),
+        cmocka_unit_test(truncate_then_reappend_equals_fresh_run),
+        cmocka_unit_test(results_do_not_depend_on_thread_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

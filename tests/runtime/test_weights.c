@@ -1,0 +1,206 @@
+/* test_weights.c: weights under Hugging Face names: random fill, save and
+ * load with a prefix in every dtype, rounding to the spec's dtype, and
+ * clear errors for missing or mis-shaped tensors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+#include "support.h"
+
+static int setup(void **state) {
+    *state = tmpdir_new();
+    return 0;
+}
+
+static int teardown(void **state) {
+    tmpdir_remove(*state);
+    return 0;
+}
+
+static size_t qd(const attn_config *c) {
+    return (size_t)(c->heads * c->head_dim);
+}
+
+static size_t kvd(const attn_config *c) {
+    return (size_t)(c->kv_groups * c->head_dim);
+}
+
+static void weights_random_is_deterministic_and_scaled(void **state) {
+    (void)state;
+    attn_config c = config_small(4, 2, 8, 24);
+    c.qkv_bias = c.o_bias = true;
+    attn_weights *a, *b, *d;
+    assert_int_equal(attn_weights_random(&c, 5, &a, NULL), ATTN_OK);
+    assert_int_equal(attn_weights_random(&c, 5, &b, NULL), ATTN_OK);
+    assert_int_equal(attn_weights_random(&c, 6, &d, NULL), ATTN_OK);
+    size_t n = qd(&c) * (size_t)c.d_model;
+    assert_memory_equal(a->wq, b->wq, n * sizeof(float));
+    assert_memory_equal(a->bo, b->bo, (size_t)c.d_model * sizeof(float));
+    assert_memory_not_equal(a->wq, d->wq, n * sizeof(float));
+    double lim = sqrt(3.0 / (double)c.d_model), var = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(fabsf(a->wq[i]) <= lim);
+        var += (double)a->wq[i] * a->wq[i];
+    }
+    var /= (double)n;
+    assert_true(var > 0.5 / (double)c.d_model && var < 1.5 / (double)c.d_model);
+    for (int64_t i = 0; i < c.d_model; i++)
+        assert_true(fabsf(a->bo[i]) <= 0.1f);
+    attn_weights_free(a);
+    attn_weights_free(b);
+    attn_weights_free(d);
+}
+
+static void weights_biases_exist_only_when_asked(void **state) {
+    (void)state;
+    attn_config c = config_small(2, 1, 4, 8);
+    attn_weights *w;
+    assert_int_equal(attn_weights_new(&c, &w, NULL), ATTN_OK);
+    assert_null(w->bq);
+    assert_null(w->bo);
+    attn_weights_free(w);
+    c.qkv_bias = true;
+    assert_int_equal(attn_weights_new(&c, &w, NULL), ATTN_OK);
+    assert_non_null(w->bq);
+    assert_non_null(w->bk);
+    assert_non_null(w->bv);
+    assert_null(w->bo);
+    attn_weights_free(w);
+}
+
+static void weights_save_load_round_trip_every_dtype_with_prefix(void **state) {
+    const char *dir = *state;
+    attn_config c = config_small(6, 3, 8, 20);
+    c.qkv_bias = c.o_bias = true;
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
+    const char *prefix = "model.layers.0.self_attn.";
+    for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
+        const char *path = path_in(dir, "w.safetensors");
+        attn_msg m;
+        assert_int_equal(attn_weights_save(w, path, (attn_dtype)t, prefix, &m), ATTN_OK);
+        attn_st *f;
+        assert_int_equal(attn_st_open(path, &f, &m), ATTN_OK);
+        assert_non_null(attn_st_find(f, "model.layers.0.self_attn.q_proj.weight"));
+        assert_non_null(attn_st_find(f, "model.layers.0.self_attn.o_proj.bias"));
+        const attn_st_info *k = attn_st_find(f, "model.layers.0.self_attn.k_proj.weight");
+        assert_int_equal(k->shape[0], 24);
+        assert_int_equal(k->shape[1], 20);
+        assert_int_equal(attn_st_find(f, "model.layers.0.self_attn.o_proj.weight")->shape[1], 48);
+        attn_st_close(f);
+        attn_weights *back;
+        assert_int_equal(attn_weights_load(&c, path, prefix, &back, &m), ATTN_OK);
+        for (size_t i = 0; i < kvd(&c) * (size_t)c.d_model; i++)
+            assert_true(back->wv[i] == rt_round((attn_dtype)t, w->wv[i]));
+        for (size_t i = 0; i < kvd(&c); i++)
+            assert_true(back->bk[i] == rt_round((attn_dtype)t, w->bk[i]));
+        attn_weights_free(back);
+        /* without the prefix, the names are not there */
+        assert_int_equal(attn_weights_load(&c, path, NULL, &back, &m), ATTN_E_FORMAT);
+        assert_non_null(strstr(m.text, "missing tensor 'q_proj.weight'"));
+    }
+    attn_weights_free(w);
+}
+
+static void weights_load_rounds_to_the_spec_dtype(void **state) {
+    const char *dir = *state;
+    attn_config c = config_small(2, 2, 4, 8);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 1, &w, NULL), ATTN_OK);
+    const char *path = path_in(dir, "w.safetensors");
+    assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_F32, NULL, NULL), ATTN_OK);
+    c.dtype = ATTN_DTYPE_BF16;
+    attn_weights *b;
+    assert_int_equal(attn_weights_load(&c, path, NULL, &b, NULL), ATTN_OK);
+    bool changed = false;
+    for (size_t i = 0; i < qd(&c) * (size_t)c.d_model; i++) {
+        assert_true(b->wq[i] == rt_round(ATTN_DTYPE_BF16, w->wq[i]));
+        changed |= b->wq[i] != w->wq[i];
+    }
+    assert_true(changed);
+    attn_weights_free(w);
+    attn_weights_free(b);
+}
+
+static void weights_load_names_missing_and_misshaped_tensors(void **state) {
+    const char *dir = *state;
+    attn_config small = config_small(2, 2, 4, 8), big = config_small(2, 2, 4, 12);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&small, 1, &w, NULL), ATTN_OK);
+    const char *path = path_in(dir, "w.safetensors");
+    assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_F16, "p.", NULL), ATTN_OK);
+    attn_weights *out = (attn_weights *)0x1;
+    attn_msg m;
+    assert_int_equal(attn_weights_load(&big, path, "p.", &out, &m), ATTN_E_FORMAT);
+    assert_true(out == (attn_weights *)0x1);
+    assert_non_null(strstr(m.text, "tensor 'p.q_proj.weight' has shape [8, 8], expected [8, 12]"));
+    small.qkv_bias = true;
+    assert_int_equal(attn_weights_load(&small, path, "p.", &out, &m), ATTN_E_FORMAT);
+    assert_non_null(strstr(m.text, "missing tensor 'p.q_proj.bias'"));
+    assert_int_equal(attn_weights_load(&small, path_in(dir, "none"), "p.", &out, &m), ATTN_E_IO);
+    attn_weights_free(w);
+}
+
+static void weights_reject_invalid_config(void **state) {
+    (void)state;
+    attn_config c = config_small(6, 4, 8, 16);
+    attn_weights *w = NULL;
+    attn_msg m;
+    assert_int_equal(attn_weights_new(&c, &w, &m), ATTN_E_INVALID);
+    assert_null(w);
+    assert_non_null(strstr(m.text, "kv_groups (4) must divide heads (6)"));
+}
+
+static void config_check_enforces_every_invariant(void **state) {
+    (void)state;
+    attn_msg m;
+    attn_config ok = config_small(8, 2, 16, 64);
+    assert_int_equal(attn_config_check(&ok, &m), ATTN_OK);
+    attn_config c;
+#define EXPECT_BAD(stmt, want)                                         \
+    do {                                                               \
+        c = ok;                                                        \
+        stmt;                                                          \
+        assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);   \
+        if (!strstr(m.text, want))                                     \
+            fail_msg("'%s' lacks '%s'", m.text, want);                 \
+    } while (0)
+    EXPECT_BAD(strcpy(c.name, "a-b"), "not a C identifier");
+    EXPECT_BAD(c.name[0] = 0, "name must be");
+    EXPECT_BAD(c.heads = 0, "heads (0)");
+    EXPECT_BAD(c.kv_groups = 3, "kv_groups (3) must divide heads (8)");
+    EXPECT_BAD(c.head_dim = 2000, "head_dim (2000)");
+    EXPECT_BAD(c.d_model = 0, "d_model (0)");
+    EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 7), "rotary_dim (7)");
+    EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 0.5, c.rotary_dim = 8), "rope base");
+    EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 8,
+                c.rope_scaling = ATTN_SCALING_LLAMA3, c.rope_factor = 8,
+                c.rope_low_freq_factor = 4, c.rope_high_freq_factor = 1,
+                c.rope_original_max_position = 8192),
+               "low_freq_factor");
+    EXPECT_BAD((c.causal = false, c.sliding_window = 4), "sliding_window needs causal");
+    EXPECT_BAD(c.softcap = -1, "softcap");
+    EXPECT_BAD(c.scale = 0, "scale");
+    EXPECT_BAD(c.kv_max_tokens = 0, "max_tokens");
+    EXPECT_BAD(c.kv_block_tokens = 0, "block_tokens");
+    EXPECT_BAD(c.dtype = (attn_dtype)7, "dtype");
+#undef EXPECT_BAD
+    assert_int_equal(attn_config_check(NULL, &m), ATTN_E_INVALID);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(weights_random_is_deterministic_and_scaled),
+        cmocka_unit_test(weights_biases_exist_only_when_asked),
+        cmocka_unit_test_setup_teardown(weights_save_load_round_trip_every_dtype_with_prefix,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(weights_load_rounds_to_the_spec_dtype, setup, teardown),
+        cmocka_unit_test_setup_teardown(weights_load_names_missing_and_misshaped_tensors, setup,
+                                        teardown),
+        cmocka_unit_test(weights_reject_invalid_config),
+        cmocka_unit_test(config_check_enforces_every_invariant),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,149 @@
+/* support.c: test fixtures (see support.h). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+extern char **environ;
+
+char *tmpdir_new(void) {
+    const char *base = getenv("TMPDIR");
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s/attnc-test-XXXXXX", base && *base ? base : "/tmp");
+    char *d = mkdtemp(buf);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+void tmpdir_remove(char *dir) {
+    if (!dir)
+        return;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                char p[1024];
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                if (unlink(p) != 0)
+                    rmdir(p);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+const char *path_in(const char *dir, const char *name) {
+    static char bufs[8][1024];
+    static int at;
+    char *b = bufs[at++ % 8];
+    snprintf(b, 1024, "%s/%s", dir, name);
+    return b;
+}
+
+int dir_count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap);
+    size_t k;
+    while (b && (k = fread(b + len, 1, cap - len - 1, f)) > 0) {
+        len += k;
+        if (cap - len < 2) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb)
+                free(b);
+            b = nb;
+        }
+    }
+    fclose(f);
+    if (b)
+        b[len] = 0;
+    if (n)
+        *n = len;
+    return b;
+}
+
+int run_cmd(const char *const *argv, const char *out_path, const char *err_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path ? out_path : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path ? err_path : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(rc, 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model) {
+    attn_config c = {
+        .name = "t",
+        .heads = heads,
+        .kv_groups = kv,
+        .head_dim = head_dim,
+        .d_model = d_model,
+        .causal = true,
+        .rope_style = ATTN_ROPE_NONE,
+        .scale_auto = true,
+        .scale = 1.0 / sqrt((double)head_dim),
+        .dtype = ATTN_DTYPE_F32,
+        .kv_dtype = ATTN_DTYPE_F32,
+        .kv_block_tokens = 16,
+        .kv_max_tokens = 4096,
+    };
+    return c;
+}
+
+double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > num || isnan(d))
+            num = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > den)
+            den = fabs((double)b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+double rnd_unit(uint64_t *s) {
+    float f;
+    attn_random_uniform(s, &f, 1, 1.0);
+    return f;
+}

@@ -1,0 +1,40 @@
+/* support.h: fixtures shared by the test suites: temporary directories,
+ * files, child processes, random configs. */
+#ifndef ATTNC_TEST_SUPPORT_H
+#define ATTNC_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "attn.h"
+
+/* A fresh directory under $TMPDIR (or /tmp); removed with its files by
+ * tmpdir_remove. */
+char *tmpdir_new(void);
+void tmpdir_remove(char *dir);
+/* dir/name in a static rotating buffer (valid for 8 more calls). */
+const char *path_in(const char *dir, const char *name);
+/* Number of entries in dir other than . and .. */
+int dir_count(const char *dir);
+
+void write_file(const char *path, const void *data, size_t n);
+/* Whole file, NUL-terminated, malloc'd; NULL if it cannot be read. */
+char *read_file(const char *path, size_t *n);
+
+/* Runs argv (NULL-terminated) with stdout and stderr to the given files
+ * (NULL = /dev/null); returns the exit code, or -1 if it did not exit. */
+int run_cmd(const char *const *argv, const char *out_path, const char *err_path);
+
+/* A small valid config; callers change fields, then attn_config_check. */
+attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model);
+
+/* max |a-b| / max |b| over n values. */
+double rel_err(const float *a, const float *b, size_t n);
+
+/* Deterministic uniform doubles in [-1, 1). */
+double rnd_unit(uint64_t *state);
+
+#endif
