@@ -168,9 +168,9 @@ ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, in
 
 /* ---- weights ------------------------------------------------------------ */
 
-/* The weights of one block, f32 in Hugging Face Linear layout W[out, in],
- * already rounded to cfg.dtype. Plain data; pointers owned by the struct
- * and freed by attn_weights_free. Biases are NULL when the spec has none. */
+/* The weights of one block, f32 in Hugging Face Linear layout W[out, in].
+ * Plain data; pointers owned by the struct and freed by attn_weights_free.
+ * Biases are NULL when the spec has none. */
 typedef struct attn_weights {
     attn_config cfg;
     float *wq; /* [heads*head_dim, d_model] */
@@ -184,12 +184,14 @@ typedef struct attn_weights {
 /* Zero-initialized weights for cfg (checked with attn_config_check). */
 ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_msg *msg);
 /* Deterministic random weights: uniform with variance 1/fan_in, so scores
- * stay O(1); biases uniform in [-0.1, 0.1]. */
+ * stay O(1); biases uniform in [-0.1, 0.1]; rounded to cfg.dtype, so they
+ * are exactly representable in the dtype kernels keep them in. */
 ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
                                          attn_weights **out, attn_msg *msg);
 /* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks),
- * each name preceded by prefix (NULL = none), from a safetensors file.
- * Other tensors in the file are ignored. */
+ * each name preceded by prefix (NULL = none), from a safetensors file; the
+ * stored values, converted to f32, are used as they are. Other tensors in
+ * the file are ignored. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
 /* Writes w under the same names, stored as dtype, atomically. */

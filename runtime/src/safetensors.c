@@ -419,6 +419,8 @@ done:
 
 static bool write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
     size_t n = nbytes / attn_dtype_size(t->dtype);
+    if (n == 0) /* zero-size tensors may have no data pointer */
+        return true;
     if (t->dtype == ATTN_DTYPE_F32)
         return fwrite(t->data, 4, n, fp) == n;
     unsigned char buf[8192];

@@ -144,7 +144,6 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
             goto fail;
     }
     attn_st_close(f);
-    attn_weights_round(w);
     *out = w;
     return ATTN_OK;
 fail:
