@@ -146,17 +146,19 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
                 idx = i;
         if (idx < 0) {
             char buf[96];
+            ynode word = *k; /* a quoted key is still a key, not a string value */
+            word.plain = true;
             const char *near = nearest(k->str, known, n_known);
             if (near) {
                 err(ck, k->loc, "unknown key '%s%s'; did you mean '%s%s'?", path,
-                    found(k, buf, sizeof buf), path, near);
+                    found(&word, buf, sizeof buf), path, near);
             } else {
                 char list[256] = "";
                 for (int i = 0; i < n_known; i++)
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                              i ? ", " : "", known[i]);
                 err(ck, k->loc, "unknown key '%s%s'; known keys%s%s: %s", path,
-                    found(k, buf, sizeof buf), *path ? " of " : "", path, list);
+                    found(&word, buf, sizeof buf), *path ? " of " : "", path, list);
             }
             continue;
         }
