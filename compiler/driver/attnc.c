@@ -15,6 +15,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  check SPEC          validate a spec and print it normalized\n"
+    "  ir SPEC             print the graph IR after the pass pipeline\n"
     "  run SPEC ...        run the block on a weights file and an input tensor\n"
     "  gen-weights SPEC    write random weights for a spec\n"
     "  gen-input SPEC      write a random input tensor for a spec\n"
@@ -31,7 +32,7 @@ static const char check_usage[] =
 static int cmd_check(int argc, char **argv) {
     const char *help = NULL, *pos[1];
     int n_pos;
-    const opt opts[] = {{"--help", "-h", false, &help}, {0}};
+    const opt opts[] = {{"--help", "-h", false, &help, NULL, 0}, {0}};
     if (!parse_opts("check", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;
     if (help) {
@@ -60,6 +61,7 @@ int main(int argc, char **argv) {
         int (*run)(int argc, char **argv);
     } cmds[] = {
         {"check", cmd_check},
+        {"ir", cmd_ir},
         {"run", cmd_run},
         {"gen-weights", cmd_gen_weights},
         {"gen-input", cmd_gen_input},

@@ -37,9 +37,9 @@ int cmd_gen_weights(int argc, char **argv) {
     const char *pos[1];
     int n_pos;
     const opt opts[] = {
-        {"--help", "-h", false, &help},   {"--output", "-o", true, &output},
-        {"--seed", NULL, true, &seed_s},  {"--dtype", NULL, true, &dtype_s},
-        {"--prefix", NULL, true, &prefix}, {0},
+        {"--help", "-h", false, &help, NULL, 0},   {"--output", "-o", true, &output, NULL, 0},
+        {"--seed", NULL, true, &seed_s, NULL, 0},  {"--dtype", NULL, true, &dtype_s, NULL, 0},
+        {"--prefix", NULL, true, &prefix, NULL, 0}, {0},
     };
     if (!parse_opts("gen-weights", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;
@@ -78,9 +78,9 @@ int cmd_gen_input(int argc, char **argv) {
     const char *pos[1];
     int n_pos;
     const opt opts[] = {
-        {"--help", "-h", false, &help},  {"--output", "-o", true, &output},
-        {"--seed", NULL, true, &seed_s}, {"--dtype", NULL, true, &dtype_s},
-        {"--tokens", NULL, true, &tokens_s}, {0},
+        {"--help", "-h", false, &help, NULL, 0},  {"--output", "-o", true, &output, NULL, 0},
+        {"--seed", NULL, true, &seed_s, NULL, 0}, {"--dtype", NULL, true, &dtype_s, NULL, 0},
+        {"--tokens", NULL, true, &tokens_s, NULL, 0}, {0},
     };
     if (!parse_opts("gen-input", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;

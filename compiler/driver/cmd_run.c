@@ -39,10 +39,10 @@ int cmd_run(int argc, char **argv) {
     const char *engine = "reference", *chunk_s = NULL, *prefix = NULL, *pos[1];
     int n_pos;
     const opt opts[] = {
-        {"--help", "-h", false, &help},       {"--weights", NULL, true, &weights},
-        {"--input", NULL, true, &input},      {"--output", "-o", true, &output},
-        {"--engine", NULL, true, &engine},    {"--chunk", NULL, true, &chunk_s},
-        {"--prefix", NULL, true, &prefix},    {0},
+        {"--help", "-h", false, &help, NULL, 0},       {"--weights", NULL, true, &weights, NULL, 0},
+        {"--input", NULL, true, &input, NULL, 0},      {"--output", "-o", true, &output, NULL, 0},
+        {"--engine", NULL, true, &engine, NULL, 0},    {"--chunk", NULL, true, &chunk_s, NULL, 0},
+        {"--prefix", NULL, true, &prefix, NULL, 0},    {0},
     };
     if (!parse_opts("run", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;

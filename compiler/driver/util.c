@@ -57,13 +57,19 @@ bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *op
                 return false;
             }
             *o->value = "1";
-        } else if (eq && w[1] == '-') {
-            *o->value = eq + 1;
-        } else if (i + 1 < argc) {
-            *o->value = argv[++i];
-        } else {
+        } else if (!(eq && w[1] == '-') && i + 1 >= argc) {
             usage_error(cmd, "option '%s' needs a value", o->name);
             return false;
+        } else {
+            const char *v = eq && w[1] == '-' ? eq + 1 : argv[++i];
+            if (!o->n_values) {
+                *o->value = v;
+            } else if (*o->n_values < o->max_values) {
+                o->value[(*o->n_values)++] = v;
+            } else {
+                usage_error(cmd, "option '%s' given more than %d times", o->name, o->max_values);
+                return false;
+            }
         }
     }
     return true;
@@ -94,22 +100,34 @@ bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype
     return false;
 }
 
+int print_diags(const attnc_ctx *ctx, attnc_status st) {
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        char buf[1536];
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        fprintf(stderr, "%s\n", buf);
+    }
+    switch (st) {
+    case ATTNC_OK: return EXIT_OK;
+    case ATTNC_E_IO:
+    case ATTNC_E_YAML:
+    case ATTNC_E_SPEC: return EXIT_INPUT;
+    case ATTNC_E_SHAPE:
+    case ATTNC_E_LLVM:
+    case ATTNC_E_NOMEM:
+    case ATTNC_STATUS_COUNT: break;
+    }
+    return EXIT_INTERNAL;
+}
+
 int load_spec(const char *path, attn_config *cfg) {
     attnc_ctx *ctx = attnc_ctx_new();
     if (!ctx) {
         fprintf(stderr, "attnc: error: out of memory\n");
         return EXIT_INTERNAL;
     }
-    attnc_status st = attnc_spec_load_file(ctx, path, cfg);
-    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-        char buf[1536];
-        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
-        fprintf(stderr, "%s\n", buf);
-    }
+    int rc = print_diags(ctx, attnc_spec_load_file(ctx, path, cfg));
     attnc_ctx_free(ctx);
-    if (st == ATTNC_OK)
-        return EXIT_OK;
-    return st == ATTNC_E_NOMEM ? EXIT_INTERNAL : EXIT_INPUT;
+    return rc;
 }
 
 int runtime_error(attn_status st, const attn_msg *msg) {

@@ -16,6 +16,8 @@ typedef struct opt {
     const char *alias; /* "-o" or NULL */
     bool has_arg;
     const char **value; /* receives the argument (or "1" for a flag) */
+    int *n_values;      /* repeatable: value is an array, n_values its count */
+    int max_values;
 } opt;
 
 /* Parses argv[first..argc) against opts; non-option words go to
@@ -28,6 +30,10 @@ bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *op
 bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, int64_t hi,
                int64_t *out);
 bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype *out);
+
+/* Prints ctx's diagnostics; the exit code for st (0, 2 for bad input, 3
+ * for internal failures: shape bugs, LLVM, memory). */
+int print_diags(const attnc_ctx *ctx, attnc_status st);
 
 /* Loads and validates a spec, printing every diagnostic; EXIT_OK or an
  * exit code. */
@@ -43,6 +49,7 @@ double now_seconds(void);
 
 /* The subcommands; argv[0] is the subcommand's name. */
 int cmd_run(int argc, char **argv);
+int cmd_ir(int argc, char **argv);
 int cmd_gen_weights(int argc, char **argv);
 int cmd_gen_input(int argc, char **argv);
 

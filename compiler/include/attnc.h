@@ -75,6 +75,29 @@ ATTNC_API attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, 
  * the same config. malloc'd (caller frees); NULL when out of memory. */
 ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);
 
+/* ---- compiling ------------------------------------------------------------ */
+
+/* How to compile a spec; start from attnc_options_default(). */
+typedef struct attnc_options {
+    const char *const *disabled_passes; /* pass names to skip (see attnc_pass_name) */
+    int n_disabled_passes;
+    const char *cpu;      /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's */
+    const char *features; /* LLVM feature string; NULL = the CPU's (host: detected) */
+} attnc_options;
+
+ATTNC_API attnc_options attnc_options_default(void);
+
+/* The passes of the pipeline, in order; NULL past the end. */
+ATTNC_API const char *attnc_pass_name(int i);
+ATTNC_API const char *attnc_pass_summary(int i);
+
+/* The graph IR of a spec as text: after lowering when after_pass is
+ * "lower", after that pass when it names one, after the whole pipeline
+ * when NULL. *text lives as long as ctx. */
+ATTNC_API attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path,
+                                     const attnc_options *opt, const char *after_pass,
+                                     const char **text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,8 +8,8 @@
 
 #include "spec/spec.h"
 
-attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text,
-                                    size_t len, attn_config *out) {
+static attnc_status load_string(attnc_ctx *ctx, const char *name, const char *text, size_t len,
+                                attn_config *out, spec_locs *locs) {
     if (!ctx || !text || !out)
         return ATTNC_E_IO;
     const char *file = arena_strndup(&ctx->arena, name ? name : "<spec>",
@@ -20,10 +20,19 @@ attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char
     attnc_status st = spec_yaml_read(ctx, file, text, len, &root);
     if (st != ATTNC_OK)
         return st;
-    return spec_check(ctx, file, root, out);
+    return spec_check(ctx, file, root, out, locs);
+}
+
+attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text,
+                                    size_t len, attn_config *out) {
+    return load_string(ctx, name, text, len, out, NULL);
 }
 
 attnc_status attnc_spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out) {
+    return spec_load_file(ctx, path, out, NULL);
+}
+
+attnc_status spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out, spec_locs *locs) {
     if (!ctx || !path || !out)
         return ATTNC_E_IO;
     const char *file = arena_strndup(&ctx->arena, path, strlen(path));
@@ -54,7 +63,7 @@ attnc_status attnc_spec_load_file(attnc_ctx *ctx, const char *path, attn_config 
         free(text);
         return text ? ATTNC_E_IO : ATTNC_E_NOMEM;
     }
-    attnc_status st = attnc_spec_load_string(ctx, path, text, len, out);
+    attnc_status st = load_string(ctx, path, text, len, out, locs);
     free(text);
     return st;
 }

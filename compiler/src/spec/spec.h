@@ -29,9 +29,26 @@ struct ynode {
 ATTNC_HIDDEN attnc_status spec_yaml_read(attnc_ctx *ctx, const char *file, const char *text,
                                          size_t len, ynode **root);
 
-/* Validates the tree (root may be NULL) into *out; all problems become
- * diagnostics (ATTNC_E_SPEC). */
+/* The spec's top-level keys, in the order of the schema. */
+typedef enum spec_key {
+    SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_KV_GROUPS, SPEC_K_KV_HEADS, SPEC_K_HEAD_DIM, SPEC_K_D_MODEL,
+    SPEC_K_CAUSAL, SPEC_K_ROPE, SPEC_K_SLIDING_WINDOW, SPEC_K_SOFTCAP, SPEC_K_QKV_BIAS,
+    SPEC_K_O_BIAS, SPEC_K_SCALE, SPEC_K_DTYPE, SPEC_K_KV_CACHE, SPEC_K_COUNT
+} spec_key;
+
+/* Where each key was written; keys left to their default point at the
+ * top-level mapping. Later stages tag IR nodes with these. */
+typedef struct spec_locs {
+    attnc_loc key[SPEC_K_COUNT];
+} spec_locs;
+
+/* Validates the tree (root may be NULL) into *out and *locs (NULL = not
+ * wanted); all problems become diagnostics (ATTNC_E_SPEC). */
 ATTNC_HIDDEN attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root,
-                                     attn_config *out);
+                                     attn_config *out, spec_locs *locs);
+
+/* attnc_spec_load_file with locations. */
+ATTNC_HIDDEN attnc_status spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out,
+                                         spec_locs *locs);
 
 #endif

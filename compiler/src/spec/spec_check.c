@@ -14,11 +14,8 @@
 
 /* ---- keys of each mapping ------------------------------------------------ */
 
-enum {
-    K_NAME, K_HEADS, K_KV_GROUPS, K_KV_HEADS, K_HEAD_DIM, K_D_MODEL, K_CAUSAL, K_ROPE,
-    K_SLIDING_WINDOW, K_SOFTCAP, K_QKV_BIAS, K_O_BIAS, K_SCALE, K_DTYPE, K_KV_CACHE, K_TOP_COUNT
-};
-static const char *const top_keys[K_TOP_COUNT] = {
+/* indexes are spec_key (spec.h) */
+static const char *const top_keys[SPEC_K_COUNT] = {
     "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
     "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
     "scale",  "dtype",          "kv_cache",
@@ -417,7 +414,8 @@ static void sort_by_location(attnc_ctx *ctx, size_t from) {
 
 /* ---- the whole spec ------------------------------------------------------ */
 
-attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out) {
+attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out,
+                        spec_locs *locs) {
     checker ck_ = {ctx, file}, *ck = &ck_;
     char buf[128];
     size_t first_diag = ctx->n_diags;
@@ -431,8 +429,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             found(root, buf, sizeof buf));
         return ATTNC_E_SPEC;
     }
-    const ynode *val[K_TOP_COUNT], *key[K_TOP_COUNT];
-    take_map(ck, root, "", top_keys, K_TOP_COUNT, val, key);
+    const ynode *val[SPEC_K_COUNT], *key[SPEC_K_COUNT];
+    take_map(ck, root, "", top_keys, SPEC_K_COUNT, val, key);
 
     attn_config c = {
         .kv_groups = 0,
@@ -445,13 +443,13 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         .kv_max_tokens = DEFAULT_MAX_TOKENS,
     };
     static const char *const required[] = {"name", "heads", "head_dim"};
-    static const int required_idx[] = {K_NAME, K_HEADS, K_HEAD_DIM};
+    static const int required_idx[] = {SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_HEAD_DIM};
     for (int i = 0; i < 3; i++)
         if (!val[required_idx[i]])
             err(ck, root->loc, "missing required key '%s'", required[i]);
 
-    if (val[K_NAME]) {
-        const ynode *v = val[K_NAME];
+    if (val[SPEC_K_NAME]) {
+        const ynode *v = val[SPEC_K_NAME];
         if (v->kind != YNODE_SCALAR || !is_identifier(v->str, v->len))
             err(ck, v->loc, "name: expected a C identifier, found %s", found(v, buf, sizeof buf));
         else if (v->len >= ATTN_NAME_MAX)
@@ -460,19 +458,19 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         else
             memcpy(c.name, v->str, v->len + 1);
     }
-    bool heads_ok = val[K_HEADS] && get_int(ck, val[K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
-    bool hd_ok = val[K_HEAD_DIM] &&
-                 get_int(ck, val[K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
+    bool heads_ok = val[SPEC_K_HEADS] && get_int(ck, val[SPEC_K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
+    bool hd_ok = val[SPEC_K_HEAD_DIM] &&
+                 get_int(ck, val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
 
-    const ynode *kv = val[K_KV_GROUPS];
+    const ynode *kv = val[SPEC_K_KV_GROUPS];
     const char *kv_key = "kv_groups";
-    if (val[K_KV_HEADS]) {
+    if (val[SPEC_K_KV_HEADS]) {
         if (kv)
-            err(ck, key[K_KV_HEADS]->loc,
+            err(ck, key[SPEC_K_KV_HEADS]->loc,
                 "kv_heads is another name for kv_groups (given at %u:%u); give one of them",
-                key[K_KV_GROUPS]->loc.line, key[K_KV_GROUPS]->loc.col);
+                key[SPEC_K_KV_GROUPS]->loc.line, key[SPEC_K_KV_GROUPS]->loc.col);
         else
-            kv = val[K_KV_HEADS], kv_key = "kv_heads";
+            kv = val[SPEC_K_KV_HEADS], kv_key = "kv_heads";
     }
     bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c.kv_groups);
     if (!kv && heads_ok)
@@ -481,11 +479,11 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads,
             kv_key, (long long)c.kv_groups);
     if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM)
-        err(ck, val[K_HEAD_DIM]->loc, "heads * head_dim (%lld) exceeds the limit %d",
+        err(ck, val[SPEC_K_HEAD_DIM]->loc, "heads * head_dim (%lld) exceeds the limit %d",
             (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
 
-    if (val[K_D_MODEL])
-        get_int(ck, val[K_D_MODEL], "d_model", 1, ATTN_MAX_D_MODEL, &c.d_model);
+    if (val[SPEC_K_D_MODEL])
+        get_int(ck, val[SPEC_K_D_MODEL], "d_model", 1, ATTN_MAX_D_MODEL, &c.d_model);
     else if (heads_ok && hd_ok) {
         c.d_model = c.heads * c.head_dim;
         if (c.d_model > ATTN_MAX_D_MODEL && c.d_model <= ATTN_MAX_QDIM)
@@ -493,12 +491,12 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
                 (long long)c.d_model, ATTN_MAX_D_MODEL);
     }
 
-    if (val[K_CAUSAL])
-        get_bool(ck, val[K_CAUSAL], "causal", &c.causal);
+    if (val[SPEC_K_CAUSAL])
+        get_bool(ck, val[SPEC_K_CAUSAL], "causal", &c.causal);
 
     const ynode *rotary_at = NULL;
-    if (val[K_ROPE])
-        check_rope(ck, val[K_ROPE], &c, &rotary_at);
+    if (val[SPEC_K_ROPE])
+        check_rope(ck, val[SPEC_K_ROPE], &c, &rotary_at);
     if (c.rope_style != ATTN_ROPE_NONE) {
         if (!rotary_at && hd_ok)
             c.rotary_dim = c.head_dim;
@@ -509,25 +507,25 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             err(ck, rotary_at->loc, "rope.rotary_dim (%lld) must not exceed head_dim (%lld)",
                 (long long)c.rotary_dim, (long long)c.head_dim);
         else if (!rotary_at && hd_ok && c.head_dim % 2)
-            err(ck, val[K_ROPE]->loc,
+            err(ck, val[SPEC_K_ROPE]->loc,
                 "rope: rotary_dim defaults to head_dim (%lld), which is odd; give an even "
                 "rope.rotary_dim",
                 (long long)c.head_dim);
     }
 
-    if (val[K_SLIDING_WINDOW] &&
-        get_int(ck, val[K_SLIDING_WINDOW], "sliding_window", 0, ATTN_MAX_WINDOW,
+    if (val[SPEC_K_SLIDING_WINDOW] &&
+        get_int(ck, val[SPEC_K_SLIDING_WINDOW], "sliding_window", 0, ATTN_MAX_WINDOW,
                 &c.sliding_window) &&
         c.sliding_window > 0 && !c.causal)
-        err(ck, val[K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
+        err(ck, val[SPEC_K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
             (long long)c.sliding_window);
-    if (val[K_SOFTCAP])
-        get_num(ck, val[K_SOFTCAP], "softcap", 0, false, &c.softcap);
-    if (val[K_QKV_BIAS])
-        get_bool(ck, val[K_QKV_BIAS], "qkv_bias", &c.qkv_bias);
-    if (val[K_O_BIAS])
-        get_bool(ck, val[K_O_BIAS], "o_bias", &c.o_bias);
-    const ynode *sv = val[K_SCALE];
+    if (val[SPEC_K_SOFTCAP])
+        get_num(ck, val[SPEC_K_SOFTCAP], "softcap", 0, false, &c.softcap);
+    if (val[SPEC_K_QKV_BIAS])
+        get_bool(ck, val[SPEC_K_QKV_BIAS], "qkv_bias", &c.qkv_bias);
+    if (val[SPEC_K_O_BIAS])
+        get_bool(ck, val[SPEC_K_O_BIAS], "o_bias", &c.o_bias);
+    const ynode *sv = val[SPEC_K_SCALE];
     if (sv && !(sv->kind == YNODE_SCALAR && sv->plain && strcmp(sv->str, "auto") == 0)) {
         double d;
         if (sv->kind != YNODE_SCALAR || !sv->plain || !is_num_text(sv->str, &d))
@@ -539,10 +537,10 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (c.scale_auto && hd_ok)
         c.scale = 1.0 / sqrt((double)c.head_dim);
     int dt;
-    if (val[K_DTYPE] && get_enum(ck, val[K_DTYPE], "dtype", dtype_names, 3, &dt))
+    if (val[SPEC_K_DTYPE] && get_enum(ck, val[SPEC_K_DTYPE], "dtype", dtype_names, 3, &dt))
         c.dtype = (attn_dtype)dt;
-    if (val[K_KV_CACHE])
-        check_cache(ck, val[K_KV_CACHE], &c);
+    if (val[SPEC_K_KV_CACHE])
+        check_cache(ck, val[SPEC_K_KV_CACHE], &c);
 
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);
@@ -556,5 +554,10 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         return ATTNC_E_SPEC;
     }
     *out = c;
+    if (locs)
+        for (int i = 0; i < SPEC_K_COUNT; i++)
+            locs->key[i] = key[i] ? key[i]->loc : root->loc;
+    if (locs && !key[SPEC_K_KV_GROUPS] && key[SPEC_K_KV_HEADS])
+        locs->key[SPEC_K_KV_GROUPS] = key[SPEC_K_KV_HEADS]->loc;
     return ATTNC_OK;
 }

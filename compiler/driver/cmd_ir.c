@@ -1,0 +1,64 @@
+/* cmd_ir.c: `attnc ir`: the graph IR of a spec, after lowering, after one
+ * pass, or after the whole pipeline. */
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char ir_usage[] =
+    "usage: attnc ir SPEC [--after PASS] [--disable-pass NAME]... [--list-passes]\n"
+    "\n"
+    "Prints the graph IR of SPEC after the whole pass pipeline: one node a line,\n"
+    "  %ID = OP OPERANDS ATTRIBUTES : DTYPE[SHAPE]  ; LINE:COL of the spec key\n"
+    "with ne[0] innermost, S the new tokens and T the cached plus new tokens.\n"
+    "\n"
+    "  --after PASS         stop after PASS; 'lower' prints the unfused graph\n"
+    "  --disable-pass NAME  skip a pass (repeatable)\n"
+    "  --list-passes        name the passes in pipeline order\n";
+
+int cmd_ir(int argc, char **argv) {
+    const char *help = NULL, *after = NULL, *list = NULL, *disabled[32], *pos[1];
+    int n_disabled = 0, n_pos;
+    const opt opts[] = {
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--after", NULL, true, &after, NULL, 0},
+        {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
+        {"--list-passes", NULL, false, &list, NULL, 0},
+        {0},
+    };
+    if (!parse_opts("ir", argc, argv, 1, opts, pos, 1, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(ir_usage, stdout);
+        return EXIT_OK;
+    }
+    if (list) {
+        for (int i = 0; attnc_pass_name(i); i++)
+            printf("%-16s %s\n", attnc_pass_name(i), attnc_pass_summary(i));
+        return EXIT_OK;
+    }
+    if (n_pos != 1)
+        return usage_error("ir", "expected one SPEC file");
+    for (int i = -1; i < n_disabled; i++) {
+        const char *name = i < 0 ? after : disabled[i];
+        bool known = !name || (i < 0 && strcmp(name, "lower") == 0);
+        for (int p = 0; !known && attnc_pass_name(p); p++)
+            known = strcmp(attnc_pass_name(p), name) == 0;
+        if (!known)
+            return usage_error("ir", "unknown pass '%s' (attnc ir --list-passes names them)",
+                               name);
+    }
+    attnc_options o = attnc_options_default();
+    o.disabled_passes = disabled;
+    o.n_disabled_passes = n_disabled;
+    attnc_ctx *ctx = attnc_ctx_new();
+    if (!ctx)
+        return EXIT_INTERNAL;
+    const char *text = NULL;
+    attnc_status st = attnc_ir_text(ctx, pos[0], &o, after, &text);
+    int rc = print_diags(ctx, st);
+    if (rc == EXIT_OK)
+        fputs(text, stdout);
+    attnc_ctx_free(ctx);
+    return rc;
+}

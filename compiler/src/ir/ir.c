@@ -1,0 +1,291 @@
+/* ir.c: op table, symbolic dims, node creation and the one shape function
+ * that the builder, the passes and the verifier all use. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+static const struct {
+    const char *name;
+    int lo, hi;
+    unsigned flags;
+} ops[IR_OP_COUNT] = {
+#define X(op, name, lo, hi, flags) {name, lo, hi, flags},
+#include "ir/ir_ops.def"
+#undef X
+};
+
+const char *ir_op_name(ir_op op) {
+    return ops[op].name;
+}
+
+unsigned ir_op_flags(ir_op op) {
+    return ops[op].flags;
+}
+
+bool ir_op_is_view(ir_op op) {
+    return ops[op].flags & IR_VIEW;
+}
+
+ir_dim ir_const(int64_t c) {
+    return (ir_dim){c, 0, 0, 0};
+}
+
+ir_dim ir_sym_s(void) {
+    return (ir_dim){0, 1, 0, 0};
+}
+
+ir_dim ir_sym_t(void) {
+    return (ir_dim){0, 0, 1, 0};
+}
+
+bool ir_dim_eq(ir_dim a, ir_dim b) {
+    return a.c == b.c && a.s == b.s && a.t == b.t && a.st == b.st;
+}
+
+int64_t ir_dim_eval(ir_dim d, int64_t S, int64_t T) {
+    return d.c + d.s * S + d.t * T + d.st * S * T;
+}
+
+static bool is_const(ir_dim d, int64_t *v) {
+    if (d.s || d.t || d.st)
+        return false;
+    *v = d.c;
+    return true;
+}
+
+static void set_shape(ir_node *n, int ndim, ir_dim a, ir_dim b, ir_dim c) {
+    n->ndim = ndim;
+    n->ne[0] = a;
+    n->ne[1] = b;
+    n->ne[2] = c;
+}
+
+/* Shape of weight w for config c: [in, out] for matrices, [out] for biases. */
+static void weight_shape(const attn_config *c, ir_node *n) {
+    int64_t D = c->d_model, qd = c->heads * c->head_dim, kvd = c->kv_groups * c->head_dim;
+    ir_dim z = ir_const(0);
+    switch ((attn_weight_id)n->weight) {
+    case ATTN_W_Q: set_shape(n, 2, ir_const(D), ir_const(qd), z); break;
+    case ATTN_W_K:
+    case ATTN_W_V: set_shape(n, 2, ir_const(D), ir_const(kvd), z); break;
+    case ATTN_W_O: set_shape(n, 2, ir_const(qd), ir_const(D), z); break;
+    case ATTN_W_QKV: set_shape(n, 2, ir_const(D), ir_const(qd + 2 * kvd), z); break;
+    case ATTN_B_Q: set_shape(n, 1, ir_const(qd), z, z); break;
+    case ATTN_B_K:
+    case ATTN_B_V: set_shape(n, 1, ir_const(kvd), z, z); break;
+    case ATTN_B_O: set_shape(n, 1, ir_const(D), z, z); break;
+    case ATTN_B_QKV: set_shape(n, 1, ir_const(qd + 2 * kvd), z, z); break;
+    case ATTN_WEIGHT_COUNT: n->ndim = 0; break;
+    }
+}
+
+#define WHY(...) (snprintf(why, why_len, __VA_ARGS__), false)
+
+static bool want_ndim(const ir_node *a, int nd, char *why, size_t why_len) {
+    if (a->ndim != nd)
+        return WHY("operand %%%d has %d dims, expected %d", a->id, a->ndim, nd);
+    return true;
+}
+
+bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), T = ir_sym_t(), z = ir_const(0);
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0], *b = n->args[1];
+    int64_t v = 0, w = 0;
+    if (n->nargs < ops[n->op].lo || n->nargs > ops[n->op].hi)
+        return WHY("%s takes %d to %d operands, has %d", ops[n->op].name, ops[n->op].lo,
+                   ops[n->op].hi, n->nargs);
+    for (int i = 0; i < n->nargs; i++)
+        if (!n->args[i])
+            return WHY("operand %d is missing", i);
+    n->dt = ATTN_DTYPE_F32;
+    switch (n->op) {
+    case IR_OP_INPUT: set_shape(n, 2, ir_const(c->d_model), S, z); return true;
+    case IR_OP_WEIGHT:
+        weight_shape(c, n);
+        return n->ndim ? true : WHY("unknown weight %d", n->weight);
+    case IR_OP_LINEAR:
+        if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S))
+            return WHY("input %%%d is not [in, S] with the in of weight %%%d", a->id, b->id);
+        if (n->nargs == 3 && (n->args[2]->ndim != 1 || !ir_dim_eq(n->args[2]->ne[0], b->ne[1])))
+            return WHY("bias %%%d does not match the outputs of weight %%%d", n->args[2]->id,
+                       b->id);
+        if (!is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
+            return WHY("scaled columns %lld exceed the %lld outputs", (long long)n->scale_cols,
+                       (long long)v);
+        set_shape(n, 2, b->ne[1], S, z);
+        return true;
+    case IR_OP_SLICE:
+        if (!want_ndim(a, 2, why, why_len))
+            return false;
+        if (!is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 || n->offset + n->cols > v)
+            return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
+                       (long long)(n->offset + n->cols), (long long)v);
+        set_shape(n, 2, ir_const(n->cols), a->ne[1], z);
+        return true;
+    case IR_OP_SPLIT_HEADS:
+        if (!want_ndim(a, 2, why, why_len))
+            return false;
+        if (!is_const(a->ne[0], &v) || v % c->head_dim)
+            return WHY("%lld columns are not a whole number of heads of %lld", (long long)v,
+                       (long long)c->head_dim);
+        set_shape(n, 3, hd, ir_const(v / c->head_dim), a->ne[1]);
+        return true;
+    case IR_OP_ROPE:
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[2], S))
+            return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
+        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+        return true;
+    case IR_OP_CACHE_APPEND:
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->kv_groups)) ||
+            !ir_dim_eq(a->ne[2], S))
+            return WHY("operand %%%d is not [head_dim, kv_groups, S]", a->id);
+        set_shape(n, 3, hd, a->ne[1], T);
+        n->dt = c->kv_dtype;
+        return true;
+    case IR_OP_GQA_EXPAND:
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], hd) || !is_const(a->ne[1], &v) || c->heads % v ||
+            !ir_dim_eq(a->ne[2], T))
+            return WHY("operand %%%d is not [head_dim, kv heads dividing heads, T]", a->id);
+        set_shape(n, 3, hd, ir_const(c->heads), T);
+        n->dt = a->dt;
+        return true;
+    case IR_OP_QK:
+    case IR_OP_PV: {
+        const ir_node *q = n->op == IR_OP_QK ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
+        if (!want_ndim(a, 3, why, why_len) || !want_ndim(b, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(b->ne[0], hd) || !ir_dim_eq(b->ne[2], T) || !is_const(b->ne[1], &w) ||
+            c->heads % w)
+            return WHY("keys/values %%%d are not [head_dim, kv heads, T]", b->id);
+        if (q && (!ir_dim_eq(q->ne[0], hd) || !ir_dim_eq(q->ne[1], ir_const(c->heads)) ||
+                  !ir_dim_eq(q->ne[2], S)))
+            return WHY("queries %%%d are not [head_dim, heads, S]", q->id);
+        if (p && (!ir_dim_eq(p->ne[0], T) || !ir_dim_eq(p->ne[1], S) ||
+                  !ir_dim_eq(p->ne[2], ir_const(c->heads))))
+            return WHY("weights %%%d are not [T, S, heads]", p->id);
+        if (q)
+            set_shape(n, 3, T, S, ir_const(c->heads));
+        else
+            set_shape(n, 3, hd, ir_const(c->heads), S);
+        return true;
+    }
+    case IR_OP_SCALE:
+    case IR_OP_SOFTCAP:
+    case IR_OP_MASK:
+    case IR_OP_SOFTMAX:
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], T) || !ir_dim_eq(a->ne[1], S))
+            return WHY("operand %%%d is not [T, S, heads]", a->id);
+        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+        return true;
+    case IR_OP_MERGE_HEADS:
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!is_const(a->ne[0], &v) || !is_const(a->ne[1], &w) || !ir_dim_eq(a->ne[2], S))
+            return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
+        set_shape(n, 2, ir_const(v * w), S, z);
+        return true;
+    case IR_OP_OUTPUT:
+        if (!want_ndim(a, 2, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], ir_const(c->d_model)) || !ir_dim_eq(a->ne[1], S))
+            return WHY("operand %%%d is not [d_model, S]", a->id);
+        set_shape(n, 2, a->ne[0], a->ne[1], z);
+        return true;
+    case IR_OP_COUNT: break;
+    }
+    return WHY("unknown op");
+}
+
+static bool reserve(ir_graph *g) {
+    if (g->n_nodes < g->cap_nodes)
+        return true;
+    int cap = g->cap_nodes ? 2 * g->cap_nodes : 32;
+    ir_node **nodes = arena_alloc(&g->ctx->arena, (size_t)cap * sizeof *nodes);
+    if (!nodes)
+        return false;
+    if (g->n_nodes)
+        memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
+    g->nodes = nodes;
+    g->cap_nodes = cap;
+    return true;
+}
+
+ir_node *ir_new(ir_graph *g, ir_op op, ir_node *const *args, int nargs, attnc_loc loc) {
+    ATTNC_ASSERT(nargs >= 0 && nargs <= IR_MAX_ARGS);
+    ir_node *n = arena_alloc(&g->ctx->arena, sizeof *n);
+    if (!n) {
+        diag_error(g->ctx, ATTNC_E_NOMEM, loc, "out of memory building the graph");
+        return NULL;
+    }
+    n->id = g->next_id++;
+    n->op = op;
+    n->nargs = nargs;
+    for (int i = 0; i < nargs; i++)
+        n->args[i] = args[i];
+    n->loc = loc;
+    return n;
+}
+
+ir_node *ir_insert(ir_graph *g, ir_node *n, ir_node *before) {
+    char why[256];
+    if (!n)
+        return NULL;
+    if (!ir_infer_shape(g, n, why, sizeof why)) {
+        diag_error(g->ctx, ATTNC_E_SHAPE, n->loc, "%s %%%d: %s", ir_op_name(n->op), n->id, why);
+        return NULL;
+    }
+    if (!reserve(g)) {
+        diag_error(g->ctx, ATTNC_E_NOMEM, n->loc, "out of memory building the graph");
+        return NULL;
+    }
+    int at = g->n_nodes;
+    if (before)
+        for (at = 0; at < g->n_nodes && g->nodes[at] != before; at++)
+            ;
+    ATTNC_ASSERT(at <= g->n_nodes);
+    memmove(g->nodes + at + 1, g->nodes + at, (size_t)(g->n_nodes - at) * sizeof *g->nodes);
+    g->nodes[at] = n;
+    g->n_nodes++;
+    for (int i = 0; i < n->nargs; i++)
+        n->args[i]->n_uses++;
+    return n;
+}
+
+ir_node *ir_add(ir_graph *g, ir_op op, ir_node *const *args, int nargs, attnc_loc loc) {
+    return ir_insert(g, ir_new(g, op, args, nargs, loc), NULL);
+}
+
+void ir_replace_uses(ir_graph *g, ir_node *from, ir_node *to) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = g->nodes[i];
+        for (int j = 0; j < n->nargs; j++) {
+            if (n->args[j] == from && !n->dead) {
+                n->args[j] = to;
+                from->n_uses--;
+                to->n_uses++;
+            }
+        }
+    }
+}
+
+void ir_recount_uses(ir_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        g->nodes[i]->n_uses = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead)
+            for (int j = 0; j < g->nodes[i]->nargs; j++)
+                g->nodes[i]->args[j]->n_uses++;
+}

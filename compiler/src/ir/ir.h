@@ -1,0 +1,98 @@
+/* ir.h: the graph IR. Nodes are tensor operations with static shapes in
+ * which the new-token count S and the cached-plus-new count T are the only
+ * symbols. A graph keeps its nodes in topological order. Built by
+ * ir_build.c from a spec, rewritten by passes, read by codegen. */
+#ifndef ATTNC_IR_H
+#define ATTNC_IR_H
+
+#include "attn_kernels.h"
+#include "base/base.h"
+#include "spec/spec.h"
+
+enum { IR_VIEW = 1, IR_EFFECT = 2, IR_INPLACE = 4 };
+
+typedef enum ir_op {
+#define X(op, name, lo, hi, flags) IR_OP_##op,
+#include "ir/ir_ops.def"
+#undef X
+    IR_OP_COUNT
+} ir_op;
+
+#define IR_MAX_DIMS 3
+#define IR_MAX_ARGS 3
+
+/* A size or stride: c + s*S + t*T + st*S*T elements. */
+typedef struct ir_dim {
+    int64_t c, s, t, st;
+} ir_dim;
+
+typedef struct ir_node ir_node;
+struct ir_node {
+    int id;
+    ir_op op;
+    attn_dtype dt;
+    int ndim;
+    ir_dim ne[IR_MAX_DIMS]; /* ne[0] innermost */
+    ir_node *args[IR_MAX_ARGS];
+    int nargs;
+    int n_uses;
+    attnc_loc loc; /* the spec key it comes from */
+    bool dead;     /* removed by a pass; skipped by everything */
+    /* attributes; which ones an op uses is said in ir_ops.def */
+    int weight;        /* WEIGHT: attn_weight_id */
+    int cache;         /* CACHE_APPEND: 0 = K, 1 = V */
+    int64_t offset;    /* SLICE: first column */
+    int64_t cols;      /* SLICE: number of columns */
+    double factor;     /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols) */
+    int64_t scale_cols;
+};
+
+typedef struct ir_graph {
+    attnc_ctx *ctx;
+    attn_config cfg;
+    spec_locs locs;
+    ir_node **nodes; /* arena; n_nodes in topological order, dead ones included */
+    int n_nodes, cap_nodes;
+    int next_id;
+} ir_graph;
+
+ATTNC_HIDDEN const char *ir_op_name(ir_op op);
+ATTNC_HIDDEN unsigned ir_op_flags(ir_op op);
+ATTNC_HIDDEN bool ir_op_is_view(ir_op op);
+
+ATTNC_HIDDEN ir_dim ir_const(int64_t c);
+ATTNC_HIDDEN ir_dim ir_sym_s(void); /* S */
+ATTNC_HIDDEN ir_dim ir_sym_t(void); /* T */
+ATTNC_HIDDEN bool ir_dim_eq(ir_dim a, ir_dim b);
+ATTNC_HIDDEN int64_t ir_dim_eval(ir_dim d, int64_t S, int64_t T);
+
+/* Lowers a validated spec into the unfused, textbook graph. */
+ATTNC_HIDDEN attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                                   ir_graph **out);
+
+/* A node computing op over args, not yet in the graph: set its
+ * attributes, then ir_insert it. NULL (with a diagnostic) when out of
+ * memory. */
+ATTNC_HIDDEN ir_node *ir_new(ir_graph *g, ir_op op, ir_node *const *args, int nargs,
+                             attnc_loc loc);
+/* Checks n's shape (ir_infer_shape) and places it before `before` (NULL =
+ * at the end); returns n, or NULL with an ATTNC_E_SHAPE diagnostic. */
+ATTNC_HIDDEN ir_node *ir_insert(ir_graph *g, ir_node *n, ir_node *before);
+/* ir_insert(ir_new(...), NULL), for ops without attributes. */
+ATTNC_HIDDEN ir_node *ir_add(ir_graph *g, ir_op op, ir_node *const *args, int nargs,
+                             attnc_loc loc);
+/* Recomputes n's shape and dtype from its args and attributes; false if
+ * they do not fit together (the message goes into why). */
+ATTNC_HIDDEN bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len);
+/* Points every use of `from` at `to` (same shape expected). */
+ATTNC_HIDDEN void ir_replace_uses(ir_graph *g, ir_node *from, ir_node *to);
+ATTNC_HIDDEN void ir_recount_uses(ir_graph *g);
+
+/* Text of the graph, stable enough for golden files; arena-owned. */
+ATTNC_HIDDEN char *ir_print(ir_graph *g);
+
+/* Checks shapes, dtypes, order and use counts; each problem becomes a
+ * diagnostic (ATTNC_E_SHAPE) naming the node. */
+ATTNC_HIDDEN attnc_status ir_verify(ir_graph *g);
+
+#endif

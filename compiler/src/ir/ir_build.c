@@ -1,0 +1,100 @@
+/* ir_build.c: lowers a validated spec into the unfused, textbook graph of
+ * the design: projections, head split, RoPE on q and k, cache append, GQA
+ * expansion, q.k^T, scale, softcap, mask, softmax, p.v, head merge, output
+ * projection. Each node carries the location of the spec key behind it. */
+#include "ir/ir.h"
+
+static ir_node *weight(ir_graph *g, attn_weight_id w, attnc_loc loc) {
+    ir_node *n = ir_new(g, IR_OP_WEIGHT, NULL, 0, loc);
+    if (n)
+        n->weight = w;
+    return ir_insert(g, n, NULL);
+}
+
+/* x.W^T (+ b) for one projection. */
+static ir_node *project(ir_graph *g, ir_node *x, attn_weight_id w, attn_weight_id b, bool bias,
+                        attnc_loc loc) {
+    ir_node *args[3] = {x, weight(g, w, loc), bias ? weight(g, b, loc) : NULL};
+    if (!args[1] || (bias && !args[2]))
+        return NULL;
+    return ir_add(g, IR_OP_LINEAR, args, bias ? 3 : 2, loc);
+}
+
+static ir_node *unary(ir_graph *g, ir_op op, ir_node *a, attnc_loc loc) {
+    return a ? ir_add(g, op, &a, 1, loc) : NULL;
+}
+
+attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                      ir_graph **out) {
+    ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
+    if (!g) {
+        diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
+        return ATTNC_E_NOMEM;
+    }
+    g->ctx = ctx;
+    g->cfg = *cfg;
+    g->locs = *locs;
+    const attnc_loc *L = locs->key;
+    bool qkv_b = cfg->qkv_bias;
+
+    ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);
+    if (!x)
+        return diag_first_code(ctx);
+    ir_node *q = project(g, x, ATTN_W_Q, ATTN_B_Q, qkv_b, L[SPEC_K_HEADS]);
+    ir_node *k = project(g, x, ATTN_W_K, ATTN_B_K, qkv_b, L[SPEC_K_KV_GROUPS]);
+    ir_node *v = project(g, x, ATTN_W_V, ATTN_B_V, qkv_b, L[SPEC_K_KV_GROUPS]);
+    q = unary(g, IR_OP_SPLIT_HEADS, q, L[SPEC_K_HEADS]);
+    k = unary(g, IR_OP_SPLIT_HEADS, k, L[SPEC_K_KV_GROUPS]);
+    v = unary(g, IR_OP_SPLIT_HEADS, v, L[SPEC_K_KV_GROUPS]);
+    if (cfg->rope_style != ATTN_ROPE_NONE) {
+        q = unary(g, IR_OP_ROPE, q, L[SPEC_K_ROPE]);
+        k = unary(g, IR_OP_ROPE, k, L[SPEC_K_ROPE]);
+    }
+    ir_node *kc = k ? ir_new(g, IR_OP_CACHE_APPEND, &k, 1, L[SPEC_K_KV_CACHE]) : NULL;
+    ir_node *vc = v ? ir_new(g, IR_OP_CACHE_APPEND, &v, 1, L[SPEC_K_KV_CACHE]) : NULL;
+    if (kc && vc) {
+        kc->cache = 0;
+        vc->cache = 1;
+    }
+    k = ir_insert(g, kc, NULL);
+    v = ir_insert(g, vc, NULL);
+    if (cfg->kv_groups != cfg->heads) {
+        k = unary(g, IR_OP_GQA_EXPAND, k, L[SPEC_K_KV_GROUPS]);
+        v = unary(g, IR_OP_GQA_EXPAND, v, L[SPEC_K_KV_GROUPS]);
+    }
+    ir_node *s = NULL;
+    if (q && k) {
+        ir_node *qk[2] = {q, k};
+        s = ir_add(g, IR_OP_QK, qk, 2, L[SPEC_K_HEAD_DIM]);
+    }
+    if (s) {
+        ir_node *sc = ir_new(g, IR_OP_SCALE, &s, 1, L[SPEC_K_SCALE]);
+        if (sc)
+            sc->factor = cfg->scale;
+        s = ir_insert(g, sc, NULL);
+    }
+    if (s && cfg->softcap > 0) {
+        ir_node *cap = ir_new(g, IR_OP_SOFTCAP, &s, 1, L[SPEC_K_SOFTCAP]);
+        if (cap)
+            cap->factor = cfg->softcap;
+        s = ir_insert(g, cap, NULL);
+    }
+    if (cfg->causal)
+        s = unary(g, IR_OP_MASK, s,
+                  L[cfg->sliding_window ? SPEC_K_SLIDING_WINDOW : SPEC_K_CAUSAL]);
+    s = unary(g, IR_OP_SOFTMAX, s, L[SPEC_K_CAUSAL]);
+    ir_node *o = NULL;
+    if (s && v) {
+        ir_node *pv[2] = {s, v};
+        o = ir_add(g, IR_OP_PV, pv, 2, L[SPEC_K_HEAD_DIM]);
+    }
+    o = unary(g, IR_OP_MERGE_HEADS, o, L[SPEC_K_HEADS]);
+    ir_node *y = o ? project(g, o, ATTN_W_O, ATTN_B_O, cfg->o_bias, L[SPEC_K_D_MODEL]) : NULL;
+    y = unary(g, IR_OP_OUTPUT, y, L[SPEC_K_D_MODEL]);
+    attnc_status st = diag_first_code(ctx);
+    if (st == ATTNC_OK && !y)
+        st = ATTNC_E_SHAPE;
+    if (st == ATTNC_OK)
+        *out = g;
+    return st;
+}

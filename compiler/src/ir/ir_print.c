@@ -1,0 +1,135 @@
+/* ir_print.c: the graph as text, one node a line:
+ *   %7 = rope %5 : f32[128, 32, S]  ; 9:1
+ * Stable enough for golden files: ids, op names, attributes, shapes and
+ * the line:col of the spec key each node comes from. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    arena *a;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(text *t, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !t->buf)
+        return;
+    size_t k = (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
+    if (t->len + k + 1 > t->cap) {
+        size_t cap = 2 * (t->cap + k + 1);
+        char *b = arena_alloc(t->a, cap);
+        if (!b) {
+            t->buf = NULL;
+            return;
+        }
+        memcpy(b, t->buf, t->len);
+        t->buf = b;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, tmp, k);
+    t->len += k;
+    t->buf[t->len] = 0;
+}
+
+static void put_dim(text *t, ir_dim d) {
+    static const char *const sym[] = {"", "S", "T", "S*T"};
+    int64_t co[4] = {d.c, d.s, d.t, d.st};
+    bool any = false;
+    for (int i = 0; i < 4; i++) {
+        if (!co[i])
+            continue;
+        if (any)
+            put(t, co[i] < 0 ? "-" : "+");
+        else if (co[i] < 0)
+            put(t, "-");
+        int64_t m = co[i] < 0 ? -co[i] : co[i];
+        if (i == 0 || m != 1)
+            put(t, "%lld%s", (long long)m, i ? "*" : "");
+        put(t, "%s", sym[i]);
+        any = true;
+    }
+    if (!any)
+        put(t, "0");
+}
+
+static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
+    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_proj.bias",
+    "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
+};
+
+static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
+    const attn_config *c = &g->cfg;
+    static const char *const styles[] = {"none", "half", "interleaved"};
+    static const char *const scalings[] = {"none", "linear", "llama3"};
+    switch (n->op) {
+    case IR_OP_WEIGHT:
+        put(t, " %s", (unsigned)n->weight < ATTN_WEIGHT_COUNT ? weight_names[n->weight] : "?");
+        break;
+    case IR_OP_LINEAR:
+        if (n->scale_cols)
+            put(t, " scale=%.9g cols=%lld", n->factor, (long long)n->scale_cols);
+        break;
+    case IR_OP_SLICE: put(t, " offset=%lld cols=%lld", (long long)n->offset, (long long)n->cols); break;
+    case IR_OP_ROPE:
+        put(t, " base=%.9g style=%s rotary_dim=%lld scaling=%s", c->rope_base,
+            styles[c->rope_style], (long long)c->rotary_dim, scalings[c->rope_scaling]);
+        break;
+    case IR_OP_CACHE_APPEND: put(t, " %s", n->cache ? "v" : "k"); break;
+    case IR_OP_SCALE:
+    case IR_OP_SOFTCAP: put(t, " %.9g", n->factor); break;
+    case IR_OP_MASK:
+        put(t, " causal");
+        if (c->sliding_window)
+            put(t, " window=%lld", (long long)c->sliding_window);
+        break;
+    case IR_OP_QK:
+    case IR_OP_PV:
+        if (n->args[1] && n->args[1]->ndim == 3 && n->args[1]->ne[1].c != c->heads)
+            put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
+        break;
+    case IR_OP_INPUT:
+    case IR_OP_SPLIT_HEADS:
+    case IR_OP_GQA_EXPAND:
+    case IR_OP_SOFTMAX:
+    case IR_OP_MERGE_HEADS:
+    case IR_OP_OUTPUT:
+    case IR_OP_COUNT: break;
+    }
+}
+
+char *ir_print(ir_graph *g) {
+    text t = {arena_alloc(&g->ctx->arena, 4096), 0, 4096, &g->ctx->arena};
+    if (t.buf)
+        t.buf[0] = 0;
+    put(&t, "graph %s  ; S = new tokens, T = cached + new tokens\n", g->cfg.name);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        put(&t, "  %%%d = %s", n->id, ir_op_name(n->op));
+        for (int j = 0; j < n->nargs; j++)
+            put(&t, "%s%%%d", j ? ", " : " ", n->args[j]->id);
+        put_attrs(&t, g, n);
+        put(&t, " : %s[", attn_dtype_name(n->dt));
+        for (int d = 0; d < n->ndim; d++) {
+            if (d)
+                put(&t, ", ");
+            put_dim(&t, n->ne[d]);
+        }
+        put(&t, "]");
+        if (n->loc.line)
+            put(&t, "  ; %u:%u", n->loc.line, n->loc.col);
+        put(&t, "\n");
+    }
+    return t.buf;
+}

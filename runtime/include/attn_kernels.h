@@ -1,0 +1,90 @@
+/* attn_kernels.h: the one ABI between the compiler and the runtime. A
+ * kernel table lists the buffers one forward step uses and the kernels to
+ * run over them in order; the JIT fills it in memory, an emitted object
+ * defines it as data. The runtime runs it without knowing the IR. */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_KERNELS_ABI 1
+#define ATTN_MAX_BUFFERS 48
+
+/* What one kernel call sees. Kernels read n_tokens (S, the new tokens),
+ * n_past (P, tokens already cached; T = P + S) and buffer pointers; every
+ * other size is a constant compiled into them. */
+typedef struct attn_kernel_args {
+    uint32_t abi_version;
+    uint32_t reserved;
+    int64_t n_tokens;
+    int64_t n_past;
+    void *buf[ATTN_MAX_BUFFERS];
+} attn_kernel_args;
+
+_Static_assert(offsetof(attn_kernel_args, abi_version) == 0, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, n_tokens) == 8, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, n_past) == 16, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, buf) == 24, "kernel ABI");
+
+/* Thread ith of nth does its share; calls with the same args and all ith
+ * in 0..nth-1 do the whole step, and the result does not depend on nth. */
+typedef void (*attn_kernel_fn)(const attn_kernel_args *a, uint32_t ith, uint32_t nth);
+
+/* Weights a table may ask for. QKV is the row-wise concatenation of Q, K
+ * and V ([q; k; v], each [out, in]); BQKV likewise for the biases. */
+typedef enum attn_weight_id {
+    ATTN_W_Q,
+    ATTN_W_K,
+    ATTN_W_V,
+    ATTN_W_O,
+    ATTN_B_Q,
+    ATTN_B_K,
+    ATTN_B_V,
+    ATTN_B_O,
+    ATTN_W_QKV,
+    ATTN_B_QKV,
+    ATTN_WEIGHT_COUNT
+} attn_weight_id;
+
+typedef enum attn_buf_role {
+    ATTN_BUF_INPUT,   /* x [S, d_model] f32 */
+    ATTN_BUF_OUTPUT,  /* y [S, d_model] f32 */
+    ATTN_BUF_WEIGHT,  /* f32, weight id in `weight` */
+    ATTN_BUF_CACHE_K, /* [capacity, kv_groups, head_dim] in config.kv_dtype */
+    ATTN_BUF_CACHE_V,
+    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T */
+    ATTN_BUF_ROLE_COUNT
+} attn_buf_role;
+
+typedef struct attn_buffer_desc {
+    uint32_t role;   /* attn_buf_role */
+    uint32_t weight; /* attn_weight_id, for ATTN_BUF_WEIGHT */
+    int64_t c, s, t, st;
+} attn_buffer_desc;
+
+typedef struct attn_kernel_step {
+    const char *name; /* symbol, attnk_<graph>_<node>_<op> */
+    attn_kernel_fn fn;
+} attn_kernel_step;
+
+typedef struct attn_kernels {
+    uint32_t abi_version; /* ATTN_KERNELS_ABI */
+    uint32_t n_buffers;
+    uint32_t n_steps;
+    uint32_t reserved;
+    attn_config config;
+    const attn_buffer_desc *buffers; /* n_buffers; index = args.buf index */
+    const attn_kernel_step *steps;   /* n_steps, run in order */
+} attn_kernels;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

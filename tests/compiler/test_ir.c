@@ -1,0 +1,233 @@
+/* test_ir.c: the graph IR. Golden text for every shipped spec after
+ * lowering, after each pass and after the whole pipeline (regenerate with
+ * ATTNC_UPDATE_GOLDEN=1 and review the diff); the verifier rejects broken
+ * graphs; every pass keeps the graph valid when others are disabled. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attnc.h"
+#include "ir/ir.h"
+#include "pass/pass.h"
+#include "support.h"
+
+#define GOLDEN ATTNC_SOURCE_DIR "/tests/golden"
+
+static const char *const shipped[] = {
+    "seed", "llama2_7b", "llama3_8b", "mistral_7b", "qwen2_7b", "gemma2_9b", "falcon_7b", "gptj_6b",
+};
+#define N_SHIPPED (sizeof shipped / sizeof shipped[0])
+
+/* Compares text with GOLDEN/dir/name.ir, or writes it when updating. */
+static int check_golden(const char *dir, const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", GOLDEN, dir);
+    const char *update = getenv("ATTNC_UPDATE_GOLDEN");
+    if (update && *update && strcmp(update, "0") != 0) {
+        mkdir(path, 0755);
+        snprintf(path, sizeof path, "%s/%s/%s.ir", GOLDEN, dir, name);
+        write_file(path, text, strlen(text));
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/%s/%s.ir", GOLDEN, dir, name);
+    char *want = read_file(path, NULL);
+    if (!want) {
+        print_error("%s: missing (run with ATTNC_UPDATE_GOLDEN=1)\n", path);
+        return 1;
+    }
+    int bad = strcmp(want, text) != 0;
+    if (bad)
+        print_error("%s differs; got:\n%s\n", path, text);
+    free(want);
+    return bad;
+}
+
+static const char *ir_of(attnc_ctx *ctx, const char *spec, const char *after,
+                         const char *const *disabled, int n_disabled) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, spec);
+    attnc_options o = attnc_options_default();
+    o.disabled_passes = disabled;
+    o.n_disabled_passes = n_disabled;
+    const char *text = NULL;
+    attnc_status st = attnc_ir_text(ctx, path, &o, after, &text);
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        char buf[1024];
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        print_error("%s\n", buf);
+    }
+    assert_int_equal(st, ATTNC_OK);
+    return text;
+}
+
+static void ir_matches_golden_after_lowering_and_pipeline(void **state) {
+    (void)state;
+    int bad = 0;
+    for (size_t i = 0; i < N_SHIPPED; i++) {
+        attnc_ctx *ctx = attnc_ctx_new();
+        bad += check_golden("lower", shipped[i], ir_of(ctx, shipped[i], "lower", NULL, 0));
+        bad += check_golden("pipeline", shipped[i], ir_of(ctx, shipped[i], NULL, NULL, 0));
+        attnc_ctx_free(ctx);
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void ir_matches_golden_after_each_pass(void **state) {
+    (void)state;
+    int bad = 0;
+    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b"};
+    for (int p = 0; attnc_pass_name(p); p++) {
+        for (int s = 0; s < 3; s++) {
+            attnc_ctx *ctx = attnc_ctx_new();
+            bad += check_golden(attnc_pass_name(p), specs[s],
+                                ir_of(ctx, specs[s], attnc_pass_name(p), NULL, 0));
+            attnc_ctx_free(ctx);
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void ir_stays_valid_with_any_pass_disabled(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_SHIPPED; i++) {
+        for (int p = 0; attnc_pass_name(p); p++) {
+            attnc_ctx *ctx = attnc_ctx_new();
+            const char *off[] = {attnc_pass_name(p)};
+            const char *text = ir_of(ctx, shipped[i], NULL, off, 1);
+            assert_non_null(strstr(text, "output"));
+            attnc_ctx_free(ctx);
+        }
+        attnc_ctx *ctx = attnc_ctx_new();
+        const char *all[8];
+        int n = 0;
+        for (; attnc_pass_name(n); n++)
+            all[n] = attnc_pass_name(n);
+        const char *lowered = ir_of(ctx, shipped[i], "lower", NULL, 0);
+        assert_string_equal(ir_of(ctx, shipped[i], NULL, all, n), lowered);
+        attnc_ctx_free(ctx);
+    }
+}
+
+static void ir_rejects_unknown_pass_names(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    attnc_options o = attnc_options_default();
+    const char *off[] = {"fuse_everything"};
+    o.disabled_passes = off;
+    o.n_disabled_passes = 1;
+    const char *text;
+    assert_int_not_equal(attnc_ir_text(ctx, ATTNC_SOURCE_DIR "/specs/seed.yaml", &o, NULL, &text),
+                         ATTNC_OK);
+    assert_non_null(strstr(attnc_diag_get(ctx, 0)->msg, "unknown pass 'fuse_everything'"));
+    attnc_ctx_free(ctx);
+}
+
+/* ---- the verifier -------------------------------------------------------- */
+
+static ir_graph *lowered(attnc_ctx *ctx, const char *spec) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, spec);
+    attn_config cfg;
+    spec_locs locs;
+    assert_int_equal(spec_load_file(ctx, path, &cfg, &locs), ATTNC_OK);
+    ir_graph *g;
+    assert_int_equal(ir_build(ctx, &cfg, &locs, &g), ATTNC_OK);
+    assert_int_equal(ir_verify(g), ATTNC_OK);
+    return g;
+}
+
+static ir_node *find_op(ir_graph *g, ir_op op) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == op)
+            return g->nodes[i];
+    return NULL;
+}
+
+static void assert_verify_fails(attnc_ctx *ctx, ir_graph *g, const char *want) {
+    assert_int_equal(ir_verify(g), ATTNC_E_SHAPE);
+    bool found = false;
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++)
+        found |= strstr(attnc_diag_get(ctx, i)->msg, want) != NULL;
+    if (!found)
+        fail_msg("no diagnostic contains '%s'", want);
+}
+
+static void verifier_rejects_wrong_shape(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph *g = lowered(ctx, "seed");
+    find_op(g, IR_OP_ROPE)->ne[1] = ir_const(5);
+    assert_verify_fails(ctx, g, "shape or dtype differs");
+    attnc_ctx_free(ctx);
+}
+
+static void verifier_rejects_dangling_use(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph *g = lowered(ctx, "seed");
+    find_op(g, IR_OP_SOFTMAX)->dead = true; /* pv still reads it */
+    assert_verify_fails(ctx, g, "operand is dangling");
+    attnc_ctx_free(ctx);
+}
+
+static void verifier_rejects_use_before_definition(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph *g = lowered(ctx, "seed");
+    ir_node *tmp = g->nodes[0]; /* move the input after its users */
+    memmove(g->nodes, g->nodes + 1, (size_t)(g->n_nodes - 1) * sizeof *g->nodes);
+    g->nodes[g->n_nodes - 1] = tmp;
+    assert_verify_fails(ctx, g, "not defined before its use");
+    attnc_ctx_free(ctx);
+}
+
+static void verifier_rejects_stale_use_counts_and_bad_operands(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph *g = lowered(ctx, "seed");
+    find_op(g, IR_OP_INPUT)->n_uses = 1;
+    assert_verify_fails(ctx, g, "use count is stale");
+    attnc_ctx_free(ctx);
+
+    ctx = attnc_ctx_new();
+    g = lowered(ctx, "seed");
+    ir_node *qk = find_op(g, IR_OP_QK);
+    qk->args[0] = find_op(g, IR_OP_INPUT); /* a 2-D operand where 3-D is due */
+    ir_recount_uses(g);
+    assert_verify_fails(ctx, g, "bad operands");
+    attnc_ctx_free(ctx);
+
+    ctx = attnc_ctx_new();
+    g = lowered(ctx, "seed");
+    find_op(g, IR_OP_OUTPUT)->dead = true;
+    assert_verify_fails(ctx, g, "0 outputs");
+    attnc_ctx_free(ctx);
+}
+
+static void builder_rejects_inconsistent_operands(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph *g = lowered(ctx, "seed");
+    ir_node *args[2] = {find_op(g, IR_OP_INPUT), find_op(g, IR_OP_ROPE)};
+    assert_null(ir_add(g, IR_OP_LINEAR, args, 2, (attnc_loc){"x.yaml", 3, 4}));
+    const attnc_diag *d = attnc_diag_get(ctx, attnc_diag_count(ctx) - 1);
+    assert_int_equal(d->code, ATTNC_E_SHAPE);
+    assert_int_equal(d->loc.line, 3);
+    attnc_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ir_matches_golden_after_lowering_and_pipeline),
+        cmocka_unit_test(ir_matches_golden_after_each_pass),
+        cmocka_unit_test(ir_stays_valid_with_any_pass_disabled),
+        cmocka_unit_test(ir_rejects_unknown_pass_names),
+        cmocka_unit_test(verifier_rejects_wrong_shape),
+        cmocka_unit_test(verifier_rejects_dangling_use),
+        cmocka_unit_test(verifier_rejects_use_before_definition),
+        cmocka_unit_test(verifier_rejects_stale_use_counts_and_bad_operands),
+        cmocka_unit_test(builder_rejects_inconsistent_operands),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
