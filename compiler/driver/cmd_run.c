@@ -1,5 +1,6 @@
 /* cmd_run.c: `attnc run`: a spec + weights + input tensor x -> output y,
- * fed through the KV cache in chunks; y is written atomically. */
+ * fed through the KV cache in chunks by the JIT-compiled kernels or the
+ * reference engine; y is written atomically. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,40 +10,79 @@
 
 static const char run_usage[] =
     "usage: attnc run SPEC --weights W.safetensors --input X.safetensors -o Y.safetensors\n"
-    "                 [--engine reference] [--chunk N] [--prefix P]\n"
+    "                 [--engine jit|reference] [--chunk N] [--prefix P] [--threads N]\n"
+    "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F] [-v]\n"
     "\n"
     "Runs the attention block of SPEC on the tensor 'x' [tokens, d_model] of X\n"
     "(F32, F16 or BF16) and writes 'y' [tokens, d_model] F32 to Y.\n"
     "\n"
-    "  --weights W     q_proj/k_proj/v_proj/o_proj .weight (and .bias) in Hugging\n"
-    "                  Face layout [out, in]; any of F32, F16, BF16\n"
-    "  --prefix P      prepended to every weight name, e.g. model.layers.0.self_attn.\n"
-    "  --input X       safetensors file holding 'x'\n"
-    "  -o, --output Y  output file; written only when everything succeeded\n"
-    "  --engine E      reference (plain C, the definition of the semantics)\n"
-    "  --chunk N       feed N tokens at a time through the KV cache (default: all);\n"
-    "                  gives the same y as one shot; needs causal: true\n";
+    "  --weights W         q_proj/k_proj/v_proj/o_proj .weight (and .bias) in Hugging\n"
+    "                      Face layout [out, in]; any of F32, F16, BF16\n"
+    "  --prefix P          prepended to every weight name, e.g. model.layers.0.self_attn.\n"
+    "  --input X           safetensors file holding 'x'\n"
+    "  -o, --output Y      output file; written only when everything succeeded\n"
+    "  --engine E          jit (default: kernels compiled for this CPU) or reference\n"
+    "                      (plain C, the definition of the semantics)\n"
+    "  --chunk N           feed N tokens at a time through the KV cache (default: all);\n"
+    "                      gives the same y as one shot; needs causal: true\n"
+    "  --threads N         threads for the jit engine (default: $ATTN_THREADS or all CPUs)\n"
+    "  --cpu NAME          compile for an LLVM CPU (x86-64-v3, generic, ...) instead of\n"
+    "                      this host's\n"
+    "  --disable-pass P    skip a graph pass (repeatable; attnc ir --list-passes)\n"
+    "  --emit-llvm F       write the optimized LLVM IR of the kernels to F\n"
+    "  --emit-asm F        write their assembly to F\n"
+    "  -v                  print the compile time of each stage\n";
 
-/* Reads tensor 'x' [T, d_model]; *x is malloc'd. */
-static attn_status read_input(const char *path, int64_t d_model, float **x, int64_t *T,
-                              attn_msg *m) {
-    attn_st *f = NULL;
-    attn_status st = attn_st_open(path, &f, m);
-    if (st == ATTN_OK)
-        st = attn_st_read_rows_f32(f, "x", d_model, x, T, m);
-    attn_st_close(f);
-    return st;
+typedef struct engine {
+    attn_ref *ref;
+    attnc_jit *jit;
+    attn_block *block;
+    attn_kv *kv;
+} engine;
+
+static void engine_free(engine *e) {
+    attn_ref_free(e->ref);
+    attn_kv_free(e->kv);
+    attn_block_free(e->block);
+    attnc_jit_free(e->jit);
+}
+
+static int jit_error(attnc_status st, char *msg) {
+    fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
+    free(msg);
+    return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
+                                                                         : EXIT_INTERNAL;
+}
+
+static void print_timings(const attnc_timings *t) {
+    fprintf(stderr,
+            "compile: spec %.1f ms, ir %.1f ms, passes %.1f ms, llvm ir %.1f ms, "
+            "optimize %.1f ms, codegen+link %.1f ms, total %.1f ms\n",
+            t->spec_ms, t->ir_ms, t->passes_ms, t->llvm_ms, t->optimize_ms, t->jit_ms,
+            t->spec_ms + t->ir_ms + t->passes_ms + t->llvm_ms + t->optimize_ms + t->jit_ms);
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL;
-    const char *engine = "reference", *chunk_s = NULL, *prefix = NULL, *pos[1];
-    int n_pos;
+    const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
+    const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
+    const char *disabled[32], *pos[1];
+    int n_disabled = 0, n_pos;
+    attnc_options o = attnc_options_default();
     const opt opts[] = {
-        {"--help", "-h", false, &help, NULL, 0},       {"--weights", NULL, true, &weights, NULL, 0},
-        {"--input", NULL, true, &input, NULL, 0},      {"--output", "-o", true, &output, NULL, 0},
-        {"--engine", NULL, true, &engine, NULL, 0},    {"--chunk", NULL, true, &chunk_s, NULL, 0},
-        {"--prefix", NULL, true, &prefix, NULL, 0},    {0},
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--weights", NULL, true, &weights, NULL, 0},
+        {"--input", NULL, true, &input, NULL, 0},
+        {"--output", "-o", true, &output, NULL, 0},
+        {"--engine", NULL, true, &engine_s, NULL, 0},
+        {"--chunk", NULL, true, &chunk_s, NULL, 0},
+        {"--prefix", NULL, true, &prefix, NULL, 0},
+        {"--threads", NULL, true, &threads_s, NULL, 0},
+        {"--cpu", NULL, true, &o.cpu, NULL, 0},
+        {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
+        {"--emit-llvm", NULL, true, &o.emit_llvm, NULL, 0},
+        {"--emit-asm", NULL, true, &o.emit_asm, NULL, 0},
+        {"--verbose", "-v", false, &verbose, NULL, 0},
+        {0},
     };
     if (!parse_opts("run", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;
@@ -54,13 +94,23 @@ int cmd_run(int argc, char **argv) {
         return usage_error("run", "expected one SPEC file");
     if (!weights || !input || !output)
         return usage_error("run", "--weights, --input and -o are required");
-    if (strcmp(engine, "reference") != 0)
-        return usage_error("run", "--engine expects reference (the only engine built so far), "
-                                  "found '%s'",
-                           engine);
-    int64_t chunk = 0;
-    if (chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk))
+    bool use_jit = strcmp(engine_s, "jit") == 0;
+    if (!use_jit && strcmp(engine_s, "reference") != 0)
+        return usage_error("run", "--engine expects jit or reference, found '%s'", engine_s);
+    int64_t chunk = 0, threads = 0;
+    if ((chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
+        (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &threads)))
         return EXIT_USAGE;
+    for (int i = 0; i < n_disabled; i++) {
+        bool known = false;
+        for (int p = 0; attnc_pass_name(p); p++)
+            known |= strcmp(attnc_pass_name(p), disabled[i]) == 0;
+        if (!known)
+            return usage_error("run", "unknown pass '%s' (attnc ir --list-passes names them)",
+                               disabled[i]);
+    }
+    o.disabled_passes = disabled;
+    o.n_disabled_passes = n_disabled;
 
     attn_config cfg;
     int rc = load_spec(pos[0], &cfg);
@@ -69,12 +119,14 @@ int cmd_run(int argc, char **argv) {
 
     attn_msg m = {{0}};
     attn_weights *w = NULL;
-    attn_ref *ref = NULL;
+    engine e = {0};
     float *x = NULL, *y = NULL;
     int64_t T = 0;
     attn_status st;
+    attn_st *xf = NULL;
     if ((st = attn_weights_load(&cfg, weights, prefix, &w, &m)) ||
-        (st = read_input(input, cfg.d_model, &x, &T, &m))) {
+        (st = attn_st_open(input, &xf, &m)) ||
+        (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m))) {
         rc = runtime_error(st, &m);
         goto done;
     }
@@ -91,15 +143,44 @@ int cmd_run(int argc, char **argv) {
                                 "keys that later chunks have not delivered yet");
         goto done;
     }
-    if (!(y = malloc((size_t)(T * cfg.d_model) * sizeof(float))) ||
-        (st = attn_ref_new(w, T, &ref, &m)) != ATTN_OK) {
-        rc = runtime_error(y ? st : ATTN_E_NOMEM, &m);
+    if (!(y = malloc((size_t)(T * cfg.d_model) * sizeof(float)))) {
+        rc = runtime_error(ATTN_E_NOMEM, NULL);
+        goto done;
+    }
+    if (use_jit) {
+        char *msg = NULL;
+        attnc_status cst = attnc_jit_compile_file(pos[0], &o, &e.jit, &msg);
+        if (cst != ATTNC_OK) {
+            rc = jit_error(cst, msg);
+            goto done;
+        }
+        free(msg);
+        if (verbose) {
+            attnc_timings t = attnc_jit_timings(e.jit);
+            print_timings(&t);
+        }
+        attn_block_options bo = attn_block_options_default();
+        bo.n_threads = (int)threads;
+        if ((st = attn_block_new(attnc_jit_kernels(e.jit), &bo, &e.block)) ||
+            (st = attn_block_set_weights(e.block, w)) || (st = attn_kv_new(e.block, T, &e.kv))) {
+            snprintf(m.text, sizeof m.text, "%s", e.block ? attn_block_error(e.block) : "");
+            rc = runtime_error(st, &m);
+            goto done;
+        }
+    } else if ((st = attn_ref_new(w, T, &e.ref, &m)) != ATTN_OK) {
+        rc = runtime_error(st, &m);
         goto done;
     }
     double t0 = now_seconds();
     for (int64_t at = 0; at < T; at += chunk) {
         int64_t n = T - at < chunk ? T - at : chunk;
-        if ((st = attn_ref_forward(ref, n, x + at * cfg.d_model, y + at * cfg.d_model, &m))) {
+        const float *xs = x + at * cfg.d_model;
+        float *ys = y + at * cfg.d_model;
+        st = use_jit ? attn_block_run(e.block, e.kv, n, xs, ys)
+                     : attn_ref_forward(e.ref, n, xs, ys, &m);
+        if (st) {
+            if (use_jit)
+                snprintf(m.text, sizeof m.text, "%s", attn_block_error(e.block));
             rc = runtime_error(st, &m);
             goto done;
         }
@@ -116,12 +197,13 @@ int cmd_run(int argc, char **argv) {
         sq += (double)y[i] * y[i];
     }
     printf("%s: %lld tokens (chunks of %lld), engine %s: %.3f s, %.1f tokens/s\n", cfg.name,
-           (long long)T, (long long)chunk, engine, secs, (double)T / (secs > 0 ? secs : 1e-9));
+           (long long)T, (long long)chunk, engine_s, secs, (double)T / (secs > 0 ? secs : 1e-9));
     printf("y [%lld, %lld] f32: rms %.6g, sum %.6g -> %s\n", (long long)T,
            (long long)cfg.d_model, sqrt(sq / (double)(T * cfg.d_model)), sum, output);
     rc = EXIT_OK;
 done:
-    attn_ref_free(ref);
+    engine_free(&e);
+    attn_st_close(xf);
     attn_weights_free(w);
     free(x);
     free(y);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "attn_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,8 @@ typedef struct attnc_options {
     int n_disabled_passes;
     const char *cpu;      /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's */
     const char *features; /* LLVM feature string; NULL = the CPU's (host: detected) */
+    const char *emit_llvm; /* if set, the optimized module's LLVM IR is written here */
+    const char *emit_asm;  /* if set, its assembly is written here */
 } attnc_options;
 
 ATTNC_API attnc_options attnc_options_default(void);
@@ -97,6 +100,32 @@ ATTNC_API const char *attnc_pass_summary(int i);
 ATTNC_API attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path,
                                      const attnc_options *opt, const char *after_pass,
                                      const char **text);
+
+/* ---- JIT ------------------------------------------------------------------ */
+
+typedef struct attnc_jit attnc_jit;
+
+/* Milliseconds spent in each stage of one compile. */
+typedef struct attnc_timings {
+    double spec_ms;     /* reading and validating the spec */
+    double ir_ms;       /* lowering to the graph IR */
+    double passes_ms;   /* the pass pipeline */
+    double llvm_ms;     /* building the LLVM module */
+    double optimize_ms; /* LLVM's O3 pipeline */
+    double jit_ms;      /* machine code generation and linking */
+} attnc_timings;
+
+/* Compiles a spec into kernels in memory for this process. On failure
+ * *error gets a malloc'd message (every diagnostic, one a line; caller
+ * frees) and *out is untouched. Thread-safe: compiles from several threads
+ * may run at once (LLVM's shared steps are serialized inside). */
+ATTNC_API attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *opt,
+                                              attnc_jit **out, char **error);
+/* The kernel table; valid until attnc_jit_free. */
+ATTNC_API const attn_kernels *attnc_jit_kernels(const attnc_jit *jit);
+ATTNC_API attnc_timings attnc_jit_timings(const attnc_jit *jit);
+/* Frees the machine code: the kernel table is invalid afterwards. */
+ATTNC_API void attnc_jit_free(attnc_jit *jit);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
 /* compile.c: the compiler's public entry points that span stages: spec ->
  * graph IR -> passes (and, for the JIT, codegen and emission). */
 #include <string.h>
+#include <time.h>
 
-#include "pass/pass.h"
+#include "compile.h"
 
 attnc_options attnc_options_default(void) {
     return (attnc_options){0};
@@ -18,20 +19,27 @@ const char *attnc_pass_summary(int i) {
     return p ? p->summary : NULL;
 }
 
-/* Loads the spec and runs the pipeline (stopping after `after`, which may
- * be "lower"); the graph lives in ctx's arena. */
-ATTNC_HIDDEN attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path,
-                                        const attnc_options *opt, const char *after,
-                                        ir_graph **out);
+double compile_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
 
 attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                           const char *after, ir_graph **out) {
+                           const char *after, ir_graph **out, attnc_timings *t) {
     attn_config cfg;
     spec_locs locs;
     ir_graph *g = NULL;
+    double t0 = compile_now_ms();
     attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    double t1 = compile_now_ms();
     if (st == ATTNC_OK)
         st = ir_build(ctx, &cfg, &locs, &g);
+    double t2 = compile_now_ms();
+    if (t) {
+        t->spec_ms = t1 - t0;
+        t->ir_ms = t2 - t1;
+    }
     if (st != ATTNC_OK)
         return st;
     pass_options po = {0};
@@ -40,12 +48,13 @@ attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_op
         po.n_disabled = opt->n_disabled_passes;
     }
     if (after && strcmp(after, "lower") == 0) {
-        po.n_disabled = 0;
         st = ir_verify(g);
     } else {
         po.stop_after = after;
         st = pass_run_pipeline(g, &po);
     }
+    if (t)
+        t->passes_ms = compile_now_ms() - t2;
     if (st == ATTNC_OK)
         *out = g;
     return st;
@@ -56,7 +65,7 @@ attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_op
     if (!ctx || !spec_path || !text)
         return ATTNC_E_IO;
     ir_graph *g;
-    attnc_status st = compile_graph(ctx, spec_path, opt, after_pass, &g);
+    attnc_status st = compile_graph(ctx, spec_path, opt, after_pass, &g, NULL);
     if (st != ATTNC_OK)
         return st;
     *text = ir_print(g);

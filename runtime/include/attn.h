@@ -113,6 +113,11 @@ typedef struct attn_config {
  * broken rule in msg. */
 ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
 
+/* RoPE inverse frequencies inv_freq[i], i < rotary_dim/2, after linear or
+ * llama3 scaling: the definition the reference and compiled kernels share.
+ * Does nothing for ATTN_ROPE_NONE. */
+ATTN_API void attn_rope_inv_freq(const attn_config *c, double *inv_freq);
+
 /* ---- safetensors ------------------------------------------------------ */
 
 #define ATTN_ST_MAX_DIMS 8
@@ -224,6 +229,47 @@ ATTN_API attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float
 ATTN_API int64_t attn_ref_len(const attn_ref *r);
 /* Drops the cached tokens beyond n_tokens (n_tokens <= len). */
 ATTN_API attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens);
+
+/* ---- blocks: compiled kernels + weights ------------------------------------ */
+
+struct attn_kernels; /* attn_kernels.h */
+typedef struct attn_block attn_block;
+
+typedef struct attn_block_options {
+    int n_threads; /* 0: $ATTN_THREADS if set, else every online CPU */
+} attn_block_options;
+
+ATTN_API attn_block_options attn_block_options_default(void);
+
+/* A block running the kernel table k (borrowed: it must outlive the
+ * block). Checks the table's ABI version and config. One forward at a time
+ * per block; distinct blocks may run from distinct threads at once. */
+ATTN_API attn_status attn_block_new(const struct attn_kernels *k, const attn_block_options *opt,
+                                    attn_block **out);
+ATTN_API void attn_block_free(attn_block *b);
+/* The last error's message for this block ("" if none). */
+ATTN_API const char *attn_block_error(const attn_block *b);
+/* Copies w (whose config must equal the table's), packing what the
+ * kernels ask for. */
+ATTN_API attn_status attn_block_set_weights(attn_block *b, const attn_weights *w);
+/* Loads weights by Hugging Face names (see attn_weights_load). */
+ATTN_API attn_status attn_block_load_safetensors(attn_block *b, const char *path,
+                                                 const char *prefix);
+
+/* One sequence's K/V cache, contiguous, for up to capacity_tokens tokens
+ * (<= kv_cache.max_tokens; <= 0 means max_tokens), in the cache dtype. */
+typedef struct attn_kv attn_kv;
+ATTN_API attn_status attn_kv_new(const attn_block *b, int64_t capacity_tokens, attn_kv **out);
+ATTN_API void attn_kv_free(attn_kv *kv);
+ATTN_API int64_t attn_kv_len(const attn_kv *kv);
+/* Drops cached tokens beyond n_tokens (n_tokens <= len). */
+ATTN_API attn_status attn_kv_truncate(attn_kv *kv, int64_t n_tokens);
+
+/* Runs the block on n_tokens new tokens x [n_tokens, d_model] at positions
+ * len.. of kv, appending their K/V and writing y [n_tokens, d_model].
+ * ATTN_E_CAPACITY (nothing appended) if they do not fit. */
+ATTN_API attn_status attn_block_run(attn_block *b, attn_kv *kv, int64_t n_tokens, const float *x,
+                                    float *y);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,9 @@ struct attn_ref {
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
 
-void ref_rope_freqs(const attn_config *c, double *inv_freq) {
+void attn_rope_inv_freq(const attn_config *c, double *inv_freq) {
+    if (c->rope_style == ATTN_ROPE_NONE)
+        return;
     int64_t half = c->rotary_dim / 2;
     for (int64_t i = 0; i < half; i++) {
         double f = pow(c->rope_base, -2.0 * (double)i / (double)c->rotary_dim);
@@ -157,7 +159,7 @@ attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_re
     r->c = *c;
     r->cap = cap;
     if (c->rope_style != ATTN_ROPE_NONE)
-        ref_rope_freqs(c, r->inv_freq);
+        attn_rope_inv_freq(c, r->inv_freq);
     *out = r;
     return ATTN_OK;
 }

@@ -5,9 +5,6 @@
 
 #include "rt.h"
 
-/* inv_freq[i], i < rotary_dim/2, after linear or llama3 scaling. */
-RT_HIDDEN void ref_rope_freqs(const attn_config *c, double *inv_freq);
-
 /* Rotates one head x[head_dim] in place as token position pos. */
 RT_HIDDEN void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos,
                               double *x);

@@ -20,6 +20,9 @@ RT_HIDDEN float rt_bf16_to_f32(uint16_t h);
 /* f rounded to dtype t and back to f32. */
 RT_HIDDEN float rt_round(attn_dtype t, float f);
 
+/* Field by field (structs may differ in padding). */
+RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
+
 /* Number of elements of shape, or -1 if a dimension is negative or the
  * product overflows limit. */
 RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);

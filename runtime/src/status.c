@@ -133,3 +133,19 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                        (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
     return ATTN_OK;
 }
+
+bool rt_config_equal(const attn_config *a, const attn_config *b) {
+    return strncmp(a->name, b->name, ATTN_NAME_MAX) == 0 && a->heads == b->heads &&
+           a->kv_groups == b->kv_groups && a->head_dim == b->head_dim &&
+           a->d_model == b->d_model && a->causal == b->causal && a->rope_style == b->rope_style &&
+           a->rope_base == b->rope_base && a->rotary_dim == b->rotary_dim &&
+           a->rope_scaling == b->rope_scaling && a->rope_factor == b->rope_factor &&
+           a->rope_low_freq_factor == b->rope_low_freq_factor &&
+           a->rope_high_freq_factor == b->rope_high_freq_factor &&
+           a->rope_original_max_position == b->rope_original_max_position &&
+           a->sliding_window == b->sliding_window && a->softcap == b->softcap &&
+           a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias &&
+           a->scale_auto == b->scale_auto && a->scale == b->scale && a->dtype == b->dtype &&
+           a->kv_dtype == b->kv_dtype && a->kv_block_tokens == b->kv_block_tokens &&
+           a->kv_max_tokens == b->kv_max_tokens;
+}

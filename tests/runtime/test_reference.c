@@ -237,7 +237,7 @@ static void rope_position_zero_is_identity(void **state) {
     for (int style = ATTN_ROPE_HALF; style <= ATTN_ROPE_INTERLEAVED; style++) {
         attn_config c = with_rope(base, (attn_rope_style)style, 10, ATTN_SCALING_LLAMA3);
         double f[8], x[16], x0[16];
-        ref_rope_freqs(&c, f);
+        attn_rope_inv_freq(&c, f);
         uint64_t s = 1;
         for (int d = 0; d < 16; d++)
             x[d] = x0[d] = rnd_unit(&s);
@@ -253,7 +253,7 @@ static void rope_scores_depend_only_on_relative_position(void **state) {
         for (int sc = 0; sc < ATTN_SCALING_COUNT; sc++) {
             attn_config c = with_rope(base, (attn_rope_style)style, 32, (attn_rope_scaling)sc);
             double f[16], q[32], k[32];
-            ref_rope_freqs(&c, f);
+            attn_rope_inv_freq(&c, f);
             uint64_t s = 11;
             for (int d = 0; d < 32; d++)
                 q[d] = rnd_unit(&s), k[d] = rnd_unit(&s);
@@ -283,7 +283,7 @@ static void rope_interleaved_equals_half_after_permutation(void **state) {
     attn_config ci = with_rope(base, ATTN_ROPE_INTERLEAVED, 16, ATTN_SCALING_NONE);
     attn_config ch = with_rope(base, ATTN_ROPE_HALF, 16, ATTN_SCALING_NONE);
     double f[8], x[24], px[24];
-    ref_rope_freqs(&ci, f);
+    attn_rope_inv_freq(&ci, f);
     uint64_t s = 5;
     for (int d = 0; d < 24; d++)
         x[d] = rnd_unit(&s);
@@ -307,7 +307,7 @@ static void rope_partial_leaves_tail_dims_untouched(void **state) {
     for (int style = ATTN_ROPE_HALF; style <= ATTN_ROPE_INTERLEAVED; style++) {
         attn_config c = with_rope(base, (attn_rope_style)style, 6, ATTN_SCALING_NONE);
         double f[3], x[16], x0[16];
-        ref_rope_freqs(&c, f);
+        attn_rope_inv_freq(&c, f);
         for (int d = 0; d < 16; d++)
             x[d] = x0[d] = d + 1;
         ref_rope_apply(&c, f, 9, x);
@@ -327,9 +327,9 @@ static void rope_scaling_rules_for_frequencies(void **state) {
     attn_config lin = with_rope(base, ATTN_ROPE_HALF, 64, ATTN_SCALING_LINEAR);
     attn_config l3 = with_rope(base, ATTN_ROPE_HALF, 64, ATTN_SCALING_LLAMA3);
     double f0[32], fl[32], f3[32];
-    ref_rope_freqs(&none, f0);
-    ref_rope_freqs(&lin, fl);
-    ref_rope_freqs(&l3, f3);
+    attn_rope_inv_freq(&none, f0);
+    attn_rope_inv_freq(&lin, fl);
+    attn_rope_inv_freq(&l3, f3);
     assert_float_equal(f0[0], 1.0, 0);
     assert_float_equal(f0[1], pow(10000, -2.0 / 64), 1e-15);
     int kept = 0, divided = 0, smoothed = 0;

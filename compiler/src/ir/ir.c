@@ -157,8 +157,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         if (!ir_dim_eq(a->ne[0], hd) || !is_const(a->ne[1], &v) || c->heads % v ||
             !ir_dim_eq(a->ne[2], T))
             return WHY("operand %%%d is not [head_dim, kv heads dividing heads, T]", a->id);
-        set_shape(n, 3, hd, ir_const(c->heads), T);
-        n->dt = a->dt;
+        set_shape(n, 3, hd, ir_const(c->heads), T); /* widened to f32 */
         return true;
     case IR_OP_QK:
     case IR_OP_PV: {

@@ -1,0 +1,112 @@
+/* cg.h: code generation. cg_plan.c decides where every value lives (a
+ * buffer of the kernel table plus strides); the cg_*.c kernel families
+ * turn each node into one LLVM function `void k(args*, i32 ith, i32 nth)`;
+ * cg_module.c drives them. Only codegen/ and emit/ see llvm-c. */
+#ifndef ATTNC_CG_H
+#define ATTNC_CG_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "ir/ir.h"
+
+/* Where a node's value lives: element (i, j, k) is at
+ * buf[off + i*nb[0] + j*nb[1] + k*nb[2]], elements of type dt. */
+typedef struct cg_view {
+    int buf; /* -1: no storage (weights are named by the table, views alias) */
+    attn_dtype dt;
+    ir_dim off;
+    ir_dim nb[IR_MAX_DIMS];
+} cg_view;
+
+typedef struct cg_plan {
+    cg_view *view; /* by node id */
+    int n_buffers;
+    attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
+    bool *emit; /* by node id: the node gets a kernel */
+} cg_plan;
+
+/* Lays out every live node of g (arena memory). */
+ATTNC_HIDDEN attnc_status cg_plan_build(ir_graph *g, cg_plan *p);
+
+/* The result of code generation: a module and the table it implements. */
+typedef struct cg_result {
+    LLVMModuleRef module; /* owned by the caller after success */
+    int n_buffers;
+    attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
+    int n_steps;
+    const char **step_names; /* ctx arena */
+} cg_result;
+
+/* Builds the module for g in llctx. */
+ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out);
+
+/* ---- helpers for the kernel families ---------------------------------- */
+
+typedef struct cg {
+    ir_graph *g;
+    const cg_plan *plan;
+    LLVMContextRef llctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
+    /* in the current kernel */
+    LLVMValueRef args, ith, nth;
+    LLVMValueRef S, P, T; /* i64 */
+} cg;
+
+typedef struct cg_loop {
+    LLVMValueRef i; /* i64 induction variable */
+    LLVMBasicBlockRef header, body, exit;
+    LLVMValueRef phi;
+} cg_loop;
+
+/* Starts kernel `name` for node n: entry block, S/P/T loaded. */
+ATTNC_HIDDEN void cg_kernel_begin(cg *c, const char *name);
+ATTNC_HIDDEN void cg_kernel_end(cg *c);
+
+/* A stack slot in the entry block (promoted to a register by the
+ * optimizer); used for accumulators. */
+ATTNC_HIDDEN LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init);
+ATTNC_HIDDEN LLVMValueRef cg_i64(cg *c, int64_t v);
+ATTNC_HIDDEN LLVMValueRef cg_f32(cg *c, double v);
+ATTNC_HIDDEN LLVMValueRef cg_dim(cg *c, ir_dim d);
+
+/* for (i = lo; i < hi; i++) { body } */
+ATTNC_HIDDEN cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name);
+ATTNC_HIDDEN void cg_for_end(cg *c, cg_loop *l);
+
+/* This thread's share [lo, hi) of n items. */
+ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);
+
+/* Pointer to element idx[0..ndim) of node n's view. */
+ATTNC_HIDDEN LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx);
+/* Base pointer of buffer k plus an element offset, for element type dt. */
+ATTNC_HIDDEN LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off);
+ATTNC_HIDDEN LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p); /* -> f32 */
+ATTNC_HIDDEN void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p);
+
+/* Float arithmetic that may be reassociated and contracted (reductions
+ * vectorize); results then depend on the vector width, not on threads. */
+ATTNC_HIDDEN LLVMValueRef cg_fadd(cg *c, LLVMValueRef a, LLVMValueRef b);
+ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
+
+/* exp(x) for f32 as a polynomial in the IR (no libm call; the loop
+ * vectorizer turns it into vector code): 0 below -87.34, max relative
+ * error about 2 ulp. tanh built on it. */
+ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
+ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
+/* Calls an overloaded LLVM intrinsic on one or two values of type ty. */
+ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty,
+                                       LLVMValueRef a, LLVMValueRef b);
+
+/* The kernel families; each emits the kernel of node n named name. */
+ATTNC_HIDDEN void cg_emit_linear(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rope(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_qk(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_pv(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
+
+#endif

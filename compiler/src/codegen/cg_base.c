@@ -1,0 +1,232 @@
+/* cg_base.c: what every kernel family builds with: kernel entry, loops,
+ * thread shares, addressing through views, dtype loads and stores, and
+ * exp/tanh as polynomials in the IR. */
+#include <string.h>
+
+#include "codegen/cg.h"
+
+LLVMValueRef cg_i64(cg *c, int64_t v) {
+    return LLVMConstInt(c->i64, (unsigned long long)v, true);
+}
+
+LLVMValueRef cg_f32(cg *c, double v) {
+    return LLVMConstReal(c->f32, v);
+}
+
+static LLVMValueRef args_field(cg *c, unsigned byte_off, LLVMTypeRef ty, const char *name) {
+    LLVMValueRef off = cg_i64(c, byte_off);
+    LLVMValueRef p = LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->llctx), c->args, &off, 1, "");
+    return LLVMBuildLoad2(c->b, ty, p, name);
+}
+
+void cg_kernel_begin(cg *c, const char *name) {
+    c->fn = LLVMAddFunction(c->mod, name, c->kernel_ty);
+    LLVMSetLinkage(c->fn, LLVMExternalLinkage);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "entry");
+    LLVMPositionBuilderAtEnd(c->b, entry);
+    c->args = LLVMGetParam(c->fn, 0);
+    c->ith = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 1), c->i64, "ith");
+    c->nth = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 2), c->i64, "nth");
+    c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
+    c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
+    c->T = LLVMBuildAdd(c->b, c->P, c->S, "T");
+}
+
+LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init) {
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(c->fn);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first)
+        LLVMPositionBuilderBefore(c->b, first);
+    else
+        LLVMPositionBuilderAtEnd(c->b, entry);
+    LLVMValueRef slot = LLVMBuildAlloca(c->b, ty, "slot");
+    LLVMPositionBuilderAtEnd(c->b, here);
+    LLVMBuildStore(c->b, init, slot);
+    return slot;
+}
+
+void cg_kernel_end(cg *c) {
+    LLVMBuildRetVoid(c->b);
+}
+
+LLVMValueRef cg_dim(cg *c, ir_dim d) {
+    LLVMValueRef v = cg_i64(c, d.c);
+    if (d.s)
+        v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, c->S, cg_i64(c, d.s), ""), "");
+    if (d.t)
+        v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, c->T, cg_i64(c, d.t), ""), "");
+    if (d.st)
+        v = LLVMBuildAdd(
+            c->b, v, LLVMBuildMul(c->b, LLVMBuildMul(c->b, c->S, c->T, ""), cg_i64(c, d.st), ""),
+            "");
+    return v;
+}
+
+cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
+    cg_loop l;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    l.header = LLVMAppendBasicBlockInContext(c->llctx, c->fn, name);
+    l.body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "body");
+    l.exit = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "exit");
+    LLVMBuildBr(c->b, l.header);
+    LLVMPositionBuilderAtEnd(c->b, l.header);
+    l.phi = LLVMBuildPhi(c->b, c->i64, name);
+    LLVMAddIncoming(l.phi, &lo, &pre, 1);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, l.phi, hi, ""), l.body, l.exit);
+    LLVMPositionBuilderAtEnd(c->b, l.body);
+    l.i = l.phi;
+    return l;
+}
+
+void cg_for_end(cg *c, cg_loop *l) {
+    LLVMValueRef next = LLVMBuildAdd(c->b, l->phi, cg_i64(c, 1), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMAddIncoming(l->phi, &next, &latch, 1);
+    LLVMBuildBr(c->b, l->header);
+    LLVMPositionBuilderAtEnd(c->b, l->exit);
+}
+
+void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi) {
+    /* [n*ith/nth, n*(ith+1)/nth): contiguous, covering, fixed by ith alone */
+    LLVMValueRef a = LLVMBuildMul(c->b, n, c->ith, "");
+    LLVMValueRef b = LLVMBuildMul(c->b, n, LLVMBuildAdd(c->b, c->ith, cg_i64(c, 1), ""), "");
+    *lo = LLVMBuildSDiv(c->b, a, c->nth, "lo");
+    *hi = LLVMBuildSDiv(c->b, b, c->nth, "hi");
+}
+
+static LLVMTypeRef elem_type(cg *c, attn_dtype dt) {
+    switch (dt) {
+    case ATTN_DTYPE_F32: return c->f32;
+    case ATTN_DTYPE_F16: return c->f16;
+    case ATTN_DTYPE_BF16: return c->i16;
+    case ATTN_DTYPE_COUNT: break;
+    }
+    ATTNC_ASSERT(!"dtype");
+    return NULL;
+}
+
+LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
+    ATTNC_ASSERT(k >= 0 && k < ATTN_MAX_BUFFERS);
+    unsigned byte_off = (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
+    LLVMValueRef base = args_field(c, byte_off, c->ptr, "buf");
+    return LLVMBuildInBoundsGEP2(c->b, elem_type(c, dt), base, &off, 1, "");
+}
+
+LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
+    const cg_view *v = &c->plan->view[n->id];
+    LLVMValueRef off = cg_dim(c, v->off);
+    for (int d = 0; d < n->ndim; d++)
+        off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, idx[d], cg_dim(c, v->nb[d]), ""), "");
+    return cg_buf_elem(c, v->buf, v->dt, off);
+}
+
+LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
+    LLVMValueRef v = LLVMBuildLoad2(c->b, elem_type(c, dt), p, "");
+    switch (dt) {
+    case ATTN_DTYPE_F32: return v;
+    case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->f32, "");
+    case ATTN_DTYPE_BF16: {
+        LLVMValueRef w = LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->i32, ""),
+                                      LLVMConstInt(c->i32, 16, false), "");
+        return LLVMBuildBitCast(c->b, w, c->f32, "");
+    }
+    case ATTN_DTYPE_COUNT: break;
+    }
+    return v;
+}
+
+void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
+    switch (dt) {
+    case ATTN_DTYPE_F32: break;
+    case ATTN_DTYPE_F16: v = LLVMBuildFPTrunc(c->b, v, c->f16, ""); break;
+    case ATTN_DTYPE_BF16: {
+        /* round to nearest even; NaN stays a quiet NaN (as the runtime) */
+        LLVMValueRef u = LLVMBuildBitCast(c->b, v, c->i32, "");
+        LLVMValueRef k16 = LLVMConstInt(c->i32, 16, false);
+        LLVMValueRef odd = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, k16, ""),
+                                        LLVMConstInt(c->i32, 1, false), "");
+        LLVMValueRef r = LLVMBuildAdd(
+            c->b, u, LLVMBuildAdd(c->b, LLVMConstInt(c->i32, 0x7fff, false), odd, ""), "");
+        LLVMValueRef abs = LLVMBuildAnd(c->b, u, LLVMConstInt(c->i32, 0x7fffffff, false), "");
+        LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, abs,
+                                         LLVMConstInt(c->i32, 0x7f800000, false), "");
+        LLVMValueRef qnan = LLVMBuildOr(c->b, u, LLVMConstInt(c->i32, 0x00400000, false), "");
+        v = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), k16, ""),
+                           c->i16, "");
+        break;
+    }
+    case ATTN_DTYPE_COUNT: break;
+    }
+    LLVMBuildStore(c->b, v, p);
+}
+
+static LLVMValueRef fast(LLVMValueRef v) {
+    if (LLVMIsAInstruction(v))
+        LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract);
+    return v;
+}
+
+LLVMValueRef cg_fadd(cg *c, LLVMValueRef a, LLVMValueRef b) {
+    return fast(LLVMBuildFAdd(c->b, a, b, ""));
+}
+
+LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b) {
+    return fast(LLVMBuildFMul(c->b, a, b, ""));
+}
+
+LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a,
+                          LLVMValueRef b) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    ATTNC_ASSERT(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, &ty, 1);
+    LLVMValueRef args[2] = {a, b};
+    return LLVMBuildCall2(c->b, fty, fn, args, b ? 2 : 1, "");
+}
+
+LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
+    /* exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 split in two
+     * parts (Cody-Waite), p the minimax polynomial of Cephes' expf. */
+    static const double poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+    LLVMValueRef lo = cg_f32(c, -87.33654), hi = cg_f32(c, 88.72283);
+    LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
+    LLVMValueRef xc = cg_intrinsic(c, "llvm.maxnum", c->f32, x, lo);
+    xc = cg_intrinsic(c, "llvm.minnum", c->f32, xc, hi);
+    LLVMValueRef n = cg_intrinsic(
+        c, "llvm.floor", c->f32,
+        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, cg_f32(c, 1.44269504088896341), ""),
+                      cg_f32(c, 0.5), ""),
+        NULL);
+    LLVMValueRef r = LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, cg_f32(c, 0.693359375), ""), "");
+    r = LLVMBuildFSub(c->b, r, LLVMBuildFMul(c->b, n, cg_f32(c, -2.12194440e-4), ""), "");
+    LLVMValueRef p = cg_f32(c, poly[0]);
+    for (int i = 1; i < 6; i++)
+        p = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r, ""), cg_f32(c, poly[i]), "");
+    LLVMValueRef r2 = LLVMBuildFMul(c->b, r, r, "");
+    p = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r2, ""), r, ""),
+                      cg_f32(c, 1.0), "");
+    /* 2^n through the exponent bits; n in [-126, 128] after clamping */
+    LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, c->i32, "");
+    LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, LLVMConstInt(c->i32, 127, false), ""),
+                                     LLVMConstInt(c->i32, 23, false), "");
+    LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, c->f32, "");
+    /* n = 128 would overflow the exponent: take 2^127 * 2 */
+    LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, LLVMConstInt(c->i32, 127, false), "");
+    LLVMValueRef bits127 = LLVMConstInt(c->i32, (unsigned long long)254 << 23, false);
+    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, bits127, c->f32, ""), two_n, "");
+    p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, cg_f32(c, 2.0), ""), p, "");
+    LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
+    return LLVMBuildSelect(c->b, under, cg_f32(c, 0.0), res, "exp");
+}
+
+LLVMValueRef cg_tanh(cg *c, LLVMValueRef x) {
+    /* tanh|x| = 1 - 2 / (exp(2|x|) + 1); the sign put back */
+    LLVMValueRef ax = cg_intrinsic(c, "llvm.fabs", c->f32, x, NULL);
+    LLVMValueRef e = cg_exp(c, LLVMBuildFMul(c->b, ax, cg_f32(c, 2.0), ""));
+    LLVMValueRef t = LLVMBuildFSub(
+        c->b, cg_f32(c, 1.0),
+        LLVMBuildFDiv(c->b, cg_f32(c, 2.0), LLVMBuildFAdd(c->b, e, cg_f32(c, 1.0), ""), ""), "");
+    return cg_intrinsic(c, "llvm.copysign", c->f32, t, x);
+}

@@ -1,0 +1,136 @@
+/* cg_plan.c: where every value lives. x and y are the table's first two
+ * buffers, each weight and each cache half gets one, every other computed
+ * value a scratch buffer of its own, except views (slice, split_heads,
+ * merge_heads), which alias their operand, and row-wise score ops, which
+ * work in place on a value nobody else reads. */
+#include <string.h>
+
+#include "codegen/cg.h"
+
+enum { BUF_X, BUF_Y };
+
+static bool is_sym(ir_dim d, int64_t s, int64_t t) {
+    return d.c == 0 && d.s == s && d.t == t && d.st == 0;
+}
+
+/* a * b for the products shapes need: const * any, S * T. */
+static ir_dim dim_mul(ir_dim a, ir_dim b) {
+    if (!a.s && !a.t && !a.st)
+        return (ir_dim){a.c * b.c, a.c * b.s, a.c * b.t, a.c * b.st};
+    if (!b.s && !b.t && !b.st)
+        return dim_mul(b, a);
+    ATTNC_ASSERT((is_sym(a, 1, 0) && is_sym(b, 0, 1)) || (is_sym(a, 0, 1) && is_sym(b, 1, 0)));
+    return (ir_dim){0, 0, 0, 1};
+}
+
+static int add_buffer(cg_plan *p, attn_buf_role role, uint32_t weight, ir_dim size) {
+    ATTNC_ASSERT(p->n_buffers < ATTN_MAX_BUFFERS);
+    p->buffers[p->n_buffers] = (attn_buffer_desc){role, weight, size.c, size.s, size.t, size.st};
+    return p->n_buffers++;
+}
+
+/* A fresh buffer holding n contiguously (ne[0] innermost). */
+static cg_view contiguous(cg_plan *p, const ir_node *n, attn_buf_role role, int buf) {
+    cg_view v = {.buf = buf, .dt = n->dt, .off = ir_const(0)};
+    ir_dim stride = ir_const(1);
+    for (int d = 0; d < n->ndim; d++) {
+        v.nb[d] = stride;
+        stride = dim_mul(stride, n->ne[d]);
+    }
+    if (buf < 0)
+        v.buf = add_buffer(p, role, 0, stride);
+    return v;
+}
+
+attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
+    p->emit = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->emit);
+    if (!p->view || !p->emit) {
+        diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory planning buffers");
+        return ATTNC_E_NOMEM;
+    }
+    const attn_config *c = &g->cfg;
+    int weight_buf[ATTN_WEIGHT_COUNT], cache_buf[2] = {-1, -1};
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
+        weight_buf[i] = -1;
+    add_buffer(p, ATTN_BUF_INPUT, 0, (ir_dim){0, c->d_model, 0, 0});
+    add_buffer(p, ATTN_BUF_OUTPUT, 0, (ir_dim){0, c->d_model, 0, 0});
+    /* the node whose value the output takes, to be stored in y directly */
+    const ir_node *to_y = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_OUTPUT &&
+            g->nodes[i]->args[0]->n_uses == 1 && g->nodes[i]->args[0]->op == IR_OP_LINEAR)
+            to_y = g->nodes[i]->args[0];
+
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        cg_view *v = &p->view[n->id];
+        const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
+        switch (n->op) {
+        case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
+        case IR_OP_WEIGHT:
+            if (weight_buf[n->weight] < 0) {
+                int64_t numel = n->ne[0].c * (n->ndim == 2 ? n->ne[1].c : 1);
+                weight_buf[n->weight] =
+                    add_buffer(p, ATTN_BUF_WEIGHT, (uint32_t)n->weight, ir_const(numel));
+            }
+            *v = contiguous(p, n, ATTN_BUF_WEIGHT, weight_buf[n->weight]);
+            break;
+        case IR_OP_LINEAR:
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
+            p->emit[n->id] = true;
+            break;
+        case IR_OP_SLICE:
+            *v = *a;
+            v->off.c += n->offset * a->nb[0].c;
+            break;
+        case IR_OP_SPLIT_HEADS:
+            *v = *a;
+            v->nb[0] = a->nb[0];
+            v->nb[1] = dim_mul(ir_const(c->head_dim), a->nb[0]);
+            v->nb[2] = a->nb[1];
+            break;
+        case IR_OP_MERGE_HEADS:
+            /* heads must lie back to back: [hd, H] contiguous */
+            ATTNC_ASSERT(ir_dim_eq(a->nb[0], ir_const(1)) &&
+                         ir_dim_eq(a->nb[1], ir_const(c->head_dim)));
+            *v = *a;
+            v->nb[1] = a->nb[2];
+            v->nb[2] = ir_const(0);
+            break;
+        case IR_OP_CACHE_APPEND:
+            if (cache_buf[n->cache] < 0)
+                cache_buf[n->cache] = add_buffer(
+                    p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, ir_const(0));
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
+            p->emit[n->id] = true;
+            break;
+        case IR_OP_ROPE:
+        case IR_OP_GQA_EXPAND:
+        case IR_OP_QK:
+        case IR_OP_PV:
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+            p->emit[n->id] = true;
+            break;
+        case IR_OP_SCALE:
+        case IR_OP_SOFTCAP:
+        case IR_OP_MASK:
+        case IR_OP_SOFTMAX:
+            if (n->args[0]->n_uses == 1 && p->buffers[a->buf].role == ATTN_BUF_SCRATCH)
+                *v = *a; /* in place */
+            else
+                *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+            p->emit[n->id] = true;
+            break;
+        case IR_OP_OUTPUT:
+            *v = contiguous(p, n, ATTN_BUF_OUTPUT, BUF_Y);
+            p->emit[n->id] = a->buf != BUF_Y; /* a copy, unless already stored there */
+            break;
+        case IR_OP_COUNT: break;
+        }
+    }
+    return ATTNC_OK;
+}

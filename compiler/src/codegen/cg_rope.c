@@ -1,0 +1,60 @@
+/* cg_rope.c: rotary embedding of [head_dim, heads, S] at positions P + t.
+ * inv_freq is a constant table computed at compile time by the runtime's
+ * own definition; cos and sin are taken once per (token, pair) in double
+ * and shared by all heads. Dims past rotary_dim are copied. */
+#include <stdlib.h>
+
+#include "codegen/cg.h"
+
+void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    const ir_node *x = n->args[0];
+    int64_t half = cfg->rotary_dim / 2, heads = n->ne[1].c;
+    double *freq = malloc((size_t)half * sizeof *freq);
+    LLVMValueRef *consts = malloc((size_t)half * sizeof *consts);
+    ATTNC_ASSERT(freq && consts);
+    attn_rope_inv_freq(cfg, freq);
+    for (int64_t i = 0; i < half; i++)
+        consts[i] = LLVMConstReal(c->f64, freq[i]);
+    LLVMTypeRef arr_ty = LLVMArrayType2(c->f64, (uint64_t)half);
+    LLVMValueRef table = LLVMAddGlobal(c->mod, arr_ty, "");
+    LLVMSetInitializer(table, LLVMConstArray2(c->f64, consts, (uint64_t)half));
+    LLVMSetGlobalConstant(table, true);
+    LLVMSetLinkage(table, LLVMPrivateLinkage);
+    free(freq);
+    free(consts);
+
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    LLVMValueRef pos = LLVMBuildSIToFP(c->b, LLVMBuildAdd(c->b, c->P, lt.i, ""), c->f64, "pos");
+    cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "i");
+    LLVMValueRef gi[2] = {cg_i64(c, 0), li.i};
+    LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
+    LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
+    LLVMValueRef cs = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.cos", c->f64, th, NULL), c->f32, "");
+    LLVMValueRef sn = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.sin", c->f64, th, NULL), c->f32, "");
+    bool is_half = cfg->rope_style == ATTN_ROPE_HALF;
+    LLVMValueRef ia = is_half ? li.i : LLVMBuildMul(c->b, li.i, cg_i64(c, 2), "");
+    LLVMValueRef ib = LLVMBuildAdd(c->b, ia, cg_i64(c, is_half ? half : 1), "");
+    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, heads), "h");
+    LLVMValueRef pa[3] = {ia, lh.i, lt.i}, pb[3] = {ib, lh.i, lt.i};
+    LLVMValueRef a = cg_load(c, x->dt, cg_addr(c, x, pa)), b = cg_load(c, x->dt, cg_addr(c, x, pb));
+    LLVMValueRef ra = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    LLVMValueRef rb = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    cg_store(c, n->dt, ra, cg_addr(c, n, pa));
+    cg_store(c, n->dt, rb, cg_addr(c, n, pb));
+    cg_for_end(c, &lh);
+    cg_for_end(c, &li);
+    if (cfg->rotary_dim < cfg->head_dim) {
+        cg_loop lh2 = cg_for(c, cg_i64(c, 0), cg_i64(c, heads), "h");
+        cg_loop ld = cg_for(c, cg_i64(c, cfg->rotary_dim), cg_i64(c, cfg->head_dim), "d");
+        LLVMValueRef p[3] = {ld.i, lh2.i, lt.i};
+        cg_store(c, n->dt, cg_load(c, x->dt, cg_addr(c, x, p)), cg_addr(c, n, p));
+        cg_for_end(c, &ld);
+        cg_for_end(c, &lh2);
+    }
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}

@@ -1,0 +1,16 @@
+/* compile.h: the pipeline up to the fused graph, shared by the public
+ * entry points (IR text, JIT, object emission). */
+#ifndef ATTNC_COMPILE_H
+#define ATTNC_COMPILE_H
+
+#include "pass/pass.h"
+
+/* Loads the spec and runs the pipeline (stopping after `after`, which may
+ * be "lower"); the graph lives in ctx's arena. Stage times go to *t when
+ * not NULL. */
+ATTNC_HIDDEN attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path,
+                                        const attnc_options *opt, const char *after,
+                                        ir_graph **out, attnc_timings *t);
+ATTNC_HIDDEN double compile_now_ms(void);
+
+#endif

@@ -1,0 +1,92 @@
+/* emit_target.c: target machines, the optimization pipeline and module
+ * dumps, shared by the JIT and (later) object emission. */
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "emit/emit.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void init_native(void) {
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+}
+
+attnc_status emit_llvm_error(attnc_ctx *ctx, LLVMErrorRef err, const char *what) {
+    char *msg = LLVMGetErrorMessage(err); /* consumes err */
+    diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "%s: %s", what, msg ? msg : "unknown error");
+    LLVMDisposeErrorMessage(msg);
+    return ATTNC_E_LLVM;
+}
+
+attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
+                                 LLVMTargetMachineRef *out) {
+    pthread_once(&init_once, init_native);
+    char *triple = LLVMGetDefaultTargetTriple();
+    char *host_cpu = NULL, *host_features = NULL, *why = NULL;
+    LLVMTargetRef target;
+    attnc_status st = ATTNC_OK;
+    if (LLVMGetTargetFromTriple(triple, &target, &why)) {
+        diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "no target for %s: %s", triple, why);
+        st = ATTNC_E_LLVM;
+        goto done;
+    }
+    const char *cpu = opt && opt->cpu ? opt->cpu : (host_cpu = LLVMGetHostCPUName());
+    const char *features = opt && opt->features ? opt->features
+                           : opt && opt->cpu   ? ""
+                                               : (host_features = LLVMGetHostCPUFeatures());
+    *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
+                                   LLVMRelocPIC, LLVMCodeModelSmall);
+    if (!*out) {
+        diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "cannot create a target machine for %s",
+                   cpu);
+        st = ATTNC_E_LLVM;
+    }
+done:
+    LLVMDisposeMessage(why);
+    LLVMDisposeMessage(host_cpu);
+    LLVMDisposeMessage(host_features);
+    LLVMDisposeMessage(triple);
+    return st;
+}
+
+attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm) {
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    LLVMSetTarget(mod, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+    LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(pbo, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(pbo, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(pbo, 1);
+    LLVMErrorRef err = LLVMRunPasses(mod, "default<O3>", tm, pbo);
+    LLVMDisposePassBuilderOptions(pbo);
+    return err ? emit_llvm_error(ctx, err, "optimizing") : ATTNC_OK;
+}
+
+attnc_status emit_dumps(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm,
+                        const attnc_options *opt) {
+    char *why = NULL;
+    if (opt && opt->emit_llvm && LLVMPrintModuleToFile(mod, opt->emit_llvm, &why)) {
+        diag_error(ctx, ATTNC_E_IO, (attnc_loc){opt->emit_llvm, 0, 0}, "cannot write: %s", why);
+        LLVMDisposeMessage(why);
+        return ATTNC_E_IO;
+    }
+    if (opt && opt->emit_asm) {
+        LLVMModuleRef clone = LLVMCloneModule(mod); /* emitting may change the module */
+        LLVMBool bad = LLVMTargetMachineEmitToFile(tm, clone, opt->emit_asm, LLVMAssemblyFile, &why);
+        LLVMDisposeModule(clone);
+        if (bad) {
+            diag_error(ctx, ATTNC_E_IO, (attnc_loc){opt->emit_asm, 0, 0}, "cannot write: %s", why);
+            LLVMDisposeMessage(why);
+            return ATTNC_E_IO;
+        }
+    }
+    return ATTNC_OK;
+}

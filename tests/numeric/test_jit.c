@@ -1,0 +1,354 @@
+/* test_jit.c: JIT-compiled kernels against the reference engine: every
+ * shipped spec, a randomized sweep of configurations and chunkings, each
+ * pass disabled in turn, other CPUs, thread counts, and compiles from two
+ * threads at once. Tolerance 1e-4 relative with an f32 cache; an f16 or
+ * bf16 cache may round a K/V element one unit apart from the reference
+ * (f32 vs double on a rounding boundary), so those get 2e-3 and 1.6e-2. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_kernels.h"
+#include "attnc.h"
+#include "support.h"
+
+static double tolerance(attn_dtype kv) {
+    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
+
+static attn_config load(const char *path) {
+    attnc_ctx *ctx = attnc_ctx_new();
+    attn_config c;
+    assert_int_equal(attnc_spec_load_file(ctx, path, &c), ATTNC_OK);
+    attnc_ctx_free(ctx);
+    return c;
+}
+
+static attnc_jit *compile(const char *path, const attnc_options *o) {
+    attnc_jit *jit = NULL;
+    char *err = NULL;
+    attnc_status st = attnc_jit_compile_file(path, o, &jit, &err);
+    if (st != ATTNC_OK)
+        fail_msg("compiling %s: %s", path, err ? err : "?");
+    free(err);
+    return jit;
+}
+
+/* Runs T tokens of x in chunks through the kernels of jit. */
+static void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x,
+                    float *y, int64_t chunk, int threads) {
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = threads;
+    attn_block *b;
+    attn_kv *kv;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_kv_new(b, T, &kv), ATTN_OK);
+    int64_t D = w->cfg.d_model;
+    for (int64_t at = 0; at < T; at += chunk) {
+        int64_t n = T - at < chunk ? T - at : chunk;
+        attn_status st = attn_block_run(b, kv, n, x + at * D, y + at * D);
+        if (st != ATTN_OK)
+            fail_msg("attn_block_run: %s", attn_block_error(b));
+    }
+    assert_int_equal(attn_kv_len(kv), T);
+    attn_kv_free(kv);
+    attn_block_free(b);
+}
+
+static void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) {
+    attn_ref *r;
+    assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, T, x, y, NULL), ATTN_OK);
+    attn_ref_free(r);
+}
+
+static float *random_floats(size_t n, uint64_t seed) {
+    float *x = malloc(n * sizeof *x);
+    uint64_t s = seed;
+    attn_random_uniform(&s, x, n, sqrt(3.0));
+    return x;
+}
+
+/* Compiles spec (with o), runs it in chunks, compares with the reference. */
+static double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk,
+                         int threads, uint64_t seed) {
+    attn_config c = load(spec);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
+    size_t n = (size_t)(T * c.d_model);
+    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *y);
+    attnc_jit *jit = compile(spec, o);
+    run_jit(jit, w, T, x, y, chunk, threads);
+    run_ref(w, T, x, want);
+    double e = rel_err(y, want, n);
+    attnc_jit_free(jit);
+    free(x);
+    free(y);
+    free(want);
+    attn_weights_free(w);
+    return e;
+}
+
+static const char *const shipped[] = {
+    "seed", "llama2_7b", "llama3_8b", "mistral_7b", "qwen2_7b", "gemma2_9b", "falcon_7b", "gptj_6b",
+};
+#define N_SHIPPED (sizeof shipped / sizeof shipped[0])
+
+static const char *spec_path(const char *name) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, name);
+    return buf;
+}
+
+static void jit_equals_reference_for_every_shipped_spec(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_SHIPPED; i++) {
+        double e = jit_vs_ref(spec_path(shipped[i]), NULL, 13, 5, 0, i);
+        if (!(e <= 1e-4))
+            fail_msg("%s: relative error %g", shipped[i], e);
+    }
+}
+
+static void jit_equals_reference_with_each_pass_disabled(void **state) {
+    (void)state;
+    const char *specs[] = {"seed", "qwen2_7b", "gemma2_9b", "falcon_7b"};
+    for (int s = 0; s < 4; s++) {
+        for (int p = 0; attnc_pass_name(p); p++) {
+            const char *off[] = {attnc_pass_name(p)};
+            attnc_options o = attnc_options_default();
+            o.disabled_passes = off;
+            o.n_disabled_passes = 1;
+            double e = jit_vs_ref(spec_path(specs[s]), &o, 9, 4, 0, 3);
+            if (!(e <= 1e-4))
+                fail_msg("%s without %s: relative error %g", specs[s], off[0], e);
+        }
+        const char *all[8];
+        int n = 0;
+        for (; attnc_pass_name(n); n++)
+            all[n] = attnc_pass_name(n);
+        attnc_options o = attnc_options_default();
+        o.disabled_passes = all;
+        o.n_disabled_passes = n;
+        assert_true(jit_vs_ref(spec_path(specs[s]), &o, 9, 4, 0, 3) <= 1e-4);
+    }
+}
+
+/* A random valid config of the sweep; tokens and chunk chosen with it. */
+static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
+    static const int64_t dims[] = {32, 64, 80, 96, 128, 256};
+    int64_t heads = 1 + (int64_t)((rnd_unit(s) + 1) * 20) % 40;
+    int64_t divisors[40], nd = 0;
+    for (int64_t d = 1; d <= heads; d++)
+        if (heads % d == 0)
+            divisors[nd++] = d;
+    int64_t kv = divisors[(int64_t)((rnd_unit(s) + 1) * 20) % nd];
+    int64_t hd = dims[i % 6];
+    attn_config c = config_small(heads, kv, hd, 8 + (int64_t)((rnd_unit(s) + 1) * 40));
+    snprintf(c.name, sizeof c.name, "sweep_%d", i);
+    c.causal = i % 6 != 5;
+    if (i % 5 != 4) {
+        c.rope_style = i % 2 ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
+        c.rope_base = i % 3 ? 10000 : 500000;
+        c.rotary_dim = i % 4 == 1 ? hd / 2 : hd;
+        c.rope_scaling = (attn_rope_scaling)(i % 3);
+        c.rope_factor = 4;
+        c.rope_low_freq_factor = 1;
+        c.rope_high_freq_factor = 4;
+        c.rope_original_max_position = 128;
+    }
+    if (c.causal && i % 4 == 3)
+        c.sliding_window = 1 + i % 23;
+    if (i % 7 == 2)
+        c.softcap = 5 + i % 40;
+    c.qkv_bias = i % 3 == 1;
+    c.o_bias = i % 4 == 2;
+    if (i % 8 == 6) {
+        c.scale = 0.05;
+        c.scale_auto = false;
+    }
+    c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
+    c.kv_max_tokens = 512;
+    /* mostly short runs; every 8th long */
+    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
+    *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
+    return c;
+}
+
+static void jit_equals_reference_over_random_sweep(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t s = 99;
+    int n_configs = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 48;
+    for (int i = 0; i < n_configs; i++) {
+        int64_t T, chunk;
+        attn_config c = sweep_config(i, &s, &T, &chunk);
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("sweep %d: %s", i, m.text);
+        char *yaml = attnc_spec_to_yaml(&c);
+        const char *path = path_in(dir, "sweep.yaml");
+        write_file(path, yaml, strlen(yaml));
+        free(yaml);
+        double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i);
+        if (!(e <= tolerance(c.kv_dtype)))
+            fail_msg("sweep %d (heads %lld/%lld hd %lld T %lld chunk %lld rope %d/%d window %lld "
+                     "softcap %g causal %d kv %s): relative error %g",
+                     i, (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
+                     (long long)T, (long long)chunk, c.rope_style, c.rope_scaling,
+                     (long long)c.sliding_window, c.softcap, c.causal,
+                     attn_dtype_name(c.kv_dtype), e);
+    }
+    tmpdir_remove(dir);
+}
+
+static void jit_results_do_not_depend_on_thread_count(void **state) {
+    (void)state;
+    const char *spec = spec_path("gemma2_9b");
+    attn_config c = load(spec);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);
+    int64_t T = 11;
+    size_t n = (size_t)(T * c.d_model);
+    float *x = random_floats(n, 6), *y[3];
+    attnc_jit *jit = compile(spec, NULL);
+    for (int t = 0; t < 3; t++) {
+        y[t] = malloc(n * sizeof(float));
+        run_jit(jit, w, T, x, y[t], 4, t + 1);
+    }
+    assert_memory_equal(y[0], y[1], n * sizeof(float));
+    assert_memory_equal(y[0], y[2], n * sizeof(float));
+    for (int t = 0; t < 3; t++)
+        free(y[t]);
+    free(x);
+    attnc_jit_free(jit);
+    attn_weights_free(w);
+}
+
+static void jit_works_for_other_cpus(void **state) {
+    (void)state;
+    const char *cpus[] = {"x86-64-v3", "x86-64", "generic"};
+    for (int i = 0; i < 3; i++) {
+        attnc_options o = attnc_options_default();
+        o.cpu = cpus[i];
+        double e = jit_vs_ref(spec_path("mistral_7b"), &o, 7, 3, 0, 1);
+        if (!(e <= 1e-4))
+            fail_msg("--cpu %s: relative error %g", cpus[i], e);
+    }
+}
+
+typedef struct compile_job {
+    const char *spec;
+    double err;
+} compile_job;
+
+static void *compile_and_check(void *p) {
+    compile_job *j = p;
+    j->err = jit_vs_ref(j->spec, NULL, 6, 6, 1, 2);
+    return NULL;
+}
+
+static void jit_compiles_from_two_threads_at_once(void **state) {
+    (void)state;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s", spec_path("seed"));
+    snprintf(b, sizeof b, "%s", spec_path("gptj_6b"));
+    for (int round = 0; round < 3; round++) {
+        compile_job ja = {a, 1}, jb = {b, 1};
+        pthread_t ta, tb;
+        assert_int_equal(pthread_create(&ta, NULL, compile_and_check, &ja), 0);
+        assert_int_equal(pthread_create(&tb, NULL, compile_and_check, &jb), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        assert_true(ja.err <= 1e-4);
+        assert_true(jb.err <= 1e-4);
+    }
+}
+
+static void jit_reports_spec_errors_and_writes_dumps(void **state) {
+    (void)state;
+    attnc_jit *jit = (attnc_jit *)0x1;
+    char *err = NULL;
+    assert_int_equal(attnc_jit_compile_file(ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
+                                            NULL, &jit, &err),
+                     ATTNC_E_SPEC);
+    assert_true(jit == (attnc_jit *)0x1);
+    assert_non_null(strstr(err, "unknown_key.yaml:3:1: error: unknown key 'kv_group'"));
+    free(err);
+
+    char *dir = tmpdir_new();
+    attnc_options o = attnc_options_default();
+    o.emit_llvm = path_in(dir, "k.ll");
+    o.emit_asm = path_in(dir, "k.s");
+    jit = compile(spec_path("seed"), &o);
+    const attn_kernels *k = attnc_jit_kernels(jit);
+    assert_int_equal(k->abi_version, ATTN_KERNELS_ABI);
+    assert_string_equal(k->config.name, "seed");
+    assert_true(k->n_steps > 4);
+    assert_non_null(strstr(k->steps[0].name, "attnk_seed_"));
+    attnc_timings t = attnc_jit_timings(jit);
+    assert_true(t.optimize_ms > 0 && t.jit_ms > 0);
+    char *ll = read_file(o.emit_llvm, NULL), *s = read_file(o.emit_asm, NULL);
+    assert_non_null(ll);
+    assert_non_null(s);
+    assert_non_null(strstr(ll, "define void @attnk_seed_"));
+    assert_null(strstr(ll, "@expf")); /* exp is a polynomial, not a libm call */
+    assert_non_null(strstr(s, "attnk_seed_"));
+    free(ll);
+    free(s);
+    attnc_jit_free(jit);
+    tmpdir_remove(dir);
+}
+
+static void block_rejects_bad_tables_and_arguments(void **state) {
+    (void)state;
+    attnc_jit *jit = compile(spec_path("seed"), NULL);
+    attn_kernels k = *attnc_jit_kernels(jit);
+    attn_block *b = NULL;
+    k.abi_version = 99;
+    assert_int_equal(attn_block_new(&k, NULL, &b), ATTN_E_INVALID);
+    k = *attnc_jit_kernels(jit);
+    k.config.heads = 7; /* not a multiple of kv_groups 4 */
+    assert_int_equal(attn_block_new(&k, NULL, &b), ATTN_E_INVALID);
+    assert_null(b);
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
+    attn_kv *kv;
+    assert_int_equal(attn_kv_new(b, 4, &kv), ATTN_OK);
+    float x[5 * 768] = {0}, y[5 * 768];
+    assert_int_equal(attn_block_run(b, kv, 1, x, y), ATTN_E_INVALID); /* no weights yet */
+    assert_non_null(strstr(attn_block_error(b), "no weights"));
+    attn_config other = load(spec_path("llama2_7b"));
+    attn_weights *w;
+    assert_int_equal(attn_weights_new(&other, &w, NULL), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_E_INVALID);
+    attn_weights_free(w);
+    attn_config seed = load(spec_path("seed"));
+    assert_int_equal(attn_weights_random(&seed, 1, &w, NULL), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_block_run(b, kv, 3, x, y), ATTN_OK);
+    assert_int_equal(attn_block_run(b, kv, 2, x, y), ATTN_E_CAPACITY);
+    assert_int_equal(attn_kv_len(kv), 3);
+    assert_int_equal(attn_kv_truncate(kv, 1), ATTN_OK);
+    assert_int_equal(attn_block_run(b, kv, 3, x, y), ATTN_OK);
+    assert_int_equal(attn_block_run(b, kv, -1, x, y), ATTN_E_INVALID);
+    attn_weights_free(w);
+    attn_kv_free(kv);
+    attn_block_free(b);
+    attnc_jit_free(jit);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(jit_equals_reference_for_every_shipped_spec),
+        cmocka_unit_test(jit_equals_reference_with_each_pass_disabled),
+        cmocka_unit_test(jit_equals_reference_over_random_sweep),
+        cmocka_unit_test(jit_results_do_not_depend_on_thread_count),
+        cmocka_unit_test(jit_works_for_other_cpus),
+        cmocka_unit_test(jit_compiles_from_two_threads_at_once),
+        cmocka_unit_test(jit_reports_spec_errors_and_writes_dumps),
+        cmocka_unit_test(block_rejects_bad_tables_and_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
