@@ -1,0 +1,191 @@
+/* test_cg.c: codegen helpers checked one by one in generated code: the exp
+ * and tanh polynomials against libm over their whole range (this measures
+ * the max error the docs state), and f16/bf16 stores and loads against the
+ * runtime's conversions, ties and NaN included. Probe kernels are built
+ * with the same helpers the kernel families use, optimized and JIT-run. */
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg.h"
+#include "emit/emit.h"
+#include "rt.h"
+#include "support.h"
+
+enum { PROBE_EXP, PROBE_TANH, PROBE_F16, PROBE_BF16, PROBE_COUNT };
+static const char *const probe_names[PROBE_COUNT] = {"probe_exp", "probe_tanh", "probe_f16",
+                                                     "probe_bf16"};
+
+typedef struct probes {
+    LLVMOrcLLJITRef jit;
+    attn_kernel_fn fn[PROBE_COUNT];
+} probes;
+
+/* out[i] = f(in[i]) for i < n_tokens: buf[0] in, buf[1] out, buf[2] a
+ * 16-bit scratch for the dtype round trips. */
+static void build_probe(cg *c, int which) {
+    cg_kernel_begin(c, probe_names[which]);
+    LLVMValueRef lo, hi;
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop l = cg_for(c, lo, hi, "i");
+    LLVMValueRef x = cg_load(c, ATTN_DTYPE_F32, cg_buf_elem(c, 0, ATTN_DTYPE_F32, l.i)), y;
+    if (which == PROBE_EXP) {
+        y = cg_exp(c, x);
+    } else if (which == PROBE_TANH) {
+        y = cg_tanh(c, x);
+    } else {
+        attn_dtype dt = which == PROBE_F16 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+        LLVMValueRef p = cg_buf_elem(c, 2, dt, l.i);
+        cg_store(c, dt, x, p);
+        y = cg_load(c, dt, p);
+    }
+    cg_store(c, ATTN_DTYPE_F32, y, cg_buf_elem(c, 1, ATTN_DTYPE_F32, l.i));
+    cg_for_end(c, &l);
+    cg_kernel_end(c);
+}
+
+static int setup(void **state) {
+    probes *pr = calloc(1, sizeof *pr);
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph g = {.ctx = ctx};
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    cg c = {.g = &g, .llctx = LLVMOrcThreadSafeContextGetContext(tsc)};
+    c.mod = LLVMModuleCreateWithNameInContext("probes", c.llctx);
+    c.b = LLVMCreateBuilderInContext(c.llctx);
+    c.i16 = LLVMInt16TypeInContext(c.llctx);
+    c.i32 = LLVMInt32TypeInContext(c.llctx);
+    c.i64 = LLVMInt64TypeInContext(c.llctx);
+    c.f16 = LLVMHalfTypeInContext(c.llctx);
+    c.f32 = LLVMFloatTypeInContext(c.llctx);
+    c.f64 = LLVMDoubleTypeInContext(c.llctx);
+    c.ptr = LLVMPointerTypeInContext(c.llctx, 0);
+    LLVMTypeRef params[3] = {c.ptr, c.i32, c.i32};
+    c.kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(c.llctx), params, 3, false);
+    for (int i = 0; i < PROBE_COUNT; i++)
+        build_probe(&c, i);
+    LLVMDisposeBuilder(c.b);
+    LLVMTargetMachineRef tm, jit_tm;
+    assert_int_equal(emit_target_machine(ctx, NULL, &tm), ATTNC_OK);
+    assert_int_equal(emit_optimize(ctx, c.mod, tm), ATTNC_OK);
+    LLVMDisposeTargetMachine(tm);
+    assert_int_equal(emit_target_machine(ctx, NULL, &jit_tm), ATTNC_OK);
+    LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+        jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
+    assert_null(LLVMOrcCreateLLJIT(&pr->jit, jb));
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(c.mod, tsc);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    assert_null(LLVMOrcLLJITAddLLVMIRModule(pr->jit, LLVMOrcLLJITGetMainJITDylib(pr->jit), tsm));
+    for (int i = 0; i < PROBE_COUNT; i++) {
+        LLVMOrcJITTargetAddress a;
+        assert_null(LLVMOrcLLJITLookup(pr->jit, &a, probe_names[i]));
+        pr->fn[i] = (attn_kernel_fn)(uintptr_t)a;
+    }
+    attnc_ctx_free(ctx);
+    *state = pr;
+    return 0;
+}
+
+static int teardown(void **state) {
+    probes *pr = *state;
+    LLVMConsumeError(LLVMOrcDisposeLLJIT(pr->jit));
+    free(pr);
+    return 0;
+}
+
+static void run_probe(const probes *pr, int which, const float *in, float *out, int64_t n) {
+    uint16_t *tmp = calloc((size_t)n, sizeof *tmp);
+    attn_kernel_args a = {.abi_version = ATTN_KERNELS_ABI, .n_tokens = n};
+    a.buf[0] = (void *)in;
+    a.buf[1] = out;
+    a.buf[2] = tmp;
+    pr->fn[which](&a, 0, 1);
+    free(tmp);
+}
+
+static float *grid(float lo, float hi, int64_t n) {
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * (float)i / (float)(n - 1);
+    return x;
+}
+
+static void exp_polynomial_is_within_2e7_relative(void **state) {
+    const int64_t n = 2000001;
+    float *x = grid(-87.0f, 88.5f, n), *y = malloc((size_t)n * sizeof *y);
+    run_probe(*state, PROBE_EXP, x, y, n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = exp((double)x[i]);
+        worst = fmax(worst, fabs((double)y[i] - want) / want);
+    }
+    print_message("exp: max relative error %.3g over [-87, 88.5]\n", worst);
+    assert_true(worst < 2e-7);
+    float edge[5] = {-INFINITY, -1000.0f, -87.5f, 0.0f, 88.7f}, out[5];
+    run_probe(*state, PROBE_EXP, edge, out, 5);
+    assert_true(out[0] == 0 && out[1] == 0 && out[2] == 0); /* masked scores weigh nothing */
+    assert_true(out[3] == 1.0f);
+    print_message("exp(88.7f) = %a, libm %a\n", (double)out[4], exp((double)edge[4]));
+    assert_true(isfinite(out[4]) && fabs(out[4] / exp((double)edge[4]) - 1) < 1e-6);
+    free(x);
+    free(y);
+}
+
+static void tanh_is_within_2e7_absolute(void **state) {
+    const int64_t n = 400001;
+    float *x = grid(-20.0f, 20.0f, n), *y = malloc((size_t)n * sizeof *y);
+    run_probe(*state, PROBE_TANH, x, y, n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs((double)y[i] - tanh((double)x[i])));
+    print_message("tanh: max absolute error %.3g over [-20, 20]\n", worst);
+    assert_true(worst < 2e-7);
+    free(x);
+    free(y);
+}
+
+static void stores_round_like_the_runtime(void **state) {
+    const int64_t n = 1 << 20;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    uint64_t s = 5;
+    for (int64_t i = 0; i < n; i++) {
+        float f = (float)(rnd_unit(&s) * 70000.0);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (i % 4 == 1) /* exact bf16 ties, both parities */
+            u = (u & 0xffff0000u) | 0x8000u;
+        if (i % 4 == 2) /* exact f16 ties */
+            u = (u & 0xffffe000u) | 0x1000u;
+        memcpy(&x[i], &u, 4);
+    }
+    x[0] = NAN;
+    x[3] = INFINITY;
+    x[7] = -0.0f;
+    x[11] = 1e-6f; /* f16 subnormal */
+    for (int which = PROBE_F16; which <= PROBE_BF16; which++) {
+        run_probe(*state, which, x, y, n);
+        attn_dtype dt = which == PROBE_F16 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+        for (int64_t i = 0; i < n; i++) {
+            float want = rt_round(dt, x[i]);
+            if (isnan(want) ? !isnan(y[i]) : memcmp(&want, &y[i], 4) != 0)
+                fail_msg("%s: %a stored as %a, runtime gives %a",
+                         dt == ATTN_DTYPE_F16 ? "f16" : "bf16", (double)x[i], (double)y[i],
+                         (double)want);
+        }
+    }
+    free(x);
+    free(y);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(exp_polynomial_is_within_2e7_relative),
+        cmocka_unit_test(tanh_is_within_2e7_absolute),
+        cmocka_unit_test(stores_round_like_the_runtime),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
