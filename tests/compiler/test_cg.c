@@ -163,6 +163,8 @@ static void stores_round_like_the_runtime(void **state) {
         memcpy(&x[i], &u, 4);
     }
     x[0] = NAN;
+    uint32_t low_nan = 0x7f800001u; /* payload below bf16's bits: must not become inf */
+    memcpy(&x[5], &low_nan, 4);
     x[3] = INFINITY;
     x[7] = -0.0f;
     x[11] = 1e-6f; /* f16 subnormal */
