@@ -53,7 +53,7 @@ static int setup(void **state) {
     attnc_ctx *ctx = attnc_ctx_new();
     ir_graph g = {.ctx = ctx};
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-    cg c = {.g = &g, .llctx = LLVMOrcThreadSafeContextGetContext(tsc)};
+    cg c = {.g = &g, .llctx = LLVMOrcThreadSafeContextGetContext(tsc), .n_buffers = 3};
     c.mod = LLVMModuleCreateWithNameInContext("probes", c.llctx);
     c.b = LLVMCreateBuilderInContext(c.llctx);
     c.i16 = LLVMInt16TypeInContext(c.llctx);

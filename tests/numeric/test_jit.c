@@ -296,7 +296,28 @@ static void jit_reports_spec_errors_and_writes_dumps(void **state) {
     assert_non_null(strstr(ll, "define void @attnk_seed_"));
     assert_null(strstr(ll, "@expf")); /* exp is a polynomial, not a libm call */
     assert_non_null(strstr(s, "attnk_seed_"));
+    /* vectorized for the target: every kernel family on AVX-512 uses zmm */
+    char *cpuinfo = read_file("/proc/cpuinfo", NULL);
+    if (cpuinfo && strstr(cpuinfo, " avx512f")) {
+        const char *fam[] = {"_linear:", "_rope:", "_qk:", "_softmax:", "_pv:", "_mask:"};
+        for (int i = 0; i < 6; i++) {
+            const char *at = strstr(s, fam[i]);
+            assert_non_null(at);
+            const char *end = strstr(at + 1, "\n.Lfunc_end");
+            const char *z = strstr(at, "zmm");
+            if (!z || (end && z > end))
+                fail_msg("kernel %s has no zmm instruction", fam[i]);
+        }
+    }
+    free(cpuinfo);
     free(ll);
+    free(s);
+    attnc_jit_free(jit);
+    o.cpu = "x86-64-v3"; /* AVX2: ymm, never zmm */
+    jit = compile(spec_path("seed"), &o);
+    s = read_file(o.emit_asm, NULL);
+    assert_non_null(strstr(s, "ymm"));
+    assert_null(strstr(s, "zmm"));
     free(s);
     attnc_jit_free(jit);
     tmpdir_remove(dir);

@@ -51,8 +51,10 @@ typedef struct cg {
     LLVMBuilderRef b;
     LLVMValueRef fn;
     LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
+    int n_buffers; /* buffer pointers loaded at each kernel's entry */
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
+    LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T; /* i64 */
 } cg;
 

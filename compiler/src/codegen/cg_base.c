@@ -30,6 +30,13 @@ void cg_kernel_begin(cg *c, const char *name) {
     c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
     c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
     c->T = LLVMBuildAdd(c->b, c->P, c->S, "T");
+    /* Loaded here, once: reloading them next to each access would let every
+     * float store in a loop possibly change them, which stops vectorization. */
+    ATTNC_ASSERT(c->n_buffers <= ATTN_MAX_BUFFERS);
+    for (int k = 0; k < c->n_buffers; k++) {
+        unsigned byte_off = (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
+        c->base[k] = args_field(c, byte_off, c->ptr, "buf");
+    }
 }
 
 LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init) {
@@ -107,10 +114,8 @@ static LLVMTypeRef elem_type(cg *c, attn_dtype dt) {
 }
 
 LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
-    ATTNC_ASSERT(k >= 0 && k < ATTN_MAX_BUFFERS);
-    unsigned byte_off = (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
-    LLVMValueRef base = args_field(c, byte_off, c->ptr, "buf");
-    return LLVMBuildInBoundsGEP2(c->b, elem_type(c, dt), base, &off, 1, "");
+    ATTNC_ASSERT(k >= 0 && k < c->n_buffers);
+    return LLVMBuildInBoundsGEP2(c->b, elem_type(c, dt), c->base[k], &off, 1, "");
 }
 
 LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {

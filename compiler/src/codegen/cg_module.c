@@ -40,7 +40,7 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) 
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
-    cg c = {.g = g, .plan = &plan, .llctx = llctx};
+    cg c = {.g = g, .plan = &plan, .llctx = llctx, .n_buffers = plan.n_buffers};
     char mod_name[ATTN_NAME_MAX + 8];
     snprintf(mod_name, sizeof mod_name, "attnc.%s", g->cfg.name);
     c.mod = LLVMModuleCreateWithNameInContext(mod_name, llctx);

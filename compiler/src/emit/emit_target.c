@@ -64,7 +64,9 @@ attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineR
     LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(pbo, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(pbo, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(pbo, 1);
+    /* generic unrolling tripled compile time (llama3_8b: 217 -> 69 ms
+     * without it) for no measured speed: the vectorizer interleaves anyway */
+    LLVMPassBuilderOptionsSetLoopUnrolling(pbo, 0);
     LLVMErrorRef err = LLVMRunPasses(mod, "default<O3>", tm, pbo);
     LLVMDisposePassBuilderOptions(pbo);
     return err ? emit_llvm_error(ctx, err, "optimizing") : ATTNC_OK;
