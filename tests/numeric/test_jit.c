@@ -172,7 +172,7 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
     c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
     c.kv_max_tokens = 512;
     /* mostly short runs; every 8th long */
-    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
+    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
     *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
     return c;
 }
