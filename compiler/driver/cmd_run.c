@@ -11,7 +11,8 @@
 static const char run_usage[] =
     "usage: attnc run SPEC --weights W.safetensors --input X.safetensors -o Y.safetensors\n"
     "                 [--engine jit|reference] [--chunk N] [--prefix P] [--threads N]\n"
-    "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F] [-v]\n"
+    "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
+    "                 [--check-finite] [-v]\n"
     "\n"
     "Runs the attention block of SPEC on the tensor 'x' [tokens, d_model] of X\n"
     "(F32, F16 or BF16) and writes 'y' [tokens, d_model] F32 to Y.\n"
@@ -31,6 +32,8 @@ static const char run_usage[] =
     "  --disable-pass P    skip a graph pass (repeatable; attnc ir --list-passes)\n"
     "  --emit-llvm F       write the optimized LLVM IR of the kernels to F\n"
     "  --emit-asm F        write their assembly to F\n"
+    "  --check-finite      reject weights or inputs holding NaN or infinity (exit 2);\n"
+    "                      without it they are used as they are and propagate\n"
     "  -v                  print the compile time of each stage\n";
 
 typedef struct engine {
@@ -64,6 +67,7 @@ static void print_timings(const attnc_timings *t) {
 
 int cmd_run(int argc, char **argv) {
     const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
+    const char *check_finite = NULL;
     const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
     const char *disabled[32], *pos[1];
     int n_disabled = 0, n_pos;
@@ -82,6 +86,7 @@ int cmd_run(int argc, char **argv) {
         {"--emit-llvm", NULL, true, &o.emit_llvm, NULL, 0},
         {"--emit-asm", NULL, true, &o.emit_asm, NULL, 0},
         {"--verbose", "-v", false, &verbose, NULL, 0},
+        {"--check-finite", NULL, false, &check_finite, NULL, 0},
         {0},
     };
     if (!parse_opts("run", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -127,6 +132,17 @@ int cmd_run(int argc, char **argv) {
     if ((st = attn_weights_load(&cfg, weights, prefix, &w, &m)) ||
         (st = attn_st_open(input, &xf, &m)) ||
         (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m))) {
+        rc = runtime_error(st, &m);
+        goto done;
+    }
+    if (check_finite && (st = attn_weights_check_finite(w, &m))) {
+        fprintf(stderr, "attnc: error: %s: %s\n", weights, m.text);
+        rc = EXIT_INPUT;
+        goto done;
+    }
+    char what[1100];
+    snprintf(what, sizeof what, "%s: tensor 'x'", input);
+    if (check_finite && (st = attn_check_finite(x, (size_t)(T * cfg.d_model), what, &m))) {
         rc = runtime_error(st, &m);
         goto done;
     }

@@ -139,6 +139,10 @@ typedef struct attn_st attn_st;
  * mapped until attn_st_close. ATTN_E_IO or ATTN_E_FORMAT with the reason;
  * *out is set only on success. */
 ATTN_API attn_status attn_st_open(const char *path, attn_st **out, attn_msg *msg);
+/* The same over a file already in memory (borrowed: it must outlive the
+ * attn_st); name is used in messages. */
+ATTN_API attn_status attn_st_open_memory(const void *data, size_t size, const char *name,
+                                         attn_st **out, attn_msg *msg);
 ATTN_API void attn_st_close(attn_st *f);
 ATTN_API int attn_st_count(const attn_st *f);
 ATTN_API const attn_st_info *attn_st_get(const attn_st *f, int i);
@@ -199,6 +203,12 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
  * the file are ignored. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
+/* ATTN_E_FORMAT naming the first tensor (Hugging Face name) and element
+ * holding NaN or infinity. Weights are otherwise used as they are: IEEE
+ * arithmetic carries NaN and infinity through to the outputs. */
+ATTN_API attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *msg);
+/* The same for any f32 array; what names it in the message. */
+ATTN_API attn_status attn_check_finite(const float *x, size_t n, const char *what, attn_msg *msg);
 /* Writes w under the same names, stored as dtype, atomically. */
 ATTN_API attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtype dtype,
                                        const char *prefix, attn_msg *msg);

@@ -20,7 +20,8 @@
 
 struct attn_st {
     char *path;        /* owned */
-    unsigned char *map; /* owned mapping of the whole file */
+    const unsigned char *map; /* the whole file: mapped (owned) or borrowed */
+    bool mapped;
     size_t size;
     cJSON *root;       /* owned; names and dtypes borrow from it */
     int n;
@@ -56,8 +57,8 @@ static const char *st_dtype_of(attn_dtype t) {
 void attn_st_close(attn_st *f) {
     if (!f)
         return;
-    if (f->map)
-        munmap(f->map, f->size);
+    if (f->mapped)
+        munmap((void *)f->map, f->size);
     cJSON_Delete(f->root);
     free(f->t);
     free(f->path);
@@ -243,14 +244,50 @@ static attn_status parse_header(attn_st *f, attn_msg *m) {
     return st;
 }
 
+static attn_st *st_new(const char *name, attn_msg *m) {
+    attn_st *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(name))) {
+        free(f);
+        rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", name);
+        return NULL;
+    }
+    return f;
+}
+
+static attn_status too_short(const char *name, size_t n, attn_msg *m) {
+    return rt_fail(m, ATTN_E_FORMAT,
+                   "%s: file is %zu bytes; a safetensors file starts with an 8-byte header length",
+                   name, n);
+}
+
+attn_status attn_st_open_memory(const void *data, size_t size, const char *name, attn_st **out,
+                                attn_msg *m) {
+    if ((!data && size) || !out)
+        return rt_fail(m, ATTN_E_INVALID, "attn_st_open_memory: NULL argument");
+    if (!name)
+        name = "<memory>";
+    if (size < 8)
+        return too_short(name, size, m);
+    attn_st *f = st_new(name, m);
+    if (!f)
+        return ATTN_E_NOMEM;
+    f->map = data;
+    f->size = size;
+    attn_status st = parse_header(f, m);
+    if (st != ATTN_OK) {
+        attn_st_close(f);
+        return st;
+    }
+    *out = f;
+    return ATTN_OK;
+}
+
 attn_status attn_st_open(const char *path, attn_st **out, attn_msg *m) {
     if (!path || !out)
         return rt_fail(m, ATTN_E_INVALID, "attn_st_open: NULL argument");
-    attn_st *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = strdup(path))) {
-        free(f);
-        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
-    }
+    attn_st *f = st_new(path, m);
+    if (!f)
+        return ATTN_E_NOMEM;
     attn_status st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
@@ -263,10 +300,7 @@ attn_status attn_st_open(const char *path, attn_st **out, attn_msg *m) {
         goto fail;
     }
     if (sb.st_size < 8) {
-        st = rt_fail(m, ATTN_E_FORMAT,
-                     "%s: file is %lld bytes; a safetensors file starts with an 8-byte header "
-                     "length",
-                     path, (long long)sb.st_size);
+        st = too_short(path, (size_t)sb.st_size, m);
         goto fail;
     }
     f->size = (size_t)sb.st_size;
@@ -276,6 +310,7 @@ attn_status attn_st_open(const char *path, attn_st **out, attn_msg *m) {
         goto fail;
     }
     f->map = map;
+    f->mapped = true;
     close(fd);
     fd = -1;
     if ((st = parse_header(f, m)) != ATTN_OK)

@@ -117,6 +117,27 @@ attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, attn_weig
     return ATTN_OK;
 }
 
+attn_status attn_check_finite(const float *x, size_t n, const char *what, attn_msg *m) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return rt_fail(m, ATTN_E_FORMAT, "%s holds %s at element %zu", what,
+                           isnan(x[i]) ? "NaN" : "infinity", i);
+    return ATTN_OK;
+}
+
+attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *m) {
+    if (!w)
+        return rt_fail(m, ATTN_E_INVALID, "attn_weights_check_finite: NULL weights");
+    for (int i = 0; i < W_COUNT; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "tensor '%s'", w_names[i]);
+        attn_status st = attn_check_finite(*slot((attn_weights *)w, i), w_numel(&w->cfg, i), what, m);
+        if (st)
+            return st;
+    }
+    return ATTN_OK;
+}
+
 static bool full_name(char *buf, size_t n, const char *prefix, int i) {
     return (size_t)snprintf(buf, n, "%s%s", prefix ? prefix : "", w_names[i]) < n;
 }

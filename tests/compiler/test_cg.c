@@ -125,8 +125,12 @@ static void exp_polynomial_is_within_2e7_relative(void **state) {
     }
     print_message("exp: max relative error %.3g over [-87, 88.5]\n", worst);
     assert_true(worst < 2e-7);
-    float edge[5] = {-INFINITY, -1000.0f, -87.5f, 0.0f, 88.7f}, out[5];
-    run_probe(*state, PROBE_EXP, edge, out, 5);
+    float edge[6] = {-INFINITY, -1000.0f, -87.5f, 0.0f, 88.7f, NAN}, out[6];
+    run_probe(*state, PROBE_EXP, edge, out, 6);
+    assert_true(isnan(out[5])); /* NaN propagates as in the reference */
+    float t_nan;
+    run_probe(*state, PROBE_TANH, edge + 5, &t_nan, 1);
+    assert_true(isnan(t_nan));
     assert_true(out[0] == 0 && out[1] == 0 && out[2] == 0); /* masked scores weigh nothing */
     assert_true(out[3] == 1.0f);
     print_message("exp(88.7f) = %a, libm %a\n", (double)out[4], exp((double)edge[4]));

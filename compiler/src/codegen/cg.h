@@ -95,8 +95,8 @@ ATTNC_HIDDEN LLVMValueRef cg_fadd(cg *c, LLVMValueRef a, LLVMValueRef b);
 ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
 
 /* exp(x) for f32 as a polynomial in the IR (no libm call; the loop
- * vectorizer turns it into vector code): 0 below -87.34, max relative
- * error about 2 ulp. tanh built on it. */
+ * vectorizer turns it into vector code): 0 below -87.34, NaN for NaN, max
+ * relative error 8.1e-8 (test_cg measures it). tanh built on it. */
 ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
 /* Calls an overloaded LLVM intrinsic on one or two values of type ty. */

@@ -58,6 +58,12 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     cg_loop lj = cg_for(c, cg_i64(c, 0), c->T, "j");
     LLVMValueRef pi[3] = {lj.i, s, h};
     LLVMValueRef pj = cg_load(c, p->dt, cg_addr(c, p, pi));
+    /* keys of weight 0 (masked, or underflowed) are skipped as in the
+     * reference: 0 * v would still carry a NaN or infinity of v along */
+    LLVMBasicBlockRef use = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "use");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next");
+    LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, pj, cg_f32(c, 0), ""), next, use);
+    LLVMPositionBuilderAtEnd(c->b, use);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef oi[3] = {ld.i, h, s}, vi[3] = {ld.i, vh, lj.i};
     LLVMValueRef out = cg_addr(c, n, oi);
@@ -66,6 +72,8 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
         LLVMBuildFMul(c->b, pj, cg_load(c, v->dt, cg_addr(c, v, vi)), ""), "");
     cg_store(c, n->dt, sum, out);
     cg_for_end(c, &ld);
+    LLVMBuildBr(c->b, next);
+    LLVMPositionBuilderAtEnd(c->b, next);
     cg_for_end(c, &lj);
     cg_for_end(c, &lr);
     cg_kernel_end(c);

@@ -223,7 +223,10 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, bits127, c->f32, ""), two_n, "");
     p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, cg_f32(c, 2.0), ""), p, "");
     LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
-    return LLVMBuildSelect(c->b, under, cg_f32(c, 0.0), res, "exp");
+    res = LLVMBuildSelect(c->b, under, cg_f32(c, 0.0), res, "");
+    /* the clamps would turn NaN into a number: keep it NaN, as IEEE exp */
+    LLVMValueRef nan = LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
+    return LLVMBuildSelect(c->b, nan, x, res, "exp");
 }
 
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x) {
