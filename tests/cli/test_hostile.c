@@ -88,18 +88,6 @@ static void hostile_yaml_is_refused_quickly(void **state) {
     assert_int_equal(ATTNC_LIMITED(f, "check", put(f, "nul.yaml", "name: x\0\nheads: 8\n", 18)), 2);
 }
 
-static const char *safetensors_file(fixture *f, const char *name, const char *header,
-                                    uint64_t hlen, size_t data) {
-    size_t hl = strlen(header), n = 8 + hl + data;
-    char *b = calloc(1, n);
-    for (int i = 0; i < 8; i++)
-        b[i] = (char)(hlen >> (8 * i));
-    memcpy(b + 8, header, hl);
-    const char *p = put(f, name, b, n);
-    free(b);
-    return p;
-}
-
 static void hostile_safetensors_are_refused(void **state) {
     fixture *f = *state;
     const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
@@ -130,8 +118,9 @@ static void hostile_safetensors_are_refused(void **state) {
          "malformed JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint64_t hlen = cases[i].hlen == UINT64_MAX ? strlen(cases[i].header) : cases[i].hlen;
-        const char *bad = safetensors_file(f, "bad.safetensors", cases[i].header, hlen, cases[i].data);
+        uint64_t hlen = cases[i].hlen;
+        const char *bad = path_in(f->dir, "bad.safetensors");
+        write_raw_safetensors(bad, cases[i].header, hlen, cases[i].data);
         assert_int_equal(ATTNC_LIMITED(f, "run", spec, "--weights", w, "--input", bad, "-o", y), 2);
         assert_err_has(f, cases[i].want);
         assert_int_equal(ATTNC_LIMITED(f, "run", spec, "--weights", bad, "--input", x, "-o", y), 2);

@@ -65,13 +65,6 @@ static void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) 
     attn_ref_free(r);
 }
 
-static float *random_floats(size_t n, uint64_t seed) {
-    float *x = malloc(n * sizeof *x);
-    uint64_t s = seed;
-    attn_random_uniform(&s, x, n, sqrt(3.0));
-    return x;
-}
-
 /* Compiles spec (with o), runs it in chunks, compares with the reference. */
 static double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk,
                          int threads, uint64_t seed) {

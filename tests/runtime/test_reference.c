@@ -132,10 +132,7 @@ static void naive_block(const attn_weights *w, int64_t T, const float *x, float 
 /* ---- helpers -------------------------------------------------------------- */
 
 static float *random_input(int64_t T, int64_t D, uint64_t seed) {
-    float *x = malloc((size_t)(T * D) * sizeof *x);
-    uint64_t s = seed;
-    attn_random_uniform(&s, x, (size_t)(T * D), sqrt(3.0));
-    return x;
+    return random_floats((size_t)(T * D), seed);
 }
 
 /* Runs the reference over x in chunks of `chunk` tokens into y. */

@@ -19,22 +19,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* A file with the given header text (length written as hlen, or the true
- * length if hlen is UINT64_MAX) and data bytes. */
 static const char *raw_file(const char *dir, const char *header, uint64_t hlen, size_t data_len) {
-    size_t hl = strlen(header);
-    if (hlen == UINT64_MAX)
-        hlen = hl;
-    size_t n = 8 + hl + data_len;
-    unsigned char *b = calloc(1, n);
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(hlen >> (8 * i));
-    memcpy(b + 8, header, hl);
-    for (size_t i = 0; i < data_len; i++)
-        b[8 + hl + i] = (unsigned char)i;
     const char *path = path_in(dir, "raw.safetensors");
-    write_file(path, b, n);
-    free(b);
+    write_raw_safetensors(path, header, hlen, data_len);
     return path;
 }
 

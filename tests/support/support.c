@@ -147,3 +147,26 @@ double rnd_unit(uint64_t *s) {
     attn_random_uniform(s, &f, 1, 1.0);
     return f;
 }
+
+float *random_floats(size_t n, uint64_t seed) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    attn_random_uniform(&seed, x, n, sqrt(3.0));
+    return x;
+}
+
+void write_raw_safetensors(const char *path, const char *header, uint64_t hlen, size_t data_len) {
+    size_t hl = strlen(header);
+    if (hlen == UINT64_MAX)
+        hlen = hl;
+    size_t n = 8 + hl + data_len;
+    unsigned char *b = calloc(1, n);
+    assert_non_null(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(hlen >> (8 * i));
+    memcpy(b + 8, header, hl);
+    for (size_t i = 0; i < data_len; i++)
+        b[8 + hl + i] = (unsigned char)i;
+    write_file(path, b, n);
+    free(b);
+}

@@ -36,5 +36,11 @@ double rel_err(const float *a, const float *b, size_t n);
 
 /* Deterministic uniform doubles in [-1, 1). */
 double rnd_unit(uint64_t *state);
+/* n floats uniform in [-sqrt 3, sqrt 3) (unit variance), malloc'd. */
+float *random_floats(size_t n, uint64_t seed);
+
+/* A safetensors-shaped file: 8-byte length hlen (the header's own length
+ * when hlen is UINT64_MAX), the header text, then data_len bytes 0, 1, ... */
+void write_raw_safetensors(const char *path, const char *header, uint64_t hlen, size_t data_len);
 
 #endif
