@@ -32,7 +32,13 @@ static int teardown(void **state) {
 }
 
 /* attnc with args under a 20 s CPU limit; the exit code. */
+/* 20 s of CPU and, where no sanitizer reserves its shadow memory, 2 GB of
+ * address space: hostile input must be refused within both */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define LIMITED_SH "ulimit -t 20 && exec \"$0\" \"$@\""
+#else
+#define LIMITED_SH "ulimit -t 20 && ulimit -v 2000000 && exec \"$0\" \"$@\""
+#endif
 #define ATTNC_LIMITED(f, ...) \
     run_cmd((const char *[]){"/bin/sh", "-c", LIMITED_SH, ATTNC_BIN, __VA_ARGS__, NULL}, NULL, (f)->err)
 
