@@ -103,39 +103,45 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
     const attn_config *c = &b->cfg;
     size_t D = (size_t)c->d_model, qd = (size_t)(c->heads * c->head_dim),
            kvd = (size_t)(c->kv_groups * c->head_dim);
+    /* each weight id as the rows it is made of: packed ids have three */
+    const struct {
+        const float *p[3];
+        size_t n[3];
+        int count;
+    } parts[ATTN_WEIGHT_COUNT] = {
+        [ATTN_W_Q] = {{w->wq}, {qd * D}, 1},
+        [ATTN_W_K] = {{w->wk}, {kvd * D}, 1},
+        [ATTN_W_V] = {{w->wv}, {kvd * D}, 1},
+        [ATTN_W_O] = {{w->wo}, {D * qd}, 1},
+        [ATTN_B_Q] = {{w->bq}, {qd}, 1},
+        [ATTN_B_K] = {{w->bk}, {kvd}, 1},
+        [ATTN_B_V] = {{w->bv}, {kvd}, 1},
+        [ATTN_B_O] = {{w->bo}, {D}, 1},
+        [ATTN_W_QKV] = {{w->wq, w->wk, w->wv}, {qd * D, kvd * D, kvd * D}, 3},
+        [ATTN_B_QKV] = {{w->bq, w->bk, w->bv}, {qd, kvd, kvd}, 3},
+    };
     float *fresh[ATTN_WEIGHT_COUNT] = {0};
-    for (uint32_t i = 0; i < b->k->n_buffers; i++) {
+    attn_status st = ATTN_OK;
+    for (uint32_t i = 0; i < b->k->n_buffers && st == ATTN_OK; i++) {
         const attn_buffer_desc *d = &b->k->buffers[i];
         if (d->role != ATTN_BUF_WEIGHT || fresh[d->weight])
             continue;
-        const float *wp[3], *bp[3] = {w->bq, w->bk, w->bv};
-        size_t wn[3] = {qd * D, kvd * D, kvd * D}, bn[3] = {qd, kvd, kvd};
-        wp[0] = w->wq, wp[1] = w->wk, wp[2] = w->wv;
-        const float *single[ATTN_WEIGHT_COUNT] = {w->wq, w->wk, w->wv, w->wo,
-                                                  w->bq, w->bk, w->bv, w->bo};
-        size_t single_n[ATTN_WEIGHT_COUNT] = {qd * D, kvd * D, kvd * D, D * qd, qd, kvd, kvd, D};
-        float *p = NULL;
-        if (d->weight == ATTN_W_QKV)
-            p = concat(wp, wn, 3);
-        else if (d->weight == ATTN_B_QKV)
-            p = bp[0] ? concat(bp, bn, 3) : NULL;
-        else if (single[d->weight])
-            p = concat(&single[d->weight], &single_n[d->weight], 1);
-        if (!p) {
-            for (int j = 0; j < ATTN_WEIGHT_COUNT; j++)
-                free(fresh[j]);
-            return fail(b, single[d->weight] || d->weight == ATTN_W_QKV ? ATTN_E_NOMEM
-                                                                       : ATTN_E_INVALID,
-                        "cannot provide weight %u", d->weight);
-        }
-        fresh[d->weight] = p;
+        if (!parts[d->weight].p[0]) /* a bias the weights do not have */
+            st = fail(b, ATTN_E_INVALID, "the kernels need weight %u, which is absent", d->weight);
+        else if (!(fresh[d->weight] = concat(parts[d->weight].p, parts[d->weight].n,
+                                             parts[d->weight].count)))
+            st = fail(b, ATTN_E_NOMEM, "out of memory copying weight %u", d->weight);
     }
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
-        free(b->weight[j]);
-        b->weight[j] = fresh[j];
+        if (st == ATTN_OK) {
+            free(b->weight[j]);
+            b->weight[j] = fresh[j];
+        } else {
+            free(fresh[j]);
+        }
     }
-    b->loaded = true;
-    return ATTN_OK;
+    b->loaded |= st == ATTN_OK;
+    return st;
 }
 
 attn_status attn_block_load_safetensors(attn_block *b, const char *path, const char *prefix) {
