@@ -40,12 +40,13 @@ typedef struct engine {
     attn_ref *ref;
     attnc_jit *jit;
     attn_block *block;
-    attn_kv *kv;
+    attn_cache *cache;
+    int32_t seq;
 } engine;
 
 static void engine_free(engine *e) {
     attn_ref_free(e->ref);
-    attn_kv_free(e->kv);
+    attn_cache_free(e->cache);
     attn_block_free(e->block);
     attnc_jit_free(e->jit);
 }
@@ -178,8 +179,10 @@ int cmd_run(int argc, char **argv) {
         attn_block_options bo = attn_block_options_default();
         bo.n_threads = (int)threads;
         if ((st = attn_block_new(attnc_jit_kernels(e.jit), &bo, &e.block)) ||
-            (st = attn_block_set_weights(e.block, w)) || (st = attn_kv_new(e.block, T, &e.kv))) {
-            snprintf(m.text, sizeof m.text, "%s", e.block ? attn_block_error(e.block) : "");
+            (st = attn_block_set_weights(e.block, w)) ||
+            (st = attn_cache_new(e.block, T, &e.cache)) || (st = attn_seq_new(e.cache, &e.seq))) {
+            snprintf(m.text, sizeof m.text, "%s",
+                     e.cache ? attn_cache_error(e.cache) : e.block ? attn_block_error(e.block) : "");
             rc = runtime_error(st, &m);
             goto done;
         }
@@ -192,11 +195,12 @@ int cmd_run(int argc, char **argv) {
         int64_t n = T - at < chunk ? T - at : chunk;
         const float *xs = x + at * cfg.d_model;
         float *ys = y + at * cfg.d_model;
-        st = use_jit ? attn_block_run(e.block, e.kv, n, xs, ys)
+        int32_t n32 = (int32_t)n;
+        st = use_jit ? attn_forward(e.block, e.cache, 1, &e.seq, &n32, xs, ys)
                      : attn_ref_forward(e.ref, n, xs, ys, &m);
         if (st) {
             if (use_jit)
-                snprintf(m.text, sizeof m.text, "%s", attn_block_error(e.block));
+                snprintf(m.text, sizeof m.text, "%s", attn_cache_error(e.cache));
             rc = runtime_error(st, &m);
             goto done;
         }

@@ -252,8 +252,8 @@ typedef struct attn_block_options {
 ATTN_API attn_block_options attn_block_options_default(void);
 
 /* A block running the kernel table k (borrowed: it must outlive the
- * block). Checks the table's ABI version and config. One forward at a time
- * per block; distinct blocks may run from distinct threads at once. */
+ * block). Checks the table's ABI version and config. Once its weights are
+ * set, a block is only read: caches on several threads may use it at once. */
 ATTN_API attn_status attn_block_new(const struct attn_kernels *k, const attn_block_options *opt,
                                     attn_block **out);
 ATTN_API void attn_block_free(attn_block *b);
@@ -266,20 +266,53 @@ ATTN_API attn_status attn_block_set_weights(attn_block *b, const attn_weights *w
 ATTN_API attn_status attn_block_load_safetensors(attn_block *b, const char *path,
                                                  const char *prefix);
 
-/* One sequence's K/V cache, contiguous, for up to capacity_tokens tokens
- * (<= kv_cache.max_tokens; <= 0 means max_tokens), in the cache dtype. */
-typedef struct attn_kv attn_kv;
-ATTN_API attn_status attn_kv_new(const attn_block *b, int64_t capacity_tokens, attn_kv **out);
-ATTN_API void attn_kv_free(attn_kv *kv);
-ATTN_API int64_t attn_kv_len(const attn_kv *kv);
-/* Drops cached tokens beyond n_tokens (n_tokens <= len). */
-ATTN_API attn_status attn_kv_truncate(attn_kv *kv, int64_t n_tokens);
+/* ---- paged KV cache and sequences ------------------------------------------ */
 
-/* Runs the block on n_tokens new tokens x [n_tokens, d_model] at positions
- * len.. of kv, appending their K/V and writing y [n_tokens, d_model].
- * ATTN_E_CAPACITY (nothing appended) if they do not fit. */
-ATTN_API attn_status attn_block_run(attn_block *b, attn_kv *kv, int64_t n_tokens, const float *x,
-                                    float *y);
+/* A KV cache for one block's configuration: a pool of fixed-size blocks
+ * (kv_cache.block_tokens tokens each) shared by any number of sequences,
+ * each with its own block table. All memory is reserved by attn_cache_new;
+ * forwards do not allocate once their scratch has grown to the largest
+ * batch seen. One call at a time per cache; distinct caches, even of the
+ * same block, may be used from distinct threads at once. */
+typedef struct attn_cache attn_cache;
+
+typedef struct attn_cache_stats {
+    int64_t blocks_total, blocks_used, blocks_free;
+    int64_t block_tokens;
+    int32_t sequences; /* live sequences */
+} attn_cache_stats;
+
+/* Room for capacity_tokens tokens over all sequences (rounded up to whole
+ * blocks). b is borrowed and must outlive the cache. */
+ATTN_API attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **out);
+ATTN_API void attn_cache_free(attn_cache *c);
+ATTN_API attn_cache_stats attn_cache_get_stats(const attn_cache *c);
+/* Why the last call on c failed ("" if none). */
+ATTN_API const char *attn_cache_error(const attn_cache *c);
+
+/* A new, empty sequence; its id goes to *seq. */
+ATTN_API attn_status attn_seq_new(attn_cache *c, int32_t *seq);
+/* A new sequence with src's tokens, sharing its blocks (copy on write:
+ * the last partial block is copied when either side appends). */
+ATTN_API attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst);
+/* Rolls seq back to its first n_tokens tokens (n_tokens <= length). With a
+ * sliding window, ATTN_E_INVALID if keys that position needs were released. */
+ATTN_API attn_status attn_seq_truncate(attn_cache *c, int32_t seq, int64_t n_tokens);
+/* Releases seq and its blocks; the id becomes unknown. */
+ATTN_API attn_status attn_seq_free(attn_cache *c, int32_t seq);
+/* Tokens in seq, or -1 for an unknown or freed sequence. */
+ATTN_API int64_t attn_seq_len(const attn_cache *c, int32_t seq);
+
+/* Advances n sequences at once: seqs[i] gets n_tokens[i] new tokens
+ * (prefill and decode alike; 0 is allowed) at positions len(seqs[i]).. .
+ * x holds the new tokens back to back [sum n_tokens, d_model]; y receives
+ * the outputs in the same order. A sequence may appear once. Errors:
+ * ATTN_E_INVALID (bad argument, unknown sequence, a position beyond
+ * kv_cache.max_tokens), ATTN_E_CAPACITY (not enough free blocks),
+ * ATTN_E_NOMEM; on any error no sequence changed (attn_cache_error says
+ * why). */
+ATTN_API attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
+                                  const int32_t *n_tokens, const float *x, float *y);
 
 #ifdef __cplusplus
 }

@@ -14,24 +14,40 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 1
+#define ATTN_KERNELS_ABI 2
 #define ATTN_MAX_BUFFERS 48
 
-/* What one kernel call sees. Kernels read n_tokens (S, the new tokens),
- * n_past (P, tokens already cached; T = P + S) and buffer pointers; every
- * other size is a constant compiled into them. */
+/* What one kernel call sees; every other size is a constant compiled into
+ * the kernels. A step runs in one of two phases:
+ * - tokens: once over all new tokens of a batch (n_tokens of them, back to
+ *   back by sequence): projections, RoPE at pos[t], the K/V append into
+ *   cache row slot[t] (= block * block_tokens + offset);
+ * - sequence: once per sequence of the batch, with its n_tokens (S) new
+ *   tokens at batch rows tok0.., n_past (P) tokens cached before them
+ *   (T = P + S), read through block_table (cache row of token j:
+ *   block_table[j / block_tokens] * block_tokens + j % block_tokens). */
 typedef struct attn_kernel_args {
     uint32_t abi_version;
     uint32_t reserved;
     int64_t n_tokens;
     int64_t n_past;
+    int64_t tok0;
+    const int64_t *pos;
+    const int64_t *slot;
+    const int32_t *block_table;
     void *buf[ATTN_MAX_BUFFERS];
 } attn_kernel_args;
 
 _Static_assert(offsetof(attn_kernel_args, abi_version) == 0, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, n_tokens) == 8, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, n_past) == 16, "kernel ABI");
-_Static_assert(offsetof(attn_kernel_args, buf) == 24, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, tok0) == 24, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, pos) == 32, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, slot) == 40, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, block_table) == 48, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, buf) == 56, "kernel ABI");
+
+typedef enum attn_phase { ATTN_PHASE_TOKENS, ATTN_PHASE_SEQUENCE, ATTN_PHASE_COUNT } attn_phase;
 
 /* Thread ith of nth does its share; calls with the same args and all ith
  * in 0..nth-1 do the whole step, and the result does not depend on nth. */
@@ -57,21 +73,26 @@ typedef enum attn_buf_role {
     ATTN_BUF_INPUT,   /* x [S, d_model] f32 */
     ATTN_BUF_OUTPUT,  /* y [S, d_model] f32 */
     ATTN_BUF_WEIGHT,  /* f32, weight id in `weight` */
-    ATTN_BUF_CACHE_K, /* [capacity, kv_groups, head_dim] in config.kv_dtype */
+    ATTN_BUF_CACHE_K, /* the block pool: [blocks * block_tokens, kv_groups, head_dim], kv_dtype */
     ATTN_BUF_CACHE_V,
-    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T */
+    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S, T of the batch
+                         (all its new tokens) or, if per_sequence, of one sequence */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
 
 typedef struct attn_buffer_desc {
-    uint32_t role;   /* attn_buf_role */
-    uint32_t weight; /* attn_weight_id, for ATTN_BUF_WEIGHT */
+    uint32_t role;         /* attn_buf_role */
+    uint32_t weight;       /* attn_weight_id, for ATTN_BUF_WEIGHT */
+    uint32_t per_sequence; /* scratch used only within one sequence's steps */
+    uint32_t reserved;
     int64_t c, s, t, st;
 } attn_buffer_desc;
 
 typedef struct attn_kernel_step {
     const char *name; /* symbol, attnk_<graph>_<node>_<op> */
     attn_kernel_fn fn;
+    uint32_t phase; /* attn_phase */
+    uint32_t reserved;
 } attn_kernel_step;
 
 typedef struct attn_kernels {

@@ -42,19 +42,20 @@ static void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, cons
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = threads;
     attn_block *b;
-    attn_kv *kv;
+    attn_cache *c;
+    int32_t s;
     assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
     assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
-    assert_int_equal(attn_kv_new(b, T, &kv), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, T, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
     int64_t D = w->cfg.d_model;
     for (int64_t at = 0; at < T; at += chunk) {
-        int64_t n = T - at < chunk ? T - at : chunk;
-        attn_status st = attn_block_run(b, kv, n, x + at * D, y + at * D);
-        if (st != ATTN_OK)
-            fail_msg("attn_block_run: %s", attn_block_error(b));
+        int32_t n = (int32_t)(T - at < chunk ? T - at : chunk);
+        if (attn_forward(b, c, 1, &s, &n, x + at * D, y + at * D) != ATTN_OK)
+            fail_msg("attn_forward: %s", attn_cache_error(c));
     }
-    assert_int_equal(attn_kv_len(kv), T);
-    attn_kv_free(kv);
+    assert_int_equal(attn_seq_len(c, s), T);
+    attn_cache_free(c);
     attn_block_free(b);
 }
 
@@ -328,11 +329,14 @@ static void block_rejects_bad_tables_and_arguments(void **state) {
     assert_int_equal(attn_block_new(&k, NULL, &b), ATTN_E_INVALID);
     assert_null(b);
     assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
-    attn_kv *kv;
-    assert_int_equal(attn_kv_new(b, 4, &kv), ATTN_OK);
+    attn_cache *c;
+    int32_t s;
+    assert_int_equal(attn_cache_new(b, 4, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
     float x[5 * 768] = {0}, y[5 * 768];
-    assert_int_equal(attn_block_run(b, kv, 1, x, y), ATTN_E_INVALID); /* no weights yet */
-    assert_non_null(strstr(attn_block_error(b), "no weights"));
+    int32_t n1 = 1, n2 = 2, n3 = 3, neg = -1;
+    assert_int_equal(attn_forward(b, c, 1, &s, &n1, x, y), ATTN_E_INVALID); /* no weights yet */
+    assert_non_null(strstr(attn_cache_error(c), "no weights"));
     attn_config other = load(spec_path("llama2_7b"));
     attn_weights *w;
     assert_int_equal(attn_weights_new(&other, &w, NULL), ATTN_OK);
@@ -341,14 +345,16 @@ static void block_rejects_bad_tables_and_arguments(void **state) {
     attn_config seed = load(spec_path("seed"));
     assert_int_equal(attn_weights_random(&seed, 1, &w, NULL), ATTN_OK);
     assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
-    assert_int_equal(attn_block_run(b, kv, 3, x, y), ATTN_OK);
-    assert_int_equal(attn_block_run(b, kv, 2, x, y), ATTN_E_CAPACITY);
-    assert_int_equal(attn_kv_len(kv), 3);
-    assert_int_equal(attn_kv_truncate(kv, 1), ATTN_OK);
-    assert_int_equal(attn_block_run(b, kv, 3, x, y), ATTN_OK);
-    assert_int_equal(attn_block_run(b, kv, -1, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_forward(b, c, 1, &s, &n3, x, y), ATTN_OK);
+    /* 16-token blocks: a second 16-token block is not there */
+    attn_cache_stats stats = attn_cache_get_stats(c);
+    assert_int_equal(stats.blocks_total, 1);
+    assert_int_equal(attn_forward(b, c, 1, &s, &n2, x, y), ATTN_OK);
+    assert_int_equal(attn_seq_truncate(c, s, 1), ATTN_OK);
+    assert_int_equal(attn_forward(b, c, 1, &s, &n3, x, y), ATTN_OK);
+    assert_int_equal(attn_forward(b, c, 1, &s, &neg, x, y), ATTN_E_INVALID);
     attn_weights_free(w);
-    attn_kv_free(kv);
+    attn_cache_free(c);
     attn_block_free(b);
     attnc_jit_free(jit);
 }

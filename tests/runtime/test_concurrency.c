@@ -37,12 +37,14 @@ static void run_one(job *j, const attn_kernels *k) {
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = 1;
     attn_block *b = NULL;
-    attn_kv *kv = NULL;
+    attn_cache *c = NULL;
+    int32_t s, first = 4, rest = T_TOKENS - 4;
     if (attn_block_new(k, &bo, &b) || attn_block_set_weights(b, j->w) ||
-        attn_kv_new(b, T_TOKENS, &kv) || attn_block_run(b, kv, 4, j->x, j->y) ||
-        attn_block_run(b, kv, T_TOKENS - 4, j->x + 4 * D, j->y + 4 * D))
+        attn_cache_new(b, T_TOKENS, &c) || attn_seq_new(c, &s) ||
+        attn_forward(b, c, 1, &s, &first, j->x, j->y) ||
+        attn_forward(b, c, 1, &s, &rest, j->x + 4 * D, j->y + 4 * D))
         j->failures++;
-    attn_kv_free(kv);
+    attn_cache_free(c);
     attn_block_free(b);
 }
 

@@ -17,13 +17,17 @@ typedef struct cg_view {
     attn_dtype dt;
     ir_dim off;
     ir_dim nb[IR_MAX_DIMS];
+    bool paged;      /* the cache: dim 2 is a token j read through the block table */
+    bool batch_rows; /* outermost dim is S over the whole batch: sequence-phase
+                        kernels add tok0 to it */
 } cg_view;
 
 typedef struct cg_plan {
     cg_view *view; /* by node id */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
-    bool *emit; /* by node id: the node gets a kernel */
+    bool *emit;         /* by node id: the node gets a kernel */
+    attn_phase *phase;  /* by node id */
 } cg_plan;
 
 /* Lays out every live node of g (arena memory). */
@@ -36,6 +40,7 @@ typedef struct cg_result {
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
     int n_steps;
     const char **step_names; /* ctx arena */
+    attn_phase *step_phase;  /* ctx arena */
 } cg_result;
 
 /* Builds the module for g in llctx. */
@@ -52,8 +57,10 @@ typedef struct cg {
     LLVMValueRef fn;
     LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
     int n_buffers; /* buffer pointers loaded at each kernel's entry */
+    attn_phase phase; /* of the kernel being built */
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
+    LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
     LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T; /* i64 */
 } cg;
@@ -78,6 +85,10 @@ ATTNC_HIDDEN LLVMValueRef cg_dim(cg *c, ir_dim d);
 /* for (i = lo; i < hi; i++) { body } */
 ATTNC_HIDDEN cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name);
 ATTNC_HIDDEN void cg_for_end(cg *c, cg_loop *l);
+
+/* The first key any query of this call can see: P - window + 1 with a
+ * sliding window (older blocks may be released), else 0. */
+ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);
 
 /* This thread's share [lo, hi) of n items. */
 ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);

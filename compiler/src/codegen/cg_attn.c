@@ -29,7 +29,8 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef acc = cg_slot(c, c->f32, cg_f32(c, 0)), h, s;
     cg_loop lr = rows_begin(c, n->ne[2].c, &h, &s);
     LLVMValueRef kh = kv_head(c, n, k, h);
-    cg_loop lj = cg_for(c, cg_i64(c, 0), c->T, "j");
+    /* scores of keys before the window stay unwritten: the mask hides them */
+    cg_loop lj = cg_for(c, cg_first_key(c), c->T, "j");
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
@@ -55,7 +56,7 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef zi[3] = {lz.i, h, s};
     cg_store(c, n->dt, cg_f32(c, 0), cg_addr(c, n, zi));
     cg_for_end(c, &lz);
-    cg_loop lj = cg_for(c, cg_i64(c, 0), c->T, "j");
+    cg_loop lj = cg_for(c, cg_first_key(c), c->T, "j");
     LLVMValueRef pi[3] = {lj.i, s, h};
     LLVMValueRef pj = cg_load(c, p->dt, cg_addr(c, p, pi));
     /* keys of weight 0 (masked, or underflowed) are skipped as in the

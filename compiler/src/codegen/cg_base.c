@@ -30,6 +30,10 @@ void cg_kernel_begin(cg *c, const char *name) {
     c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
     c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
     c->T = LLVMBuildAdd(c->b, c->P, c->S, "T");
+    c->tok0 = args_field(c, offsetof(attn_kernel_args, tok0), c->i64, "tok0");
+    c->pos = args_field(c, offsetof(attn_kernel_args, pos), c->ptr, "pos");
+    c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");
+    c->table = args_field(c, offsetof(attn_kernel_args, block_table), c->ptr, "table");
     /* Loaded here, once: reloading them next to each access would let every
      * float store in a loop possibly change them, which stops vectorization. */
     ATTNC_ASSERT(c->n_buffers <= ATTN_MAX_BUFFERS);
@@ -118,11 +122,34 @@ LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
     return LLVMBuildInBoundsGEP2(c->b, elem_type(c, dt), c->base[k], &off, 1, "");
 }
 
+LLVMValueRef cg_first_key(cg *c) {
+    int64_t w = c->g->cfg.sliding_window;
+    if (w <= 0)
+        return cg_i64(c, 0);
+    LLVMValueRef j = LLVMBuildSub(c->b, c->P, cg_i64(c, w - 1), "");
+    return cg_intrinsic(c, "llvm.smax", c->i64, j, cg_i64(c, 0));
+}
+
+/* Cache row of the sequence's token j: through the block table. */
+static LLVMValueRef cache_row(cg *c, LLVMValueRef j) {
+    LLVMValueRef bt = cg_i64(c, c->g->cfg.kv_block_tokens);
+    LLVMValueRef blk_idx = LLVMBuildSDiv(c->b, j, bt, "");
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(c->b, c->i32, c->table, &blk_idx, 1, "");
+    LLVMValueRef blk = LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, p, "block"), c->i64, "");
+    return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, bt, ""), LLVMBuildSRem(c->b, j, bt, ""), "row");
+}
+
 LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
     const cg_view *v = &c->plan->view[n->id];
     LLVMValueRef off = cg_dim(c, v->off);
-    for (int d = 0; d < n->ndim; d++)
-        off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, idx[d], cg_dim(c, v->nb[d]), ""), "");
+    for (int d = 0; d < n->ndim; d++) {
+        LLVMValueRef i = idx[d];
+        if (v->paged && d == 2)
+            i = cache_row(c, i);
+        else if (v->batch_rows && d == n->ndim - 1 && c->phase == ATTN_PHASE_SEQUENCE)
+            i = LLVMBuildAdd(c->b, i, c->tok0, "");
+        off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, i, cg_dim(c, v->nb[d]), ""), "");
+    }
     return cg_buf_elem(c, v->buf, v->dt, off);
 }
 

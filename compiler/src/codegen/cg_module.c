@@ -36,7 +36,8 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) 
     if (st != ATTNC_OK)
         return st;
     const char **names = arena_alloc(&g->ctx->arena, (size_t)g->n_nodes * sizeof *names);
-    if (!names) {
+    attn_phase *phases = arena_alloc(&g->ctx->arena, (size_t)g->n_nodes * sizeof *phases);
+    if (!names || !phases) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
@@ -62,6 +63,8 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) 
             continue;
         char name[128];
         snprintf(name, sizeof name, "attnk_%s_%d_%s", g->cfg.name, n->id, ir_op_name(n->op));
+        c.phase = plan.phase[n->id];
+        phases[n_steps] = c.phase;
         emit_node(&c, n, name);
         names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
     }
@@ -80,5 +83,6 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) 
     memcpy(out->buffers, plan.buffers, sizeof plan.buffers);
     out->n_steps = n_steps;
     out->step_names = names;
+    out->step_phase = phases;
     return ATTNC_OK;
 }

@@ -23,9 +23,11 @@ static ir_dim dim_mul(ir_dim a, ir_dim b) {
     return (ir_dim){0, 0, 0, 1};
 }
 
-static int add_buffer(cg_plan *p, attn_buf_role role, uint32_t weight, ir_dim size) {
+static int add_buffer(cg_plan *p, attn_buf_role role, uint32_t weight, bool per_sequence,
+                      ir_dim size) {
     ATTNC_ASSERT(p->n_buffers < ATTN_MAX_BUFFERS);
-    p->buffers[p->n_buffers] = (attn_buffer_desc){role, weight, size.c, size.s, size.t, size.st};
+    p->buffers[p->n_buffers] =
+        (attn_buffer_desc){role, weight, per_sequence, 0, size.c, size.s, size.t, size.st};
     return p->n_buffers++;
 }
 
@@ -37,8 +39,9 @@ static cg_view contiguous(cg_plan *p, const ir_node *n, attn_buf_role role, int 
         v.nb[d] = stride;
         stride = dim_mul(stride, n->ne[d]);
     }
+    v.batch_rows = n->ndim > 0 && ir_dim_eq(n->ne[n->ndim - 1], ir_sym_s());
     if (buf < 0)
-        v.buf = add_buffer(p, role, 0, stride);
+        v.buf = add_buffer(p, role, 0, !v.batch_rows, stride);
     return v;
 }
 
@@ -46,7 +49,8 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
     p->emit = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->emit);
-    if (!p->view || !p->emit) {
+    p->phase = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->phase);
+    if (!p->view || !p->emit || !p->phase) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory planning buffers");
         return ATTNC_E_NOMEM;
     }
@@ -54,8 +58,8 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
     int weight_buf[ATTN_WEIGHT_COUNT], cache_buf[2] = {-1, -1};
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
         weight_buf[i] = -1;
-    add_buffer(p, ATTN_BUF_INPUT, 0, (ir_dim){0, c->d_model, 0, 0});
-    add_buffer(p, ATTN_BUF_OUTPUT, 0, (ir_dim){0, c->d_model, 0, 0});
+    add_buffer(p, ATTN_BUF_INPUT, 0, false, (ir_dim){0, c->d_model, 0, 0});
+    add_buffer(p, ATTN_BUF_OUTPUT, 0, false, (ir_dim){0, c->d_model, 0, 0});
     /* the node whose value the output takes, to be stored in y directly */
     const ir_node *to_y = NULL;
     for (int i = 0; i < g->n_nodes; i++)
@@ -67,6 +71,10 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
         ir_node *n = g->nodes[i];
         if (n->dead)
             continue;
+        /* attention proper runs per sequence; everything else over the batch */
+        bool per_seq = n->op == IR_OP_GQA_EXPAND || n->op == IR_OP_QK || n->op == IR_OP_PV ||
+                       (ir_op_flags(n->op) & IR_INPLACE);
+        p->phase[n->id] = per_seq ? ATTN_PHASE_SEQUENCE : ATTN_PHASE_TOKENS;
         cg_view *v = &p->view[n->id];
         const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
         switch (n->op) {
@@ -75,7 +83,7 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
             if (weight_buf[n->weight] < 0) {
                 int64_t numel = n->ne[0].c * (n->ndim == 2 ? n->ne[1].c : 1);
                 weight_buf[n->weight] =
-                    add_buffer(p, ATTN_BUF_WEIGHT, (uint32_t)n->weight, ir_const(numel));
+                    add_buffer(p, ATTN_BUF_WEIGHT, (uint32_t)n->weight, false, ir_const(numel));
             }
             *v = contiguous(p, n, ATTN_BUF_WEIGHT, weight_buf[n->weight]);
             break;
@@ -104,8 +112,9 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
         case IR_OP_CACHE_APPEND:
             if (cache_buf[n->cache] < 0)
                 cache_buf[n->cache] = add_buffer(
-                    p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, ir_const(0));
+                    p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, false, ir_const(0));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
+            v->paged = true;
             p->emit[n->id] = true;
             break;
         case IR_OP_ROPE:

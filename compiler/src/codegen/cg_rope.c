@@ -1,4 +1,4 @@
-/* cg_rope.c: rotary embedding of [head_dim, heads, S] at positions P + t.
+/* cg_rope.c: rotary embedding of [head_dim, heads, S] at positions pos[t].
  * inv_freq is a constant table computed at compile time by the runtime's
  * own definition; cos and sin are taken once per (token, pair) in double
  * into a table shared by all heads, whose pairs are then rotated in one
@@ -34,7 +34,8 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef lo, hi;
     cg_share(c, c->S, &lo, &hi);
     cg_loop lt = cg_for(c, lo, hi, "t");
-    LLVMValueRef pos = LLVMBuildSIToFP(c->b, LLVMBuildAdd(c->b, c->P, lt.i, ""), c->f64, "pos");
+    LLVMValueRef pp = LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &lt.i, 1, "");
+    LLVMValueRef pos = LLVMBuildSIToFP(c->b, LLVMBuildLoad2(c->b, c->i64, pp, ""), c->f64, "pos");
     cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "i");
     LLVMValueRef gi[2] = {cg_i64(c, 0), li.i};
     LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");

@@ -138,6 +138,7 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
         jit->steps[i].name = at;
         at += strlen(at) + 1;
         jit->steps[i].fn = (attn_kernel_fn)(uintptr_t)addr;
+        jit->steps[i].phase = res.step_phase[i];
     }
     pthread_mutex_unlock(&jit_lock);
     if (st != ATTNC_OK)

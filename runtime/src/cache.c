@@ -1,0 +1,446 @@
+/* cache.c: the paged KV cache and the forward that runs a block over it.
+ * The cache owns a pool of blocks (block_tokens rows of K and of V each)
+ * with reference counts, a block table per sequence, and the scratch of
+ * its forwards. A forward checks everything first, then reserves blocks
+ * (copying a shared partial block on write), then runs the kernel table:
+ * token-phase steps once over the whole batch, each run of sequence-phase
+ * steps once per sequence, a barrier after every step. */
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+
+typedef struct seq {
+    bool live;
+    int64_t len;
+    int64_t released; /* leading logical blocks given back (sliding window) */
+    int32_t *table;   /* owned: [max_blocks] physical block per logical block, -1 none */
+} seq;
+
+struct attn_cache {
+    attn_block *b; /* borrowed */
+    attn_config cfg;
+    int64_t bt;         /* tokens per block */
+    int64_t n_blocks;   /* in the pool */
+    int64_t max_blocks; /* per sequence: ceil(max_tokens / bt) */
+    size_t row_bytes;   /* one token's K (or V): kv_groups * head_dim * dtype */
+    void *k, *v;        /* owned pools [n_blocks * bt rows] */
+    int32_t *refs;      /* owned [n_blocks] */
+    int32_t *free_list; /* owned stack of free blocks */
+    int64_t n_free;
+    seq *seqs; /* owned, n_seqs slots (dead ones reused) */
+    int32_t n_seqs;
+    /* forward scratch, grown to the largest batch so far */
+    void *scratch;
+    size_t scratch_bytes;
+    int64_t *pos, *slot; /* [cap_tokens] */
+    int64_t cap_tokens;
+    attn_kernel_args *args; /* [cap_batch + 1]: per sequence, then the batch */
+    int cap_batch;
+    char error[ATTN_MSG_MAX];
+};
+
+static attn_status fail(attn_cache *c, attn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static attn_status fail(attn_cache *c, attn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *attn_cache_error(const attn_cache *c) {
+    return c ? c->error : "no cache";
+}
+
+attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **out) {
+    if (!b || !out || capacity_tokens < 1 || capacity_tokens > (INT64_C(1) << 40))
+        return ATTN_E_INVALID;
+    attn_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return ATTN_E_NOMEM;
+    c->b = b;
+    c->cfg = b->cfg;
+    c->bt = c->cfg.kv_block_tokens;
+    c->n_blocks = (capacity_tokens + c->bt - 1) / c->bt;
+    c->max_blocks = (c->cfg.kv_max_tokens + c->bt - 1) / c->bt;
+    c->row_bytes = (size_t)(c->cfg.kv_groups * c->cfg.head_dim) * attn_dtype_size(c->cfg.kv_dtype);
+    size_t pool = (size_t)(c->n_blocks * c->bt) * c->row_bytes;
+    if (c->n_blocks > INT32_MAX || pool / c->row_bytes / (size_t)c->bt != (size_t)c->n_blocks) {
+        free(c);
+        return ATTN_E_INVALID;
+    }
+    c->k = malloc(pool);
+    c->v = malloc(pool);
+    c->refs = calloc((size_t)c->n_blocks, sizeof *c->refs);
+    c->free_list = malloc((size_t)c->n_blocks * sizeof *c->free_list);
+    if (!c->k || !c->v || !c->refs || !c->free_list) {
+        attn_cache_free(c);
+        return ATTN_E_NOMEM;
+    }
+    for (int64_t i = 0; i < c->n_blocks; i++) /* hand out low blocks first */
+        c->free_list[i] = (int32_t)(c->n_blocks - 1 - i);
+    c->n_free = c->n_blocks;
+    *out = c;
+    return ATTN_OK;
+}
+
+void attn_cache_free(attn_cache *c) {
+    if (!c)
+        return;
+    for (int32_t i = 0; i < c->n_seqs; i++)
+        free(c->seqs[i].table);
+    free(c->seqs);
+    free(c->k);
+    free(c->v);
+    free(c->refs);
+    free(c->free_list);
+    free(c->scratch);
+    free(c->pos);
+    free(c->slot);
+    free(c->args);
+    free(c);
+}
+
+attn_cache_stats attn_cache_get_stats(const attn_cache *c) {
+    attn_cache_stats st = {0};
+    if (!c)
+        return st;
+    st.blocks_total = c->n_blocks;
+    st.blocks_free = c->n_free;
+    st.blocks_used = c->n_blocks - c->n_free;
+    st.block_tokens = c->bt;
+    for (int32_t i = 0; i < c->n_seqs; i++)
+        st.sequences += c->seqs[i].live;
+    return st;
+}
+
+static seq *find(const attn_cache *c, int32_t id) {
+    return c && id >= 0 && id < c->n_seqs && c->seqs[id].live ? &c->seqs[id] : NULL;
+}
+
+int64_t attn_seq_len(const attn_cache *c, int32_t id) {
+    const seq *s = find(c, id);
+    return s ? s->len : -1;
+}
+
+/* Callers have checked n_free (attn_forward counts blocks first). */
+static int32_t take_block(attn_cache *c) {
+    int32_t blk = c->free_list[--c->n_free];
+    c->refs[blk] = 1;
+    return blk;
+}
+
+static void put_block(attn_cache *c, int32_t blk) {
+    if (blk >= 0 && --c->refs[blk] == 0)
+        c->free_list[c->n_free++] = blk;
+}
+
+/* Logical blocks holding tokens [0, n). */
+static int64_t blocks_for(const attn_cache *c, int64_t n) {
+    return (n + c->bt - 1) / c->bt;
+}
+
+/* Gives back logical blocks [from, to) of s. */
+static void release(attn_cache *c, seq *s, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i++) {
+        put_block(c, s->table[i]);
+        s->table[i] = -1;
+    }
+}
+
+/* A fresh slot for a sequence (reusing a dead one); NULL when out of memory. */
+static seq *new_slot(attn_cache *c, int32_t *id) {
+    int32_t i = 0;
+    while (i < c->n_seqs && c->seqs[i].live)
+        i++;
+    if (i == c->n_seqs) {
+        if (c->n_seqs == INT32_MAX)
+            return NULL;
+        seq *grown = realloc(c->seqs, ((size_t)c->n_seqs + 1) * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->seqs = grown;
+        c->seqs[c->n_seqs++] = (seq){0};
+    }
+    seq *s = &c->seqs[i];
+    if (!s->table && !(s->table = malloc((size_t)c->max_blocks * sizeof *s->table)))
+        return NULL;
+    for (int64_t b = 0; b < c->max_blocks; b++)
+        s->table[b] = -1;
+    s->len = s->released = 0;
+    *id = i;
+    return s;
+}
+
+attn_status attn_seq_new(attn_cache *c, int32_t *id) {
+    if (!c || !id)
+        return ATTN_E_INVALID;
+    seq *s = new_slot(c, id);
+    if (!s)
+        return fail(c, ATTN_E_NOMEM, "out of memory for a sequence");
+    s->live = true;
+    return ATTN_OK;
+}
+
+attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
+    if (!c || !dst || !find(c, src))
+        return c ? fail(c, ATTN_E_INVALID, "fork: unknown sequence %d", src) : ATTN_E_INVALID;
+    int32_t id;
+    seq *d = new_slot(c, &id);
+    if (!d)
+        return fail(c, ATTN_E_NOMEM, "out of memory for a sequence");
+    const seq *s = &c->seqs[src]; /* after new_slot: the array may have moved */
+    memcpy(d->table, s->table, (size_t)c->max_blocks * sizeof *d->table);
+    for (int64_t b = 0; b < blocks_for(c, s->len); b++)
+        if (d->table[b] >= 0)
+            c->refs[d->table[b]]++;
+    d->len = s->len;
+    d->released = s->released;
+    d->live = true;
+    *dst = id;
+    return ATTN_OK;
+}
+
+attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
+    seq *s = find(c, id);
+    if (!s)
+        return c ? fail(c, ATTN_E_INVALID, "truncate: unknown sequence %d", id) : ATTN_E_INVALID;
+    if (n_tokens < 0 || n_tokens > s->len)
+        return fail(c, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
+                    (long long)s->len);
+    int64_t w = c->cfg.sliding_window;
+    if (w > 0 && s->released > 0 && n_tokens - w + 1 < s->released * c->bt)
+        return fail(c, ATTN_E_INVALID,
+                    "truncate: position %lld needs keys from %lld on, but the sliding window "
+                    "released tokens below %lld",
+                    (long long)n_tokens, (long long)(n_tokens - w + 1),
+                    (long long)(s->released * c->bt));
+    release(c, s, blocks_for(c, n_tokens), blocks_for(c, s->len));
+    s->len = n_tokens;
+    return ATTN_OK;
+}
+
+attn_status attn_seq_free(attn_cache *c, int32_t id) {
+    seq *s = find(c, id);
+    if (!s)
+        return c ? fail(c, ATTN_E_INVALID, "free: unknown sequence %d", id) : ATTN_E_INVALID;
+    release(c, s, 0, blocks_for(c, s->len));
+    s->live = false;
+    s->len = 0;
+    return ATTN_OK;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static size_t buf_bytes(const attn_buffer_desc *d, int64_t S, int64_t T) {
+    return ((size_t)(d->c + d->s * S + d->t * T + d->st * S * T) * sizeof(float) + 63) &
+           ~(size_t)63;
+}
+
+/* Grows the per-forward arrays and scratch; nothing else changes. */
+static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) {
+    if (total > c->cap_tokens) {
+        int64_t *p = realloc(c->pos, (size_t)total * sizeof *p);
+        if (p)
+            c->pos = p;
+        int64_t *q = p ? realloc(c->slot, (size_t)total * sizeof *q) : NULL;
+        if (!q)
+            return fail(c, ATTN_E_NOMEM, "out of memory for %lld tokens", (long long)total);
+        c->slot = q;
+        c->cap_tokens = total;
+    }
+    if (n > c->cap_batch) {
+        attn_kernel_args *a = realloc(c->args, ((size_t)n + 1) * sizeof *a);
+        if (!a)
+            return fail(c, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
+        c->args = a;
+        c->cap_batch = n;
+    }
+    if (scratch > c->scratch_bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, scratch) != 0)
+            return fail(c, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch", scratch);
+        free(c->scratch);
+        c->scratch = p;
+        c->scratch_bytes = scratch;
+    }
+    return ATTN_OK;
+}
+
+/* Blocks sequence s needs to take n more tokens: new logical blocks, plus
+ * one if its last partial block is shared (it gets copied). */
+static int64_t blocks_needed(const attn_cache *c, const seq *s, int64_t n) {
+    if (n == 0)
+        return 0;
+    int64_t more = blocks_for(c, s->len + n) - blocks_for(c, s->len);
+    if (s->len % c->bt && c->refs[s->table[s->len / c->bt]] > 1)
+        more++;
+    return more;
+}
+
+/* Makes room for n tokens in s and writes their positions and cache rows. */
+static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot) {
+    if (n == 0)
+        return;
+    int64_t last = s->len / c->bt;
+    if (s->len % c->bt && c->refs[s->table[last]] > 1) { /* copy on write */
+        int32_t old = s->table[last], fresh = take_block(c);
+        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes;
+        size_t from = (size_t)old * (size_t)c->bt * c->row_bytes;
+        size_t to = (size_t)fresh * (size_t)c->bt * c->row_bytes;
+        memcpy((char *)c->k + to, (char *)c->k + from, bytes);
+        memcpy((char *)c->v + to, (char *)c->v + from, bytes);
+        put_block(c, old);
+        s->table[last] = fresh;
+    }
+    for (int64_t b = blocks_for(c, s->len); b < blocks_for(c, s->len + n); b++)
+        s->table[b] = take_block(c);
+    for (int64_t t = 0; t < n; t++) {
+        int64_t p = s->len + t;
+        pos[t] = p;
+        slot[t] = (int64_t)s->table[p / c->bt] * c->bt + p % c->bt;
+    }
+}
+
+attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
+                         const int32_t *n_tokens, const float *x, float *y) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error[0] = 0;
+    if (!b || b != c->b)
+        return fail(c, ATTN_E_INVALID, "the cache belongs to another block");
+    if (!b->loaded)
+        return fail(c, ATTN_E_INVALID, "the block has no weights");
+    if (n < 1 || !seqs || !n_tokens)
+        return fail(c, ATTN_E_INVALID, "a batch needs n >= 1 sequences and their token counts");
+    const attn_config *cfg = &c->cfg;
+    int64_t total = 0, need = 0;
+    for (int i = 0; i < n; i++) {
+        const seq *s = find(c, seqs[i]);
+        if (!s)
+            return fail(c, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return fail(c, ATTN_E_INVALID, "sequence %d appears twice in the batch", seqs[i]);
+        if (n_tokens[i] < 0)
+            return fail(c, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
+        if (s->len + n_tokens[i] > cfg->kv_max_tokens)
+            return fail(c, ATTN_E_INVALID,
+                        "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
+                        seqs[i], (long long)(s->len + n_tokens[i] - 1),
+                        (long long)cfg->kv_max_tokens);
+        total += n_tokens[i];
+        need += blocks_needed(c, s, n_tokens[i]);
+    }
+    if (need > c->n_free)
+        return fail(c, ATTN_E_CAPACITY, "the batch needs %lld more blocks, %lld are free",
+                    (long long)need, (long long)c->n_free);
+    if (total == 0)
+        return ATTN_OK;
+    if (!x || !y)
+        return fail(c, ATTN_E_INVALID, "x and y are required");
+
+    const attn_kernels *k = b->k;
+    size_t batch_bytes = 0, seq_bytes = 0;
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role != ATTN_BUF_SCRATCH)
+            continue;
+        if (!d->per_sequence) {
+            batch_bytes += buf_bytes(d, total, 0);
+            continue;
+        }
+        size_t most = 0;
+        for (int q = 0; q < n; q++) {
+            int64_t S = n_tokens[q], T = c->seqs[seqs[q]].len + S;
+            size_t sz = buf_bytes(d, S, T);
+            most = sz > most ? sz : most;
+        }
+        seq_bytes += most;
+    }
+    attn_status st = reserve(c, n, total, batch_bytes + seq_bytes);
+    if (st)
+        return st;
+
+    /* nothing can fail from here on */
+    attn_kernel_args *batch = &c->args[n];
+    *batch = (attn_kernel_args){.abi_version = ATTN_KERNELS_ABI, .n_tokens = total,
+                                .pos = c->pos, .slot = c->slot};
+    size_t at = 0;
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        switch ((attn_buf_role)d->role) {
+        case ATTN_BUF_INPUT: batch->buf[i] = (void *)x; break;
+        case ATTN_BUF_OUTPUT: batch->buf[i] = y; break;
+        case ATTN_BUF_WEIGHT: batch->buf[i] = b->weight[d->weight]; break;
+        case ATTN_BUF_CACHE_K: batch->buf[i] = c->k; break;
+        case ATTN_BUF_CACHE_V: batch->buf[i] = c->v; break;
+        case ATTN_BUF_SCRATCH: batch->buf[i] = (char *)c->scratch + at; break;
+        case ATTN_BUF_ROLE_COUNT: break;
+        }
+        if (d->role == ATTN_BUF_SCRATCH) {
+            size_t most = 0;
+            for (int q = 0; q < n && d->per_sequence; q++) {
+                int64_t S = n_tokens[q], T = c->seqs[seqs[q]].len + S;
+                size_t sz = buf_bytes(d, S, T);
+                most = sz > most ? sz : most;
+            }
+            at += d->per_sequence ? most : buf_bytes(d, total, 0);
+        }
+    }
+    int64_t row = 0;
+    for (int q = 0; q < n; q++) {
+        seq *s = &c->seqs[seqs[q]];
+        c->args[q] = *batch;
+        c->args[q].n_tokens = n_tokens[q];
+        c->args[q].n_past = s->len;
+        c->args[q].tok0 = row;
+        c->args[q].block_table = s->table;
+        place(c, s, n_tokens[q], c->pos + row, c->slot + row);
+        row += n_tokens[q];
+    }
+
+#pragma omp parallel num_threads(b->n_threads)
+    {
+        uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
+        for (uint32_t i = 0; i < k->n_steps;) {
+            if (k->steps[i].phase == ATTN_PHASE_TOKENS) {
+                k->steps[i++].fn(batch, ith, nth);
+#pragma omp barrier
+                continue;
+            }
+            uint32_t end = i;
+            while (end < k->n_steps && k->steps[end].phase == ATTN_PHASE_SEQUENCE)
+                end++;
+            for (int q = 0; q < n; q++) {
+                if (c->args[q].n_tokens == 0)
+                    continue;
+                for (uint32_t j = i; j < end; j++) {
+                    k->steps[j].fn(&c->args[q], ith, nth);
+#pragma omp barrier
+                }
+            }
+            i = end;
+        }
+    }
+
+    for (int q = 0; q < n; q++) {
+        seq *s = &c->seqs[seqs[q]];
+        s->len += n_tokens[q];
+        int64_t w = cfg->sliding_window;
+        if (w > 0) { /* future queries see keys from len - w + 1 on */
+            int64_t keep_from = s->len - w + 1 > 0 ? (s->len - w + 1) / c->bt : 0;
+            if (keep_from > s->released) {
+                release(c, s, s->released, keep_from);
+                s->released = keep_from;
+            }
+        }
+    }
+    return ATTN_OK;
+}
