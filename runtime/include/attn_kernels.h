@@ -75,8 +75,10 @@ typedef enum attn_buf_role {
     ATTN_BUF_WEIGHT,  /* f32, weight id in `weight` */
     ATTN_BUF_CACHE_K, /* the block pool: [blocks * block_tokens, kv_groups, head_dim], kv_dtype */
     ATTN_BUF_CACHE_V,
-    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S, T of the batch
-                         (all its new tokens) or, if per_sequence, of one sequence */
+    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
+                         its new tokens) or, if per_sequence, of one sequence, whose T
+                         then counts keys from the first visible one: T - max(0,
+                         P - sliding_window + 1) with a window, else P + S */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
 

@@ -238,6 +238,13 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
 
 /* ---- forward ---------------------------------------------------------------- */
 
+/* Keys a sequence-phase buffer holds: from the first one any new query of
+ * the sequence can see (as the kernels' cg_first_key) to the last. */
+static int64_t visible_keys(const attn_cache *c, int64_t P, int64_t S) {
+    int64_t w = c->cfg.sliding_window, first = w > 0 && P - w + 1 > 0 ? P - w + 1 : 0;
+    return P + S - first;
+}
+
 static size_t buf_bytes(const attn_buffer_desc *d, int64_t S, int64_t T) {
     return ((size_t)(d->c + d->s * S + d->t * T + d->st * S * T) * sizeof(float) + 63) &
            ~(size_t)63;
@@ -346,25 +353,23 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     if (!x || !y)
         return fail(c, ATTN_E_INVALID, "x and y are required");
 
+    /* scratch: batch buffers for all new tokens; per-sequence ones for the
+     * largest sequence, since sequences take their turns */
     const attn_kernels *k = b->k;
-    size_t batch_bytes = 0, seq_bytes = 0;
+    size_t bytes[ATTN_MAX_BUFFERS] = {0}, scratch = 0;
     for (uint32_t i = 0; i < k->n_buffers; i++) {
         const attn_buffer_desc *d = &k->buffers[i];
         if (d->role != ATTN_BUF_SCRATCH)
             continue;
-        if (!d->per_sequence) {
-            batch_bytes += buf_bytes(d, total, 0);
-            continue;
+        bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
+        for (int q = 0; q < n && d->per_sequence; q++) {
+            int64_t S = n_tokens[q];
+            size_t sz = buf_bytes(d, S, visible_keys(c, c->seqs[seqs[q]].len, S));
+            bytes[i] = sz > bytes[i] ? sz : bytes[i];
         }
-        size_t most = 0;
-        for (int q = 0; q < n; q++) {
-            int64_t S = n_tokens[q], T = c->seqs[seqs[q]].len + S;
-            size_t sz = buf_bytes(d, S, T);
-            most = sz > most ? sz : most;
-        }
-        seq_bytes += most;
+        scratch += bytes[i];
     }
-    attn_status st = reserve(c, n, total, batch_bytes + seq_bytes);
+    attn_status st = reserve(c, n, total, scratch);
     if (st)
         return st;
 
@@ -384,15 +389,7 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         case ATTN_BUF_SCRATCH: batch->buf[i] = (char *)c->scratch + at; break;
         case ATTN_BUF_ROLE_COUNT: break;
         }
-        if (d->role == ATTN_BUF_SCRATCH) {
-            size_t most = 0;
-            for (int q = 0; q < n && d->per_sequence; q++) {
-                int64_t S = n_tokens[q], T = c->seqs[seqs[q]].len + S;
-                size_t sz = buf_bytes(d, S, T);
-                most = sz > most ? sz : most;
-            }
-            at += d->per_sequence ? most : buf_bytes(d, total, 0);
-        }
+        at += bytes[i];
     }
     int64_t row = 0;
     for (int q = 0; q < n; q++) {

@@ -20,6 +20,8 @@ typedef struct cg_view {
     bool paged;      /* the cache: dim 2 is a token j read through the block table */
     bool batch_rows; /* outermost dim is S over the whole batch: sequence-phase
                         kernels add tok0 to it */
+    bool from_first_key; /* per-sequence scratch: its T dims hold keys jlo..T-1
+                            only (T - jlo of them), see cg_first_key */
 } cg_view;
 
 typedef struct cg_plan {
@@ -61,6 +63,7 @@ typedef struct cg {
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
     LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
+    LLVMValueRef jlo, Tk; /* first visible key and T - jlo (sequence phase) */
     LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T; /* i64 */
 } cg;

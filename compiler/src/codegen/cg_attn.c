@@ -29,8 +29,8 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef acc = cg_slot(c, c->f32, cg_f32(c, 0)), h, s;
     cg_loop lr = rows_begin(c, n->ne[2].c, &h, &s);
     LLVMValueRef kh = kv_head(c, n, k, h);
-    /* scores of keys before the window stay unwritten: the mask hides them */
-    cg_loop lj = cg_for(c, cg_first_key(c), c->T, "j");
+    /* only keys some query of this call can see: jlo.. */
+    cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
@@ -56,7 +56,7 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef zi[3] = {lz.i, h, s};
     cg_store(c, n->dt, cg_f32(c, 0), cg_addr(c, n, zi));
     cg_for_end(c, &lz);
-    cg_loop lj = cg_for(c, cg_first_key(c), c->T, "j");
+    cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMValueRef pi[3] = {lj.i, s, h};
     LLVMValueRef pj = cg_load(c, p->dt, cg_addr(c, p, pi));
     /* keys of weight 0 (masked, or underflowed) are skipped as in the
@@ -91,7 +91,7 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     if (n->op == IR_OP_SOFTMAX) {
         LLVMBuildStore(c->b, cg_f32(c, -INFINITY), mx);
         LLVMBuildStore(c->b, cg_f32(c, 0), sum);
-        cg_loop lj = cg_for(c, cg_i64(c, 0), c->T, "j");
+        cg_loop lj = cg_for(c, c->jlo, c->T, "j");
         LLVMValueRef xi[3] = {lj.i, s, h};
         LLVMValueRef m = cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mx, ""),
                                       cg_load(c, x->dt, cg_addr(c, x, xi)));
@@ -99,7 +99,7 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         cg_for_end(c, &lj);
     }
     LLVMValueRef m = LLVMBuildLoad2(c->b, c->f32, mx, "max");
-    cg_loop lj = cg_for(c, cg_i64(c, 0), c->T, "j");
+    cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMValueRef xi[3] = {lj.i, s, h};
     LLVMValueRef v = cg_load(c, x->dt, cg_addr(c, x, xi));
     if (n->op == IR_OP_SCALE) {
@@ -123,7 +123,7 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     cg_for_end(c, &lj);
     if (n->op == IR_OP_SOFTMAX) {
         LLVMValueRef total = LLVMBuildLoad2(c->b, c->f32, sum, "sum");
-        cg_loop lk = cg_for(c, cg_i64(c, 0), c->T, "j");
+        cg_loop lk = cg_for(c, c->jlo, c->T, "j");
         LLVMValueRef ki[3] = {lk.i, s, h};
         LLVMValueRef p = cg_addr(c, n, ki);
         cg_store(c, n->dt, LLVMBuildFDiv(c->b, cg_load(c, n->dt, p), total, ""), p);

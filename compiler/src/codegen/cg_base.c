@@ -34,6 +34,8 @@ void cg_kernel_begin(cg *c, const char *name) {
     c->pos = args_field(c, offsetof(attn_kernel_args, pos), c->ptr, "pos");
     c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");
     c->table = args_field(c, offsetof(attn_kernel_args, block_table), c->ptr, "table");
+    c->jlo = c->phase == ATTN_PHASE_SEQUENCE ? cg_first_key(c) : cg_i64(c, 0);
+    c->Tk = LLVMBuildSub(c->b, c->T, c->jlo, "Tk");
     /* Loaded here, once: reloading them next to each access would let every
      * float store in a loop possibly change them, which stops vectorization. */
     ATTNC_ASSERT(c->n_buffers <= ATTN_MAX_BUFFERS);
@@ -61,17 +63,21 @@ void cg_kernel_end(cg *c) {
     LLVMBuildRetVoid(c->b);
 }
 
-LLVMValueRef cg_dim(cg *c, ir_dim d) {
+/* d with T standing for the value t. */
+static LLVMValueRef dim_with_t(cg *c, ir_dim d, LLVMValueRef t) {
     LLVMValueRef v = cg_i64(c, d.c);
     if (d.s)
         v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, c->S, cg_i64(c, d.s), ""), "");
     if (d.t)
-        v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, c->T, cg_i64(c, d.t), ""), "");
+        v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, t, cg_i64(c, d.t), ""), "");
     if (d.st)
         v = LLVMBuildAdd(
-            c->b, v, LLVMBuildMul(c->b, LLVMBuildMul(c->b, c->S, c->T, ""), cg_i64(c, d.st), ""),
-            "");
+            c->b, v, LLVMBuildMul(c->b, LLVMBuildMul(c->b, c->S, t, ""), cg_i64(c, d.st), ""), "");
     return v;
+}
+
+LLVMValueRef cg_dim(cg *c, ir_dim d) {
+    return dim_with_t(c, d, c->T);
 }
 
 cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name) {
@@ -141,14 +147,17 @@ static LLVMValueRef cache_row(cg *c, LLVMValueRef j) {
 
 LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
     const cg_view *v = &c->plan->view[n->id];
-    LLVMValueRef off = cg_dim(c, v->off);
+    LLVMValueRef t = v->from_first_key ? c->Tk : c->T;
+    LLVMValueRef off = dim_with_t(c, v->off, t);
     for (int d = 0; d < n->ndim; d++) {
         LLVMValueRef i = idx[d];
         if (v->paged && d == 2)
             i = cache_row(c, i);
         else if (v->batch_rows && d == n->ndim - 1 && c->phase == ATTN_PHASE_SEQUENCE)
             i = LLVMBuildAdd(c->b, i, c->tok0, "");
-        off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, i, cg_dim(c, v->nb[d]), ""), "");
+        else if (v->from_first_key && ir_dim_eq(n->ne[d], ir_sym_t()))
+            i = LLVMBuildSub(c->b, i, c->jlo, "");
+        off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, i, dim_with_t(c, v->nb[d], t), ""), "");
     }
     return cg_buf_elem(c, v->buf, v->dt, off);
 }

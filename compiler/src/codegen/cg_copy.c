@@ -11,7 +11,7 @@ void cg_emit_copy(cg *c, const ir_node *n, const char *name) {
     /* the outermost dim is split: S rows appended, T rows expanded, S outputs */
     cg_share(c, n->op == IR_OP_GQA_EXPAND ? c->T : c->S, &lo, &hi);
     if (n->op == IR_OP_GQA_EXPAND) /* keys no query of this call sees may be released */
-        lo = cg_intrinsic(c, "llvm.smax", c->i64, lo, cg_first_key(c));
+        lo = cg_intrinsic(c, "llvm.smax", c->i64, lo, c->jlo);
     cg_loop lt = cg_for(c, lo, hi, "t");
     if (n->op == IR_OP_OUTPUT) {
         cg_loop ld = cg_for(c, cg_i64(c, 0), cg_dim(c, n->ne[0]), "d");

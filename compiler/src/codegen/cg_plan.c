@@ -40,8 +40,10 @@ static cg_view contiguous(cg_plan *p, const ir_node *n, attn_buf_role role, int 
         stride = dim_mul(stride, n->ne[d]);
     }
     v.batch_rows = n->ndim > 0 && ir_dim_eq(n->ne[n->ndim - 1], ir_sym_s());
-    if (buf < 0)
+    if (buf < 0) {
         v.buf = add_buffer(p, role, 0, !v.batch_rows, stride);
+        v.from_first_key = !v.batch_rows;
+    }
     return v;
 }
 

@@ -1,0 +1,425 @@
+/* test_cache.c: the paged KV cache and batched attn_forward. Every output is
+ * checked against the reference engine run over the sequence's whole
+ * history; block accounting is checked against what the operations imply.
+ * Blocks hold 4 tokens here, so block edges are crossed all the time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnc.h"
+#include "support.h"
+
+#define MAX_HIST 512
+
+typedef struct fixture {
+    char *dir;
+    attnc_jit *jit;
+    attn_weights *w;
+    attn_block *b;
+    int64_t D;
+} fixture;
+
+static fixture *make(const char *spec_text) {
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = tmpdir_new();
+    const char *path = path_in(f->dir, "spec.yaml");
+    write_file(path, spec_text, strlen(spec_text));
+    char *err = NULL;
+    if (attnc_jit_compile_file(path, NULL, &f->jit, &err) != ATTNC_OK)
+        fail_msg("%s", err);
+    const attn_kernels *k = attnc_jit_kernels(f->jit);
+    assert_int_equal(attn_weights_random(&k->config, 3, &f->w, NULL), ATTN_OK);
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = 2;
+    assert_int_equal(attn_block_new(k, &bo, &f->b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(f->b, f->w), ATTN_OK);
+    f->D = k->config.d_model;
+    return f;
+}
+
+static int setup(void **state) {
+    *state = make("name: paged\nheads: 4\nkv_groups: 2\nhead_dim: 16\nd_model: 24\n"
+                  "rope: {base: 10000}\nqkv_bias: true\nkv_cache: {block_tokens: 4, max_tokens: 512}\n");
+    return 0;
+}
+
+static int setup_window(void **state) {
+    *state = make("name: windowed\nheads: 2\nhead_dim: 8\nd_model: 16\nrope: {}\n"
+                  "sliding_window: 10\nkv_cache: {block_tokens: 4, max_tokens: 200000}\n");
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    attn_block_free(f->b);
+    attn_weights_free(f->w);
+    attnc_jit_free(f->jit);
+    tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* The reference's outputs for rows [from, to) of a history x[0..to). */
+static void reference_rows(const fixture *f, const float *hist, int64_t to, int64_t from,
+                           float *want) {
+    attn_ref *r;
+    float *all = malloc((size_t)(to * f->D) * sizeof *all);
+    assert_int_equal(attn_ref_new(f->w, to, &r, NULL), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, to, hist, all, NULL), ATTN_OK);
+    memcpy(want, all + from * f->D, (size_t)((to - from) * f->D) * sizeof *want);
+    attn_ref_free(r);
+    free(all);
+}
+
+static void assert_close(const float *got, const float *want, size_t n, const char *what) {
+    double e = rel_err(got, want, n);
+    if (!(e <= 1e-4))
+        fail_msg("%s: relative error %g", what, e);
+}
+
+/* One sequence's forward of n tokens; returns the status. */
+static attn_status fwd(fixture *f, attn_cache *c, int32_t s, int32_t n, const float *x, float *y) {
+    return attn_forward(f->b, c, 1, &s, &n, x, y);
+}
+
+static void fork_then_diverge_equals_two_independent_runs(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D, P = 10, K = 7;
+    float *prompt = random_floats((size_t)(P * D), 1), *xa = random_floats((size_t)(K * D), 2),
+          *xb = random_floats((size_t)(K * D), 3);
+    float *y = malloc((size_t)(P * D) * sizeof *y), *ya = malloc((size_t)(K * D) * sizeof *ya),
+          *yb = malloc((size_t)(K * D) * sizeof *yb);
+    attn_cache *c;
+    int32_t a, b;
+    assert_int_equal(attn_cache_new(f->b, 256, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &a), ATTN_OK);
+    assert_int_equal(fwd(f, c, a, (int32_t)P, prompt, y), ATTN_OK);
+    int64_t used = attn_cache_get_stats(c).blocks_used; /* 10 tokens: 3 blocks */
+    assert_int_equal(used, 3);
+    assert_int_equal(attn_seq_fork(c, a, &b), ATTN_OK);
+    assert_int_equal(attn_seq_len(c, b), P);
+    assert_int_equal(attn_cache_get_stats(c).blocks_used, used); /* shared, not copied */
+    /* diverge token by token, alternating */
+    for (int64_t t = 0; t < K; t++) {
+        assert_int_equal(fwd(f, c, a, 1, xa + t * D, ya + t * D), ATTN_OK);
+        assert_int_equal(fwd(f, c, b, 1, xb + t * D, yb + t * D), ATTN_OK);
+    }
+    /* a: 17 tokens = 5 blocks, b: 5 blocks, sharing the 2 full prompt blocks */
+    assert_int_equal(attn_cache_get_stats(c).blocks_used, 8);
+    float hist[MAX_HIST * 24], *want = malloc((size_t)(K * D) * sizeof *want);
+    const float *xs[2] = {xa, xb}, *ys[2] = {ya, yb};
+    for (int i = 0; i < 2; i++) {
+        memcpy(hist, prompt, (size_t)(P * D) * sizeof(float));
+        memcpy(hist + P * D, xs[i], (size_t)(K * D) * sizeof(float));
+        reference_rows(f, hist, P + K, P, want);
+        assert_close(ys[i], want, (size_t)(K * D), i ? "fork" : "original");
+    }
+    assert_int_equal(attn_seq_free(c, a), ATTN_OK);
+    assert_int_equal(attn_seq_free(c, b), ATTN_OK);
+    assert_int_equal(attn_cache_get_stats(c).blocks_used, 0);
+    attn_cache_free(c);
+    free(prompt), free(xa), free(xb), free(y), free(ya), free(yb), free(want);
+}
+
+static void truncate_then_reappend_equals_fresh_run(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    float *x = random_floats((size_t)(20 * D), 4), *junk = random_floats((size_t)(6 * D), 5);
+    float y[20 * 24], fresh[20 * 24], tmp[6 * 24];
+    attn_cache *c;
+    int32_t s, t;
+    assert_int_equal(attn_cache_new(f->b, 64, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &t), ATTN_OK);
+    assert_int_equal(fwd(f, c, t, 20, x, fresh), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    assert_int_equal(fwd(f, c, s, 13, x, y), ATTN_OK);
+    assert_int_equal(fwd(f, c, s, 6, junk, tmp), ATTN_OK); /* rejected draft tokens */
+    assert_int_equal(attn_seq_truncate(c, s, 13), ATTN_OK);
+    assert_int_equal(attn_seq_truncate(c, s, 14), ATTN_E_INVALID);
+    assert_int_equal(fwd(f, c, s, 7, x + 13 * D, y + 13 * D), ATTN_OK);
+    assert_close(y, fresh, (size_t)(20 * D), "truncated and re-appended");
+    attn_cache_free(c);
+    free(x), free(junk);
+}
+
+static void capacity_exhaustion_leaves_every_sequence_intact(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    float *x = random_floats((size_t)(40 * D), 6), y[40 * 24], want[40 * 24];
+    attn_cache *c;
+    int32_t s[3];
+    assert_int_equal(attn_cache_new(f->b, 24, &c), ATTN_OK); /* 6 blocks of 4 */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(attn_seq_new(c, &s[i]), ATTN_OK);
+    assert_int_equal(fwd(f, c, s[0], 8, x, y), ATTN_OK);       /* 2 blocks */
+    assert_int_equal(fwd(f, c, s[1], 9, x, y), ATTN_OK);       /* 3 blocks */
+    int32_t ids[2] = {s[0], s[2]}, ns[2] = {1, 4};             /* needs 2, 1 free */
+    assert_int_equal(attn_forward(f->b, c, 2, ids, ns, x, y), ATTN_E_CAPACITY);
+    assert_non_null(strstr(attn_cache_error(c), "needs 2 more blocks, 1 are free"));
+    assert_int_equal(attn_seq_len(c, s[0]), 8);
+    assert_int_equal(attn_seq_len(c, s[2]), 0);
+    assert_int_equal(attn_cache_get_stats(c).blocks_free, 1);
+    /* after freeing, the same batch runs, and s[0] continues correctly */
+    assert_int_equal(attn_seq_free(c, s[1]), ATTN_OK);
+    assert_int_equal(attn_forward(f->b, c, 2, ids, ns, x + 8 * D, y), ATTN_OK);
+    reference_rows(f, x, 9, 8, want);
+    assert_close(y, want, (size_t)D, "after capacity was freed");
+    attn_cache_free(c);
+    free(x);
+}
+
+static void batched_forward_equals_one_forward_per_sequence(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    enum { N = 4 };
+    int32_t pre[N] = {0, 5, 3, 12}, now[N] = {9, 1, 0, 6}; /* prefill, decode, idle, chunk */
+    float *hist[N], *y_batch, *y_one;
+    int32_t total = 0;
+    for (int i = 0; i < N; i++) {
+        hist[i] = random_floats((size_t)((pre[i] + now[i]) * D), 10 + (uint64_t)i);
+        total += now[i];
+    }
+    y_batch = malloc((size_t)(total * D) * sizeof(float));
+    y_one = malloc((size_t)(total * D) * sizeof(float));
+    float *xb = malloc((size_t)(total * D) * sizeof(float)), scratch[12 * 24];
+    attn_cache *cb, *co;
+    int32_t sb[N], so[N];
+    assert_int_equal(attn_cache_new(f->b, 256, &cb), ATTN_OK);
+    assert_int_equal(attn_cache_new(f->b, 256, &co), ATTN_OK);
+    int64_t row = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(attn_seq_new(cb, &sb[i]), ATTN_OK);
+        assert_int_equal(attn_seq_new(co, &so[i]), ATTN_OK);
+        if (pre[i]) {
+            assert_int_equal(fwd(f, cb, sb[i], pre[i], hist[i], scratch), ATTN_OK);
+            assert_int_equal(fwd(f, co, so[i], pre[i], hist[i], scratch), ATTN_OK);
+        }
+        memcpy(xb + row * D, hist[i] + pre[i] * D, (size_t)(now[i] * D) * sizeof(float));
+        row += now[i];
+    }
+    assert_int_equal(attn_forward(f->b, cb, N, sb, now, xb, y_batch), ATTN_OK);
+    row = 0;
+    for (int i = 0; i < N; i++) {
+        if (now[i])
+            assert_int_equal(fwd(f, co, so[i], now[i], xb + row * D, y_one + row * D), ATTN_OK);
+        float want[9 * 24];
+        if (now[i]) {
+            reference_rows(f, hist[i], pre[i] + now[i], pre[i], want);
+            assert_close(y_batch + row * D, want, (size_t)(now[i] * D), "batched vs reference");
+        }
+        assert_int_equal(attn_seq_len(cb, sb[i]), pre[i] + now[i]);
+        row += now[i];
+    }
+    assert_memory_equal(y_batch, y_one, (size_t)(total * D) * sizeof(float));
+    for (int i = 0; i < N; i++)
+        free(hist[i]);
+    free(y_batch), free(y_one), free(xb);
+    attn_cache_free(cb);
+    attn_cache_free(co);
+}
+
+/* The model: each live sequence's history of inputs. */
+typedef struct model_seq {
+    bool live;
+    int32_t id;
+    int64_t len;
+    float hist[MAX_HIST * 24];
+} model_seq;
+
+static void random_operations_match_a_model_and_the_reference(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    enum { SLOTS = 6 };
+    model_seq *m = calloc(SLOTS, sizeof *m);
+    attn_cache *c;
+    assert_int_equal(attn_cache_new(f->b, 160, &c), ATTN_OK); /* 40 blocks: runs out sometimes */
+    uint64_t rng = 77;
+    int forwards = 0, capacity_hits = 0;
+    float x[16 * 24], y[16 * 24], want[16 * 24];
+    for (int step = 0; step < 400; step++) {
+        int i = (int)((rnd_unit(&rng) + 1) / 2 * SLOTS) % SLOTS;
+        int op = (int)((rnd_unit(&rng) + 1) / 2 * 10);
+        model_seq *s = &m[i];
+        if (!s->live) {
+            if (op < 7) {
+                assert_int_equal(attn_seq_new(c, &s->id), ATTN_OK);
+            } else { /* fork another live one, if any */
+                int src = -1;
+                for (int j = 0; j < SLOTS; j++)
+                    if (m[j].live)
+                        src = j;
+                if (src < 0)
+                    continue;
+                assert_int_equal(attn_seq_fork(c, m[src].id, &s->id), ATTN_OK);
+                s->len = m[src].len;
+                memcpy(s->hist, m[src].hist, (size_t)(s->len * D) * sizeof(float));
+            }
+            s->live = true;
+            if (op < 7)
+                s->len = 0;
+        } else if (op < 6) { /* append k tokens */
+            int32_t k = 1 + (int32_t)((rnd_unit(&rng) + 1) / 2 * 12) % 12;
+            if (s->len + k > MAX_HIST)
+                continue;
+            attn_random_uniform(&rng, x, (size_t)(k * D), 1.5);
+            attn_status st = fwd(f, c, s->id, k, x, y);
+            if (st == ATTN_E_CAPACITY) {
+                capacity_hits++;
+                assert_int_equal(attn_seq_len(c, s->id), s->len);
+                continue;
+            }
+            assert_int_equal(st, ATTN_OK);
+            memcpy(s->hist + s->len * D, x, (size_t)(k * D) * sizeof(float));
+            s->len += k;
+            reference_rows(f, s->hist, s->len, s->len - k, want);
+            assert_close(y, want, (size_t)(k * D), "random append");
+            forwards++;
+        } else if (op < 8) { /* truncate */
+            int64_t n = (int64_t)((rnd_unit(&rng) + 1) / 2 * (double)(s->len + 1)) % (s->len + 1);
+            assert_int_equal(attn_seq_truncate(c, s->id, n), ATTN_OK);
+            s->len = n;
+        } else {
+            assert_int_equal(attn_seq_free(c, s->id), ATTN_OK);
+            assert_int_equal(attn_seq_len(c, s->id), -1);
+            s->live = false;
+        }
+        /* accounting: lengths agree, used blocks never exceed what the
+         * sequences could need without sharing */
+        int64_t bound = 0;
+        for (int j = 0; j < SLOTS; j++) {
+            if (!m[j].live)
+                continue;
+            assert_int_equal(attn_seq_len(c, m[j].id), m[j].len);
+            bound += (m[j].len + 3) / 4;
+        }
+        attn_cache_stats st = attn_cache_get_stats(c);
+        assert_true(st.blocks_used <= bound);
+        assert_int_equal(st.blocks_used + st.blocks_free, 40);
+    }
+    print_message("%d forwards, %d capacity refusals\n", forwards, capacity_hits);
+    assert_true(forwards > 100);
+    for (int j = 0; j < SLOTS; j++)
+        if (m[j].live)
+            assert_int_equal(attn_seq_free(c, m[j].id), ATTN_OK);
+    assert_int_equal(attn_cache_get_stats(c).blocks_used, 0);
+    attn_cache_free(c);
+    free(m);
+}
+
+static void errors_are_statuses(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    float *x = random_floats((size_t)(8 * D), 8), y[8 * 24];
+    attn_cache *c;
+    int32_t s, dup[2], ns[2] = {1, 1}, one = 1, neg = -1;
+    assert_int_equal(attn_cache_new(f->b, 0, &c), ATTN_E_INVALID);
+    assert_int_equal(attn_cache_new(NULL, 16, &c), ATTN_E_INVALID);
+    assert_int_equal(attn_cache_new(f->b, 16, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    assert_int_equal(fwd(f, c, 99, 1, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "sequence 99 is unknown"));
+    dup[0] = dup[1] = s;
+    assert_int_equal(attn_forward(f->b, c, 2, dup, ns, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_forward(f->b, c, 1, &s, &neg, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_forward(f->b, c, 0, &s, &one, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_forward(f->b, c, 1, &s, &one, NULL, y), ATTN_E_INVALID);
+    assert_int_equal(attn_forward(NULL, c, 1, &s, &one, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_len(c, s), 0);
+    assert_int_equal(attn_seq_free(c, s), ATTN_OK);
+    assert_int_equal(attn_seq_free(c, s), ATTN_E_INVALID); /* freed twice */
+    assert_int_equal(fwd(f, c, s, 1, x, y), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_fork(c, s, &s), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_truncate(c, s, 0), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_len(c, -1), -1);
+    /* a cache of another block */
+    attn_block *other;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(f->jit), NULL, &other), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    assert_int_equal(attn_forward(other, c, 1, &s, &one, x, y), ATTN_E_INVALID);
+    attn_block_free(other);
+    attn_cache_free(c);
+    free(x);
+}
+
+static void positions_beyond_max_tokens_are_refused(void **state) {
+    fixture *f = *state;
+    attn_cache *c;
+    int32_t s, n = 500, more = 13;
+    float *x = random_floats((size_t)(513 * f->D), 9), *y = malloc((size_t)(513 * f->D) * sizeof *y);
+    assert_int_equal(attn_cache_new(f->b, 1024, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    assert_int_equal(attn_forward(f->b, c, 1, &s, &n, x, y), ATTN_OK);
+    assert_int_equal(attn_forward(f->b, c, 1, &s, &more, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "kv_cache.max_tokens is 512"));
+    assert_int_equal(attn_seq_len(c, s), 500);
+    attn_cache_free(c);
+    free(x), free(y);
+}
+
+static void sliding_window_stream_keeps_memory_bounded(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D, chunk = 50;
+    attn_cache *c;
+    int32_t s, n = (int32_t)chunk;
+    assert_int_equal(attn_cache_new(f->b, 80, &c), ATTN_OK); /* 20 blocks for a 100k stream */
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    float *x = random_floats((size_t)(chunk * D), 12), *y = malloc((size_t)(chunk * D) * sizeof *y);
+    int64_t most = 0;
+    for (int64_t at = 0; at < 100000; at += chunk) {
+        if (attn_forward(f->b, c, 1, &s, &n, x, y) != ATTN_OK)
+            fail_msg("at %lld: %s", (long long)at, attn_cache_error(c));
+        int64_t used = attn_cache_get_stats(c).blocks_used;
+        most = used > most ? used : most;
+    }
+    print_message("100000 tokens, window 10, chunks of 50: at most %lld blocks of 4 held\n",
+                  (long long)most);
+    assert_int_equal(attn_seq_len(c, s), 100000);
+    assert_true(most <= (10 + chunk) / 4 + 2);
+    /* rolling back past released keys is refused; within the window is fine */
+    assert_int_equal(attn_seq_truncate(c, s, 99990), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "sliding window released"));
+    assert_int_equal(attn_seq_truncate(c, s, 99999), ATTN_OK);
+    attn_cache_free(c);
+    free(x), free(y);
+}
+
+static void sliding_window_outputs_match_the_reference(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D, T = 157;
+    float *x = random_floats((size_t)(T * D), 13), *y = malloc((size_t)(T * D) * sizeof *y),
+          *want = malloc((size_t)(T * D) * sizeof *want);
+    attn_cache *c;
+    int32_t s;
+    assert_int_equal(attn_cache_new(f->b, 64, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    for (int64_t at = 0; at < T;) { /* uneven chunks, so window and block edges differ */
+        int32_t n = (int32_t)(1 + at % 7);
+        if (at + n > T)
+            n = (int32_t)(T - at);
+        assert_int_equal(attn_forward(f->b, c, 1, &s, &n, x + at * D, y + at * D), ATTN_OK);
+        at += n;
+    }
+    reference_rows(f, x, T, 0, want);
+    assert_close(y, want, (size_t)(T * D), "windowed stream");
+    assert_true(attn_cache_get_stats(c).blocks_used <= 5);
+    attn_cache_free(c);
+    free(x), free(y), free(want);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fork_then_diverge_equals_two_independent_runs),
+        cmocka_unit_test(truncate_then_reappend_equals_fresh_run),
+        cmocka_unit_test(capacity_exhaustion_leaves_every_sequence_intact),
+        cmocka_unit_test(batched_forward_equals_one_forward_per_sequence),
+        cmocka_unit_test(random_operations_match_a_model_and_the_reference),
+        cmocka_unit_test(errors_are_statuses),
+        cmocka_unit_test(positions_beyond_max_tokens_are_refused),
+    };
+    const struct CMUnitTest window_tests[] = {
+        cmocka_unit_test(sliding_window_stream_keeps_memory_bounded),
+        cmocka_unit_test(sliding_window_outputs_match_the_reference),
+    };
+    int failed = cmocka_run_group_tests_name("paged", tests, setup, teardown);
+    return failed + cmocka_run_group_tests_name("windowed", window_tests, setup_window, teardown);
+}
