@@ -1,5 +1,6 @@
 /* test_concurrency.c: what may run at once does, correctly: two blocks'
- * forwards on two threads, two JIT compiles on two threads, two reference
+ * forwards on two threads, two caches sharing one block on two threads,
+ * two JIT compiles on two threads, two reference
  * engines on two threads. Results must equal the same work done one after
  * the other. Built and run under ThreadSanitizer by scripts/test (with
  * OMP_NUM_THREADS=1: libgomp itself is not instrumented). */
@@ -16,6 +17,7 @@
 
 typedef struct job {
     const char *spec;
+    attn_block *block;    /* shared by both jobs, or NULL: a block of its own */
     const attnc_jit *jit; /* shared, or NULL: compile in the thread */
     const attn_weights *w;
     const float *x;
@@ -36,16 +38,17 @@ static void run_one(job *j, const attn_kernels *k) {
     }
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = 1;
-    attn_block *b = NULL;
+    attn_block *b = j->block;
     attn_cache *c = NULL;
     int32_t s, first = 4, rest = T_TOKENS - 4;
-    if (attn_block_new(k, &bo, &b) || attn_block_set_weights(b, j->w) ||
+    if ((!j->block && (attn_block_new(k, &bo, &b) || attn_block_set_weights(b, j->w))) ||
         attn_cache_new(b, T_TOKENS, &c) || attn_seq_new(c, &s) ||
         attn_forward(b, c, 1, &s, &first, j->x, j->y) ||
         attn_forward(b, c, 1, &s, &rest, j->x + 4 * D, j->y + 4 * D))
         j->failures++;
     attn_cache_free(c);
-    attn_block_free(b);
+    if (!j->block)
+        attn_block_free(b);
 }
 
 static void *worker(void *p) {
@@ -135,7 +138,7 @@ static void run_pair(fixture *f, job jobs[2]) {
     }
 }
 
-static void two_blocks_run_at_once(void **state) {
+static void two_blocks_and_two_caches_of_one_block_run_at_once(void **state) {
     fixture *f = *state;
     attnc_jit *jit[2];
     for (int i = 0; i < 2; i++) {
@@ -144,15 +147,21 @@ static void two_blocks_run_at_once(void **state) {
     }
     job jobs[2];
     for (int i = 0; i < 2; i++)
-        jobs[i] = (job){f->spec[i], jit[i], f->w[i], f->x[i], f->y[i], 20, false, 0};
+        jobs[i] = (job){f->spec[i], NULL, jit[i], f->w[i], f->x[i], f->y[i], 20, false, 0};
     run_pair(f, jobs);
-    /* two blocks over the same table at once */
+    /* two caches of one block at once: the block is only read */
     fixture same = *f;
     same.w[1] = f->w[0], same.x[1] = f->x[0], same.want[1] = f->want[0];
     same.y[1] = malloc((size_t)(T_TOKENS * f->w[0]->cfg.d_model) * sizeof(float));
-    jobs[0] = (job){f->spec[0], jit[0], f->w[0], f->x[0], same.y[0], 20, false, 0};
-    jobs[1] = (job){f->spec[0], jit[0], f->w[0], f->x[0], same.y[1], 20, false, 0};
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = 1;
+    attn_block *shared;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit[0]), &bo, &shared), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(shared, f->w[0]), ATTN_OK);
+    jobs[0] = (job){f->spec[0], shared, jit[0], f->w[0], f->x[0], same.y[0], 20, false, 0};
+    jobs[1] = (job){f->spec[0], shared, jit[0], f->w[0], f->x[0], same.y[1], 20, false, 0};
     run_pair(&same, jobs);
+    attn_block_free(shared);
     free(same.y[1]);
     for (int i = 0; i < 2; i++)
         attnc_jit_free(jit[i]);
@@ -162,7 +171,7 @@ static void two_jit_compiles_at_once(void **state) {
     fixture *f = *state;
     job jobs[2];
     for (int i = 0; i < 2; i++)
-        jobs[i] = (job){f->spec[i], NULL, f->w[i], f->x[i], f->y[i], 3, false, 0};
+        jobs[i] = (job){f->spec[i], NULL, NULL, f->w[i], f->x[i], f->y[i], 3, false, 0};
     run_pair(f, jobs);
 }
 
@@ -170,13 +179,13 @@ static void two_reference_engines_at_once(void **state) {
     fixture *f = *state;
     job jobs[2];
     for (int i = 0; i < 2; i++)
-        jobs[i] = (job){f->spec[i], NULL, f->w[i], f->x[i], f->y[i], 5, true, 0};
+        jobs[i] = (job){f->spec[i], NULL, NULL, f->w[i], f->x[i], f->y[i], 5, true, 0};
     run_pair(f, jobs);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(two_blocks_run_at_once),
+        cmocka_unit_test(two_blocks_and_two_caches_of_one_block_run_at_once),
         cmocka_unit_test(two_jit_compiles_at_once),
         cmocka_unit_test(two_reference_engines_at_once),
     };
