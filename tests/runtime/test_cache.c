@@ -49,6 +49,12 @@ static int setup_window(void **state) {
     return 0;
 }
 
+static int setup_window_4096(void **state) {
+    *state = make("name: mistral_like\nheads: 2\nhead_dim: 8\nd_model: 16\nrope: {}\n"
+                  "sliding_window: 4096\nkv_cache: {block_tokens: 16, max_tokens: 200000}\n");
+    return 0;
+}
+
 static int teardown(void **state) {
     fixture *f = *state;
     attn_block_free(f->b);
@@ -383,6 +389,30 @@ static void sliding_window_stream_keeps_memory_bounded(void **state) {
     free(x), free(y);
 }
 
+static void window_4096_stream_of_100k_tokens_keeps_memory_bounded(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D, chunk = 1000;
+    attn_cache *c;
+    int32_t s, n = (int32_t)chunk;
+    /* room for the window plus one chunk, and a block of slack at each end */
+    assert_int_equal(attn_cache_new(f->b, 4096 + 1000 + 32, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    float *x = random_floats((size_t)(chunk * D), 14), *y = malloc((size_t)(chunk * D) * sizeof *y);
+    int64_t most = 0;
+    for (int64_t at = 0; at < 100000; at += chunk) {
+        if (attn_forward(f->b, c, 1, &s, &n, x, y) != ATTN_OK)
+            fail_msg("at %lld: %s", (long long)at, attn_cache_error(c));
+        int64_t used = attn_cache_get_stats(c).blocks_used;
+        most = used > most ? used : most;
+    }
+    print_message("100000 tokens, window 4096: at most %lld blocks of 16 held (%lld tokens)\n",
+                  (long long)most, (long long)(most * 16));
+    assert_int_equal(attn_seq_len(c, s), 100000);
+    assert_true(most <= 4096 / 16 + 2);
+    attn_cache_free(c);
+    free(x), free(y);
+}
+
 static void sliding_window_outputs_match_the_reference(void **state) {
     fixture *f = *state;
     int64_t D = f->D, T = 157;
@@ -420,6 +450,11 @@ int main(void) {
         cmocka_unit_test(sliding_window_stream_keeps_memory_bounded),
         cmocka_unit_test(sliding_window_outputs_match_the_reference),
     };
+    const struct CMUnitTest long_window_tests[] = {
+        cmocka_unit_test(window_4096_stream_of_100k_tokens_keeps_memory_bounded),
+    };
     int failed = cmocka_run_group_tests_name("paged", tests, setup, teardown);
-    return failed + cmocka_run_group_tests_name("windowed", window_tests, setup_window, teardown);
+    failed += cmocka_run_group_tests_name("windowed", window_tests, setup_window, teardown);
+    return failed + cmocka_run_group_tests_name("window 4096", long_window_tests,
+                                                setup_window_4096, teardown);
 }
