@@ -16,6 +16,7 @@ static const char usage[] =
     "commands:\n"
     "  check SPEC          validate a spec and print it normalized\n"
     "  ir SPEC             print the graph IR after the pass pipeline\n"
+    "  compile SPEC -o F   compile ahead of time: an object defining NAME_kernels()\n"
     "  run SPEC ...        run the block on a weights file and an input tensor\n"
     "  gen-weights SPEC    write random weights for a spec\n"
     "  gen-input SPEC      write a random input tensor for a spec\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     } cmds[] = {
         {"check", cmd_check},
         {"ir", cmd_ir},
+        {"compile", cmd_compile},
         {"run", cmd_run},
         {"gen-weights", cmd_gen_weights},
         {"gen-input", cmd_gen_input},

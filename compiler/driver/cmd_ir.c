@@ -39,15 +39,9 @@ int cmd_ir(int argc, char **argv) {
     }
     if (n_pos != 1)
         return usage_error("ir", "expected one SPEC file");
-    for (int i = -1; i < n_disabled; i++) {
-        const char *name = i < 0 ? after : disabled[i];
-        bool known = !name || (i < 0 && strcmp(name, "lower") == 0);
-        for (int p = 0; !known && attnc_pass_name(p); p++)
-            known = strcmp(attnc_pass_name(p), name) == 0;
-        if (!known)
-            return usage_error("ir", "unknown pass '%s' (attnc ir --list-passes names them)",
-                               name);
-    }
+    if ((after && strcmp(after, "lower") != 0 && !check_pass_names("ir", &after, 1)) ||
+        !check_pass_names("ir", disabled, n_disabled))
+        return EXIT_USAGE;
     attnc_options o = attnc_options_default();
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;

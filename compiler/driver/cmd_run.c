@@ -107,14 +107,8 @@ int cmd_run(int argc, char **argv) {
     if ((chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
         (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &threads)))
         return EXIT_USAGE;
-    for (int i = 0; i < n_disabled; i++) {
-        bool known = false;
-        for (int p = 0; attnc_pass_name(p); p++)
-            known |= strcmp(attnc_pass_name(p), disabled[i]) == 0;
-        if (!known)
-            return usage_error("run", "unknown pass '%s' (attnc ir --list-passes names them)",
-                               disabled[i]);
-    }
+    if (!check_pass_names("run", disabled, n_disabled))
+        return EXIT_USAGE;
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;
 

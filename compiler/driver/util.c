@@ -140,3 +140,16 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+bool check_pass_names(const char *cmd, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        bool known = false;
+        for (int p = 0; attnc_pass_name(p); p++)
+            known |= strcmp(attnc_pass_name(p), names[i]) == 0;
+        if (!known) {
+            usage_error(cmd, "unknown pass '%s' (attnc ir --list-passes names them)", names[i]);
+            return false;
+        }
+    }
+    return true;
+}

@@ -50,6 +50,10 @@ double now_seconds(void);
 /* The subcommands; argv[0] is the subcommand's name. */
 int cmd_run(int argc, char **argv);
 int cmd_ir(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+
+/* True if every name is a pass; else prints a usage error. */
+bool check_pass_names(const char *cmd, const char *const *names, int n);
 int cmd_gen_weights(int argc, char **argv);
 int cmd_gen_input(int argc, char **argv);
 

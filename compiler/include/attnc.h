@@ -82,7 +82,9 @@ ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);
 typedef struct attnc_options {
     const char *const *disabled_passes; /* pass names to skip (see attnc_pass_name) */
     int n_disabled_passes;
-    const char *cpu;      /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's */
+    const char *target;   /* LLVM target triple ("aarch64-linux-gnu"); NULL = this host's */
+    const char *cpu;      /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's
+                             (or the target's generic CPU for another target) */
     const char *features; /* LLVM feature string; NULL = the CPU's (host: detected) */
     const char *emit_llvm; /* if set, the optimized module's LLVM IR is written here */
     const char *emit_asm;  /* if set, its assembly is written here */
@@ -100,6 +102,25 @@ ATTNC_API const char *attnc_pass_summary(int i);
 ATTNC_API attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path,
                                      const attnc_options *opt, const char *after_pass,
                                      const char **text);
+
+/* ---- ahead of time ------------------------------------------------------------ */
+
+typedef enum attnc_emit_kind {
+    ATTNC_EMIT_OBJ,  /* relocatable object defining <name>_kernels() */
+    ATTNC_EMIT_ASM,  /* its assembly */
+    ATTNC_EMIT_LLVM, /* its LLVM IR */
+    ATTNC_EMIT_COUNT
+} attnc_emit_kind;
+
+/* Compiles a spec into out_path (and, if header_path is not NULL, a header
+ * declaring `const attn_kernels *<name>_kernels(void);` with the spec and
+ * options as a comment). Both are written to temporary files renamed on
+ * success: on failure neither exists (or an old one is untouched). The
+ * same spec, target and options give byte-identical files. *error as for
+ * attnc_jit_compile_file. */
+ATTNC_API attnc_status attnc_compile_file(const char *spec_path, const attnc_options *opt,
+                                          attnc_emit_kind kind, const char *out_path,
+                                          const char *header_path, char **error);
 
 /* ---- JIT ------------------------------------------------------------------ */
 

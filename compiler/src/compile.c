@@ -1,5 +1,7 @@
 /* compile.c: the compiler's public entry points that span stages: spec ->
  * graph IR -> passes (and, for the JIT, codegen and emission). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -74,4 +76,23 @@ attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_op
         return ATTNC_E_NOMEM;
     }
     return ATTNC_OK;
+}
+
+char *compile_diag_text(const attnc_ctx *ctx, const char *fallback) {
+    size_t len = strlen(fallback) + 2;
+    char line[1536];
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++)
+        len += (size_t)attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line) + 1;
+    char *msg = malloc(len);
+    if (!msg)
+        return NULL;
+    size_t at = 0;
+    msg[0] = 0;
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line);
+        at += (size_t)snprintf(msg + at, len - at, "%s\n", line);
+    }
+    if (at == 0)
+        snprintf(msg, len, "%s\n", fallback);
+    return msg;
 }

@@ -107,6 +107,16 @@ typedef struct attn_kernels {
     const attn_kernel_step *steps;   /* n_steps, run in order */
 } attn_kernels;
 
+/* An emitted object lays the table out as {4 x u32, config bytes, ptr, ptr}
+ * and each step as {ptr, ptr, u32, u32}: pinned here. */
+_Static_assert(offsetof(attn_kernels, config) == 16, "kernel ABI");
+_Static_assert(sizeof(attn_config) % 8 == 0, "kernel ABI");
+_Static_assert(offsetof(attn_kernels, buffers) == 16 + sizeof(attn_config), "kernel ABI");
+_Static_assert(offsetof(attn_kernels, steps) == 24 + sizeof(attn_config), "kernel ABI");
+_Static_assert(sizeof(attn_buffer_desc) == 48, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_step, phase) == 16 && sizeof(attn_kernel_step) == 24,
+               "kernel ABI");
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,6 +48,13 @@ typedef struct cg_result {
 /* Builds the module for g in llctx. */
 ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out);
 
+/* Adds the kernel table as constant data and `const attn_kernels
+ * *<name>_kernels(void)` returning it, for an object file. The config and
+ * buffer descriptors are stored as the bytes of their C structs (with
+ * zeroed padding, so equal inputs give equal objects): the target must
+ * share the host's LP64 little-endian layout. */
+ATTNC_HIDDEN void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res);
+
 /* ---- helpers for the kernel families ---------------------------------- */
 
 typedef struct cg {

@@ -3,6 +3,7 @@
 #ifndef ATTNC_EMIT_H
 #define ATTNC_EMIT_H
 
+#include <llvm-c/Error.h>
 #include <llvm-c/TargetMachine.h>
 
 #include "base/base.h"

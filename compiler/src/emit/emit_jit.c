@@ -178,24 +178,8 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
     if (!ctx)
         return ATTNC_E_NOMEM;
     attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_IO;
-    if (st != ATTNC_OK && error) {
-        size_t len = 1;
-        char line[1536];
-        for (size_t i = 0; i < attnc_diag_count(ctx); i++)
-            len += (size_t)attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line) + 1;
-        char *msg = malloc(len + 64);
-        if (msg) {
-            msg[0] = 0;
-            size_t at = 0;
-            for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-                attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line);
-                at += (size_t)snprintf(msg + at, len + 64 - at, "%s\n", line);
-            }
-            if (at == 0)
-                snprintf(msg, len + 64, "%s\n", spec_path ? "compilation failed" : "no spec path");
-        }
-        *error = msg;
-    }
+    if (st != ATTNC_OK && error)
+        *error = compile_diag_text(ctx, spec_path ? "compilation failed" : "no spec path");
     attnc_ctx_free(ctx);
     return st;
 }

@@ -12,8 +12,10 @@
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_native(void) {
-    LLVMInitializeNativeTarget();
-    LLVMInitializeNativeAsmPrinter();
+    LLVMInitializeAllTargetInfos();
+    LLVMInitializeAllTargets();
+    LLVMInitializeAllTargetMCs();
+    LLVMInitializeAllAsmPrinters();
 }
 
 attnc_status emit_llvm_error(attnc_ctx *ctx, LLVMErrorRef err, const char *what) {
@@ -26,19 +28,24 @@ attnc_status emit_llvm_error(attnc_ctx *ctx, LLVMErrorRef err, const char *what)
 attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
                                  LLVMTargetMachineRef *out) {
     pthread_once(&init_once, init_native);
-    char *triple = LLVMGetDefaultTargetTriple();
+    bool host = !opt || !opt->target;
+    char *triple = host ? LLVMGetDefaultTargetTriple() : LLVMNormalizeTargetTriple(opt->target);
     char *host_cpu = NULL, *host_features = NULL, *why = NULL;
     LLVMTargetRef target;
     attnc_status st = ATTNC_OK;
     if (LLVMGetTargetFromTriple(triple, &target, &why)) {
-        diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "no target for %s: %s", triple, why);
-        st = ATTNC_E_LLVM;
+        /* a target named by the user is input; the host's missing is ours */
+        diag_error(ctx, host ? ATTNC_E_LLVM : ATTNC_E_SPEC, (attnc_loc){0},
+                   "unknown target '%s': %s", host ? triple : opt->target, why);
+        st = host ? ATTNC_E_LLVM : ATTNC_E_SPEC;
         goto done;
     }
-    const char *cpu = opt && opt->cpu ? opt->cpu : (host_cpu = LLVMGetHostCPUName());
+    const char *cpu = opt && opt->cpu ? opt->cpu
+                      : host          ? (host_cpu = LLVMGetHostCPUName())
+                                      : "generic";
     const char *features = opt && opt->features ? opt->features
-                           : opt && opt->cpu   ? ""
-                                               : (host_features = LLVMGetHostCPUFeatures());
+                           : !host || (opt && opt->cpu) ? ""
+                                                        : (host_features = LLVMGetHostCPUFeatures());
     *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
     if (!*out) {

@@ -1,0 +1,101 @@
+/* cg_table.c: the kernel table as data, for emitted objects: the config
+ * and buffer descriptors as bytes, the steps as {name, kernel, phase}, and
+ * the accessor function the generated header declares. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg.h"
+
+static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const char *name,
+                                 const void *p, size_t n) {
+    LLVMValueRef init = LLVMConstStringInContext(llctx, p, (unsigned)n, true);
+    LLVMValueRef g = LLVMAddGlobal(mod, LLVMTypeOf(init), name);
+    LLVMSetInitializer(g, init);
+    LLVMSetGlobalConstant(g, true);
+    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMSetAlignment(g, 8);
+    return g;
+}
+
+void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
+    LLVMContextRef llctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(llctx), ptr = LLVMPointerTypeInContext(llctx, 0);
+    const char *name = g->cfg.name;
+
+    /* the config, field by field into zeroed storage: padding stays 0 */
+    attn_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    const attn_config *c = &g->cfg;
+    memcpy(cfg.name, c->name, strnlen(c->name, ATTN_NAME_MAX - 1));
+    cfg.heads = c->heads, cfg.kv_groups = c->kv_groups, cfg.head_dim = c->head_dim;
+    cfg.d_model = c->d_model, cfg.causal = c->causal, cfg.rope_style = c->rope_style;
+    cfg.rope_base = c->rope_base, cfg.rotary_dim = c->rotary_dim;
+    cfg.rope_scaling = c->rope_scaling, cfg.rope_factor = c->rope_factor;
+    cfg.rope_low_freq_factor = c->rope_low_freq_factor;
+    cfg.rope_high_freq_factor = c->rope_high_freq_factor;
+    cfg.rope_original_max_position = c->rope_original_max_position;
+    cfg.sliding_window = c->sliding_window, cfg.softcap = c->softcap;
+    cfg.qkv_bias = c->qkv_bias, cfg.o_bias = c->o_bias, cfg.scale_auto = c->scale_auto;
+    cfg.scale = c->scale, cfg.dtype = c->dtype, cfg.kv_dtype = c->kv_dtype;
+    cfg.kv_block_tokens = c->kv_block_tokens, cfg.kv_max_tokens = c->kv_max_tokens;
+
+    attn_buffer_desc bufs[ATTN_MAX_BUFFERS];
+    memset(bufs, 0, sizeof bufs);
+    for (int i = 0; i < res->n_buffers; i++) {
+        const attn_buffer_desc *d = &res->buffers[i];
+        bufs[i].role = d->role, bufs[i].weight = d->weight, bufs[i].per_sequence = d->per_sequence;
+        bufs[i].c = d->c, bufs[i].s = d->s, bufs[i].t = d->t, bufs[i].st = d->st;
+    }
+    LLVMValueRef buffers = bytes_global(mod, llctx, "attn.buffers", bufs,
+                                        (size_t)res->n_buffers * sizeof bufs[0]);
+
+    /* steps: {name, kernel, phase, 0} */
+    LLVMTypeRef step_fields[4] = {ptr, ptr, i32, i32};
+    LLVMTypeRef step_ty = LLVMStructTypeInContext(llctx, step_fields, 4, false);
+    LLVMValueRef steps[256];
+    ATTNC_ASSERT(res->n_steps <= 256);
+    for (int i = 0; i < res->n_steps; i++) {
+        const char *sym = res->step_names[i];
+        LLVMValueRef str = LLVMConstStringInContext(llctx, sym, (unsigned)strlen(sym), false);
+        LLVMValueRef sg = LLVMAddGlobal(mod, LLVMTypeOf(str), "attn.step_name");
+        LLVMSetInitializer(sg, str);
+        LLVMSetGlobalConstant(sg, true);
+        LLVMSetLinkage(sg, LLVMPrivateLinkage);
+        LLVMValueRef fn = LLVMGetNamedFunction(mod, sym);
+        ATTNC_ASSERT(fn);
+        LLVMValueRef f[4] = {sg, fn, LLVMConstInt(i32, res->step_phase[i], false),
+                             LLVMConstInt(i32, 0, false)};
+        steps[i] = LLVMConstNamedStruct(step_ty, f, 4);
+    }
+    LLVMValueRef steps_init = LLVMConstArray2(step_ty, steps, (uint64_t)res->n_steps);
+    LLVMValueRef steps_g = LLVMAddGlobal(mod, LLVMTypeOf(steps_init), "attn.steps");
+    LLVMSetInitializer(steps_g, steps_init);
+    LLVMSetGlobalConstant(steps_g, true);
+    LLVMSetLinkage(steps_g, LLVMPrivateLinkage);
+
+    /* the table: {abi, n_buffers, n_steps, 0, config bytes, buffers, steps} */
+    LLVMValueRef cfg_bytes = LLVMConstStringInContext(llctx, (const char *)&cfg, sizeof cfg, true);
+    LLVMTypeRef table_fields[7] = {i32, i32, i32, i32, LLVMTypeOf(cfg_bytes), ptr, ptr};
+    LLVMTypeRef table_ty = LLVMStructTypeInContext(llctx, table_fields, 7, false);
+    LLVMValueRef tf[7] = {LLVMConstInt(i32, ATTN_KERNELS_ABI, false),
+                          LLVMConstInt(i32, (unsigned long long)res->n_buffers, false),
+                          LLVMConstInt(i32, (unsigned long long)res->n_steps, false),
+                          LLVMConstInt(i32, 0, false),
+                          cfg_bytes,
+                          buffers,
+                          steps_g};
+    LLVMValueRef table = LLVMAddGlobal(mod, table_ty, "attn.table");
+    LLVMSetInitializer(table, LLVMConstNamedStruct(table_ty, tf, 7));
+    LLVMSetGlobalConstant(table, true);
+    LLVMSetLinkage(table, LLVMPrivateLinkage);
+    LLVMSetAlignment(table, 8);
+
+    /* const attn_kernels *<name>_kernels(void) { return &table; } */
+    char fname[ATTN_NAME_MAX + 16];
+    snprintf(fname, sizeof fname, "%s_kernels", name);
+    LLVMValueRef fn = LLVMAddFunction(mod, fname, LLVMFunctionType(ptr, NULL, 0, false));
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(llctx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(llctx, fn, "entry"));
+    LLVMBuildRet(b, table);
+    LLVMDisposeBuilder(b);
+}

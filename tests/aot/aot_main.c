@@ -1,0 +1,51 @@
+/* aot_main.c: a program linked from an object `attnc compile` emitted and
+ * libattn alone (no LLVM): runs the kernels over a prompt and decode steps
+ * through the paged cache and compares with the reference engine. Built by
+ * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
+ * within 1e-4. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "attn.h"
+
+int main(void) {
+    const attn_kernels *k = KERNELS();
+    const attn_config *cfg = &k->config;
+    int64_t T = 23, D = cfg->d_model;
+    attn_weights *w;
+    attn_block *b;
+    attn_cache *c;
+    attn_ref *r;
+    int32_t s, prompt = 15, one = 1;
+    float *x = malloc((size_t)(T * D) * sizeof *x), *y = malloc((size_t)(T * D) * sizeof *y),
+          *want = malloc((size_t)(T * D) * sizeof *want);
+    uint64_t seed = 5;
+    attn_random_uniform(&seed, x, (size_t)(T * D), 1.7);
+    if (attn_weights_random(cfg, 1, &w, NULL) || attn_block_new(k, NULL, &b) ||
+        attn_block_set_weights(b, w) || attn_cache_new(b, T, &c) || attn_seq_new(c, &s) ||
+        attn_forward(b, c, 1, &s, &prompt, x, y)) {
+        fprintf(stderr, "aot: setup failed\n");
+        return 2;
+    }
+    for (int64_t t = prompt; t < T; t++)
+        if (attn_forward(b, c, 1, &s, &one, x + t * D, y + t * D)) {
+            fprintf(stderr, "aot: decode failed: %s\n", attn_cache_error(c));
+            return 2;
+        }
+    if (attn_ref_new(w, T, &r, NULL) || attn_ref_forward(r, T, x, want, NULL))
+        return 2;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < T * D; i++) {
+        num = fmax(num, fabs((double)y[i] - want[i]));
+        den = fmax(den, fabs((double)want[i]));
+    }
+    printf("%s: %lld tokens through the emitted kernels, relative error %.3g\n", cfg->name,
+           (long long)T, num / den);
+    attn_ref_free(r);
+    attn_cache_free(c);
+    attn_block_free(b);
+    attn_weights_free(w);
+    free(x), free(y), free(want);
+    return num / den <= 1e-4 ? 0 : 1;
+}

@@ -1,0 +1,172 @@
+/* test_aot.c: `attnc compile`. The object needs only libc/libm (nm), is
+ * byte-identical for equal inputs, links with libattn alone into a program
+ * that matches the reference (aot_main.c), comes out for AArch64 with
+ * --target, and bad input leaves no file behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+typedef struct fixture {
+    char *dir;
+    char out[1024], err[1024];
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = tmpdir_new();
+    snprintf(f->out, sizeof f->out, "%s.out", f->dir);
+    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    remove(f->out);
+    remove(f->err);
+    tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+static int compile(fixture *f, const char *spec, const char *o, const char *h, const char *extra1,
+                   const char *extra2) {
+    return run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", o, "--header", h, extra1,
+                                    extra2, NULL},
+                   f->out, f->err);
+}
+
+static void assert_only_libc_undefined(fixture *f, const char *obj) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "nm -u %s > %s", obj, f->out);
+    assert_int_equal(system(cmd), 0);
+    char *text = read_file(f->out, NULL);
+    static const char *const allowed[] = {"sincos", "sin", "cos", "memcpy", "memset", "memmove"};
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *sym = strrchr(line, ' ');
+        sym = sym ? sym + 1 : line;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+            ok |= strcmp(sym, allowed[i]) == 0;
+        if (!ok)
+            fail_msg("%s needs '%s'", obj, sym);
+    }
+    free(text);
+}
+
+static void emitted_objects_link_with_libattn_alone_and_match_the_reference(void **state) {
+    fixture *f = *state;
+    const char *specs[] = {"seed", "gemma2_9b", "mistral_7b", "gptj_6b"};
+    for (int i = 0; i < 4; i++) {
+        char spec[512], obj[1024], hdr[1024], prog[1024], cmd[8192];
+        snprintf(spec, sizeof spec, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, specs[i]);
+        snprintf(obj, sizeof obj, "%s/%s.o", f->dir, specs[i]);
+        snprintf(hdr, sizeof hdr, "%s/%s.h", f->dir, specs[i]);
+        snprintf(prog, sizeof prog, "%s/%s_prog", f->dir, specs[i]);
+        assert_int_equal(compile(f, spec, obj, hdr, NULL, NULL), 0);
+        assert_only_libc_undefined(f, obj);
+        /* only the runtime and system libraries: no LLVM on this link line */
+        snprintf(cmd, sizeof cmd,
+                 "%s %s -std=c11 -O1 -DKERNELS=%s_kernels -include %s -I%s "
+                 "%s/tests/aot/aot_main.c %s %s -lcjson -fopenmp -lm -o %s",
+                 AOT_CC, AOT_FLAGS, specs[i], hdr, ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, obj,
+                 ATTN_STATIC_LIB, prog);
+        if (system(cmd) != 0)
+            fail_msg("link failed: %s", cmd);
+        assert_int_equal(run_cmd((const char *[]){prog, NULL}, f->out, f->err), 0);
+        char *said = read_file(f->out, NULL);
+        assert_non_null(strstr(said, "through the emitted kernels"));
+        free(said);
+    }
+}
+
+static void same_input_gives_byte_identical_files(void **state) {
+    fixture *f = *state;
+    const char *spec = ATTNC_SOURCE_DIR "/specs/qwen2_7b.yaml";
+    char *files[2][2];
+    for (int r = 0; r < 2; r++) {
+        const char *o = path_in(f->dir, r ? "b.o" : "a.o"), *h = path_in(f->dir, r ? "b.h" : "a.h");
+        assert_int_equal(compile(f, spec, o, h, "--cpu", "x86-64-v3"), 0);
+        size_t n;
+        files[r][0] = read_file(o, &n);
+        files[r][1] = read_file(h, NULL);
+        assert_true(n > 1000);
+    }
+    size_t na, nb;
+    free(read_file(path_in(f->dir, "a.o"), &na));
+    free(read_file(path_in(f->dir, "b.o"), &nb));
+    assert_int_equal(na, nb);
+    assert_memory_equal(files[0][0], files[1][0], na);
+    assert_string_equal(files[0][1], files[1][1]);
+    assert_non_null(strstr(files[0][1], "const attn_kernels *qwen2_7b_kernels(void);"));
+    assert_non_null(strstr(files[0][1], "cpu=x86-64-v3"));
+    assert_non_null(strstr(files[0][1], "qkv_bias: true"));
+    for (int r = 0; r < 2; r++)
+        free(files[r][0]), free(files[r][1]);
+}
+
+static void other_targets_and_output_kinds(void **state) {
+    fixture *f = *state;
+    const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml", *o = path_in(f->dir, "arm.o");
+    assert_int_equal(compile(f, spec, o, path_in(f->dir, "arm.h"), "--target",
+                             "aarch64-linux-gnu"),
+                     0);
+    size_t n;
+    unsigned char *elf = (unsigned char *)read_file(o, &n);
+    assert_true(n > 64 && memcmp(elf, "\x7f" "ELF", 4) == 0);
+    assert_int_equal(elf[18] | elf[19] << 8, 183); /* EM_AARCH64 */
+    free(elf);
+    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
+                                              path_in(f->dir, "k.s"), "--emit", "asm", NULL},
+                             NULL, NULL),
+                     0);
+    char *s = read_file(path_in(f->dir, "k.s"), NULL);
+    assert_non_null(strstr(s, "seed_kernels:"));
+    free(s);
+    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
+                                              path_in(f->dir, "k.ll"), "--emit", "llvm", NULL},
+                             NULL, NULL),
+                     0);
+    s = read_file(path_in(f->dir, "k.ll"), NULL);
+    assert_non_null(strstr(s, "ptr @seed_kernels()"));
+    free(s);
+}
+
+static void bad_input_exits_2_and_writes_nothing(void **state) {
+    fixture *f = *state;
+    const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
+    int before = dir_count(f->dir);
+    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), "--target",
+                             "nonsense-unknown-none"),
+                     2);
+    char *err = read_file(f->err, NULL);
+    assert_non_null(strstr(err, "unknown target 'nonsense-unknown-none'"));
+    free(err);
+    assert_int_equal(compile(f, ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
+                             path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), NULL, NULL),
+                     2);
+    assert_int_equal(compile(f, spec, path_in(f->dir, "no/such/x.o"), path_in(f->dir, "x.h"),
+                             NULL, NULL),
+                     2);
+    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "no/such/x.h"),
+                             NULL, NULL),
+                     2);
+    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
+                                              path_in(f->dir, "x.o"), "--emit", "exe", NULL},
+                             NULL, NULL),
+                     1);
+    assert_int_equal(dir_count(f->dir), before);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            emitted_objects_link_with_libattn_alone_and_match_the_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(same_input_gives_byte_identical_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_targets_and_output_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_input_exits_2_and_writes_nothing, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
