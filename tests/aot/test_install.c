@@ -1,0 +1,67 @@
+/* test_install.c: `cmake --install` into a fresh prefix gives attnc, libattn
+ * (static and shared, no LLVM), libattnc, the headers and pkg-config
+ * files; examples/aot, a CMake project of its own, builds against that
+ * prefix (running attnc compile at build time), and its program matches
+ * `attnc run --engine reference`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+static void sh(const char *cmd) {
+    if (system(cmd) != 0)
+        fail_msg("failed: %s", cmd);
+}
+
+static void install_tree_builds_and_runs_the_aot_example(void **state) {
+    (void)state;
+    char *dir = tmpdir_new(), cmd[8192];
+    const char *pre = path_in(dir, "prefix"), *ex = path_in(dir, "aot");
+    snprintf(cmd, sizeof cmd, "cmake --install %s --prefix %s > %s/install.log", ATTNC_BUILD_DIR,
+             pre, dir);
+    sh(cmd);
+    const char *files[] = {"bin/attnc", "lib/libattn.a", "lib/libattn.so", "lib/libattnc.a",
+                           "include/attn.h", "include/attn_kernels.h", "include/attnc.h",
+                           "lib/pkgconfig/attn.pc", "lib/pkgconfig/attnc.pc"};
+    for (int i = 0; i < 9; i++) {
+        snprintf(cmd, sizeof cmd, "test -f %s/%s", pre, files[i]);
+        sh(cmd);
+    }
+    snprintf(cmd, sizeof cmd, "! ldd %s/lib/libattn.so | grep -qi llvm", pre);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd,
+             "PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --libs attn | grep -q -- -lattn", pre);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd,
+             "cmake -S %s/examples/aot -B %s -DCMAKE_PREFIX_PATH=%s -DCMAKE_C_FLAGS='%s' "
+             "> %s/configure.log && cmake --build %s > %s/build.log",
+             ATTNC_SOURCE_DIR, ex, pre, AOT_FLAGS, dir, ex, dir);
+    sh(cmd);
+    const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/attnc gen-weights %s -o w.safetensors > /dev/null && "
+             "%s/bin/attnc gen-input %s --tokens 21 -o x.safetensors > /dev/null && "
+             "%s/bin/attnc run %s --weights w.safetensors --input x.safetensors "
+             "-o y.safetensors --engine reference > /dev/null",
+             dir, pre, spec, pre, spec, pre, spec);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/aot_example w.safetensors x.safetensors y.safetensors 13 > run.log",
+             dir, ex);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "grep -q 'prefill 13 + decode 8' %s/run.log", dir);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "! ldd %s/aot_example | grep -qi llvm", ex);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s/prefix %s/aot", dir, dir);
+    sh(cmd);
+    tmpdir_remove(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(install_tree_builds_and_runs_the_aot_example),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
