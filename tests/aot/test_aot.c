@@ -134,6 +134,50 @@ static void other_targets_and_output_kinds(void **state) {
     free(s);
 }
 
+/* Links an AArch64 object with an AArch64 build of the runtime (Debian's
+ * cross gcc, arm64 libcjson from multiarch) and runs it under qemu-user.
+ * One thread: under qemu-user 7.2 even a bare two-thread OpenMP barrier
+ * never returns, so the emulated run is kept single-threaded. */
+static void aarch64_object_runs_under_emulation(void **state) {
+    fixture *f = *state;
+    if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
+               "/dev/null && test -e /usr/lib/aarch64-linux-gnu/libcjson.so") != 0) {
+        print_message("aarch64-linux-gnu-gcc, qemu-user or libcjson-dev:arm64 is missing "
+                      "(scripts/setup installs them): skipping the AArch64 run\n");
+        skip();
+    }
+    const char *spec = ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml";
+    const char *o = path_in(f->dir, "gemma2_9b.o"), *h = path_in(f->dir, "gemma2_9b.h");
+    assert_int_equal(compile(f, spec, o, h, "--target", "aarch64-linux-gnu"), 0);
+    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
+                                              path_in(f->dir, "arm.s"), "--emit", "asm",
+                                              "--target", "aarch64-linux-gnu", NULL},
+                             NULL, NULL),
+                     0);
+    char *s = read_file(path_in(f->dir, "arm.s"), NULL);
+    assert_non_null(strstr(s, "fmla\tv")); /* NEON */
+    free(s);
+    char cmd[8192], prog[1024];
+    snprintf(prog, sizeof prog, "%s/gemma2_9b_arm", f->dir);
+    snprintf(cmd, sizeof cmd,
+             "aarch64-linux-gnu-gcc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -DATTN_BUILD "
+             "-I%s -I%s/runtime/src -I/usr/include/cjson %s/runtime/src/*.c "
+             "%s/tests/aot/aot_main.c -include %s -DKERNELS=gemma2_9b_kernels %s "
+             "-L/usr/lib/aarch64-linux-gnu -lcjson -lm -o %s",
+             ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, o, prog);
+    if (system(cmd) != 0)
+        fail_msg("cross link failed: %s", cmd);
+    assert_int_equal(run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L",
+                                              "/usr/aarch64-linux-gnu", "-E", "ATTN_THREADS=1",
+                                              "-E", "OMP_NUM_THREADS=1", prog, NULL},
+                             f->out, f->err),
+                     0);
+    char *said = read_file(f->out, NULL);
+    print_message("AArch64 under qemu: %s", said);
+    assert_non_null(strstr(said, "gemma2_9b: 23 tokens through the emitted kernels"));
+    free(said);
+}
+
 static void bad_input_exits_2_and_writes_nothing(void **state) {
     fixture *f = *state;
     const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
@@ -143,6 +187,12 @@ static void bad_input_exits_2_and_writes_nothing(void **state) {
                      2);
     char *err = read_file(f->err, NULL);
     assert_non_null(strstr(err, "unknown target 'nonsense-unknown-none'"));
+    free(err);
+    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), "--cpu",
+                             "pentium-9000"),
+                     2);
+    err = read_file(f->err, NULL);
+    assert_non_null(strstr(err, "unknown CPU 'pentium-9000' for target x86-64"));
     free(err);
     assert_int_equal(compile(f, ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
                              path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), NULL, NULL),
@@ -166,6 +216,7 @@ int main(void) {
             emitted_objects_link_with_libattn_alone_and_match_the_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(same_input_gives_byte_identical_files, setup, teardown),
         cmocka_unit_test_setup_teardown(other_targets_and_output_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(aarch64_object_runs_under_emulation, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_exits_2_and_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

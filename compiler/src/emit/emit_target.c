@@ -7,7 +7,20 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "cpu_names.h"
 #include "emit/emit.h"
+
+/* NULL if cpu is a CPU of target (or the target has no list here), else
+ * the list it is not in. */
+static const char *const *unknown_cpu(const char *target, const char *cpu) {
+    const char *const *list = strcmp(target, "x86-64") == 0   ? cpus_x86_64
+                              : strcmp(target, "aarch64") == 0 ? cpus_aarch64
+                                                               : NULL;
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(list[i], cpu) == 0)
+            return NULL;
+    return list;
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -38,6 +51,13 @@ attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
         diag_error(ctx, host ? ATTNC_E_LLVM : ATTNC_E_SPEC, (attnc_loc){0},
                    "unknown target '%s': %s", host ? triple : opt->target, why);
         st = host ? ATTNC_E_LLVM : ATTNC_E_SPEC;
+        goto done;
+    }
+    if (opt && opt->cpu && unknown_cpu(LLVMGetTargetName(target), opt->cpu)) {
+        diag_error(ctx, ATTNC_E_SPEC, (attnc_loc){0},
+                   "unknown CPU '%s' for target %s (llc -mtriple=%s -mcpu=help lists them)",
+                   opt->cpu, LLVMGetTargetName(target), triple);
+        st = ATTNC_E_SPEC;
         goto done;
     }
     const char *cpu = opt && opt->cpu ? opt->cpu
