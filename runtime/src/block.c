@@ -1,30 +1,17 @@
 /* block.c: a block is a kernel table plus its f32 weights, packed as the
  * table asks. Once loaded it is only read (cache.c runs it). */
 #include <omp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "block.h"
-
-static attn_status fail(attn_block *b, attn_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static attn_status fail(attn_block *b, attn_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->error, sizeof b->error, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 attn_block_options attn_block_options_default(void) {
     return (attn_block_options){0};
 }
 
 const char *attn_block_error(const attn_block *b) {
-    return b ? b->error : "no block";
+    return b ? b->error.text : "no block";
 }
 
 attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
@@ -78,7 +65,7 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
     if (!b || !w)
         return ATTN_E_INVALID;
     if (!rt_config_equal(&w->cfg, &b->cfg))
-        return fail(b, ATTN_E_INVALID, "weights were made for another configuration");
+        return rt_fail(&b->error, ATTN_E_INVALID, "weights were made for another configuration");
     const attn_config *c = &b->cfg;
     size_t D = (size_t)c->d_model, qd = (size_t)(c->heads * c->head_dim),
            kvd = (size_t)(c->kv_groups * c->head_dim);
@@ -106,10 +93,11 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
         if (d->role != ATTN_BUF_WEIGHT || fresh[d->weight])
             continue;
         if (!parts[d->weight].p[0]) /* a bias the weights do not have */
-            st = fail(b, ATTN_E_INVALID, "the kernels need weight %u, which is absent", d->weight);
+            st = rt_fail(&b->error, ATTN_E_INVALID, "the kernels need weight %u, which is absent",
+                         d->weight);
         else if (!(fresh[d->weight] = concat(parts[d->weight].p, parts[d->weight].n,
                                              parts[d->weight].count)))
-            st = fail(b, ATTN_E_NOMEM, "out of memory copying weight %u", d->weight);
+            st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory copying weight %u", d->weight);
     }
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
         if (st == ATTN_OK) {
@@ -130,7 +118,7 @@ attn_status attn_block_load_safetensors(attn_block *b, const char *path, const c
     attn_weights *w = NULL;
     attn_status st = attn_weights_load(&b->cfg, path, prefix, &w, &m);
     if (st)
-        return fail(b, st, "%s", m.text);
+        return rt_fail(&b->error, st, "%s", m.text);
     st = attn_block_set_weights(b, w);
     attn_weights_free(w);
     return st;

@@ -12,7 +12,7 @@ struct attn_block {
     int n_threads;
     float *weight[ATTN_WEIGHT_COUNT]; /* owned; NULL when the table does not use it */
     bool loaded;
-    char error[ATTN_MSG_MAX];
+    attn_msg error; /* the last failure */
 };
 
 #endif

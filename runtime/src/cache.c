@@ -6,8 +6,6 @@
  * token-phase steps once over the whole batch, each run of sequence-phase
  * steps once per sequence, a barrier after every step. */
 #include <omp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,22 +38,11 @@ struct attn_cache {
     int64_t cap_tokens;
     attn_kernel_args *args; /* [cap_batch + 1]: per sequence, then the batch */
     int cap_batch;
-    char error[ATTN_MSG_MAX];
+    attn_msg error; /* the last failure */
 };
 
-static attn_status fail(attn_cache *c, attn_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static attn_status fail(attn_cache *c, attn_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->error, sizeof c->error, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 const char *attn_cache_error(const attn_cache *c) {
-    return c ? c->error : "no cache";
+    return c ? c->error.text : "no cache";
 }
 
 attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **out) {
@@ -183,18 +170,18 @@ attn_status attn_seq_new(attn_cache *c, int32_t *id) {
         return ATTN_E_INVALID;
     seq *s = new_slot(c, id);
     if (!s)
-        return fail(c, ATTN_E_NOMEM, "out of memory for a sequence");
+        return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
     s->live = true;
     return ATTN_OK;
 }
 
 attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
     if (!c || !dst || !find(c, src))
-        return c ? fail(c, ATTN_E_INVALID, "fork: unknown sequence %d", src) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "fork: unknown sequence %d", src) : ATTN_E_INVALID;
     int32_t id;
     seq *d = new_slot(c, &id);
     if (!d)
-        return fail(c, ATTN_E_NOMEM, "out of memory for a sequence");
+        return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
     const seq *s = &c->seqs[src]; /* after new_slot: the array may have moved */
     memcpy(d->table, s->table, (size_t)c->max_blocks * sizeof *d->table);
     for (int64_t b = 0; b < blocks_for(c, s->len); b++)
@@ -210,13 +197,13 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
 attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     seq *s = find(c, id);
     if (!s)
-        return c ? fail(c, ATTN_E_INVALID, "truncate: unknown sequence %d", id) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "truncate: unknown sequence %d", id) : ATTN_E_INVALID;
     if (n_tokens < 0 || n_tokens > s->len)
-        return fail(c, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
+        return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
                     (long long)s->len);
     int64_t w = c->cfg.sliding_window;
     if (w > 0 && s->released > 0 && n_tokens - w + 1 < s->released * c->bt)
-        return fail(c, ATTN_E_INVALID,
+        return rt_fail(&c->error, ATTN_E_INVALID,
                     "truncate: position %lld needs keys from %lld on, but the sliding window "
                     "released tokens below %lld",
                     (long long)n_tokens, (long long)(n_tokens - w + 1),
@@ -229,7 +216,7 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
 attn_status attn_seq_free(attn_cache *c, int32_t id) {
     seq *s = find(c, id);
     if (!s)
-        return c ? fail(c, ATTN_E_INVALID, "free: unknown sequence %d", id) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id) : ATTN_E_INVALID;
     release(c, s, 0, blocks_for(c, s->len));
     s->live = false;
     s->len = 0;
@@ -258,21 +245,21 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
             c->pos = p;
         int64_t *q = p ? realloc(c->slot, (size_t)total * sizeof *q) : NULL;
         if (!q)
-            return fail(c, ATTN_E_NOMEM, "out of memory for %lld tokens", (long long)total);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %lld tokens", (long long)total);
         c->slot = q;
         c->cap_tokens = total;
     }
     if (n > c->cap_batch) {
         attn_kernel_args *a = realloc(c->args, ((size_t)n + 1) * sizeof *a);
         if (!a)
-            return fail(c, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
         c->args = a;
         c->cap_batch = n;
     }
     if (scratch > c->scratch_bytes) {
         void *p = NULL;
         if (posix_memalign(&p, 64, scratch) != 0)
-            return fail(c, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch", scratch);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch", scratch);
         free(c->scratch);
         c->scratch = p;
         c->scratch_bytes = scratch;
@@ -319,26 +306,26 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
                          const int32_t *n_tokens, const float *x, float *y) {
     if (!c)
         return ATTN_E_INVALID;
-    c->error[0] = 0;
+    c->error.text[0] = 0;
     if (!b || b != c->b)
-        return fail(c, ATTN_E_INVALID, "the cache belongs to another block");
+        return rt_fail(&c->error, ATTN_E_INVALID, "the cache belongs to another block");
     if (!b->loaded)
-        return fail(c, ATTN_E_INVALID, "the block has no weights");
+        return rt_fail(&c->error, ATTN_E_INVALID, "the block has no weights");
     if (n < 1 || !seqs || !n_tokens)
-        return fail(c, ATTN_E_INVALID, "a batch needs n >= 1 sequences and their token counts");
+        return rt_fail(&c->error, ATTN_E_INVALID, "a batch needs n >= 1 sequences and their token counts");
     const attn_config *cfg = &c->cfg;
     int64_t total = 0, need = 0;
     for (int i = 0; i < n; i++) {
         const seq *s = find(c, seqs[i]);
         if (!s)
-            return fail(c, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
+            return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
         for (int j = 0; j < i; j++)
             if (seqs[j] == seqs[i])
-                return fail(c, ATTN_E_INVALID, "sequence %d appears twice in the batch", seqs[i]);
+                return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch", seqs[i]);
         if (n_tokens[i] < 0)
-            return fail(c, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
+            return rt_fail(&c->error, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
         if (s->len + n_tokens[i] > cfg->kv_max_tokens)
-            return fail(c, ATTN_E_INVALID,
+            return rt_fail(&c->error, ATTN_E_INVALID,
                         "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
                         seqs[i], (long long)(s->len + n_tokens[i] - 1),
                         (long long)cfg->kv_max_tokens);
@@ -346,12 +333,12 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         need += blocks_needed(c, s, n_tokens[i]);
     }
     if (need > c->n_free)
-        return fail(c, ATTN_E_CAPACITY, "the batch needs %lld more blocks, %lld are free",
+        return rt_fail(&c->error, ATTN_E_CAPACITY, "the batch needs %lld more blocks, %lld are free",
                     (long long)need, (long long)c->n_free);
     if (total == 0)
         return ATTN_OK;
     if (!x || !y)
-        return fail(c, ATTN_E_INVALID, "x and y are required");
+        return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
 
     /* scratch: batch buffers for all new tokens; per-sequence ones for the
      * largest sequence, since sequences take their turns */

@@ -8,34 +8,13 @@
 
 #include "support.h"
 
-typedef struct fixture {
-    char *dir;
-    char out[1024], err[1024];
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = tmpdir_new();
-    snprintf(f->out, sizeof f->out, "%s.out", f->dir);
-    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    remove(f->out);
-    remove(f->err);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
-}
+typedef cli_fixture fixture;
 
 static int compile(fixture *f, const char *spec, const char *o, const char *h, const char *extra1,
                    const char *extra2) {
-    return run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", o, "--header", h, extra1,
-                                    extra2, NULL},
-                   f->out, f->err);
+    return run_cmd(
+        (const char *[]){ATTNC_BIN, "compile", spec, "-o", o, "--header", h, extra1, extra2, NULL},
+        f->out, f->err);
 }
 
 static void assert_only_libc_undefined(fixture *f, const char *obj) {
@@ -110,12 +89,14 @@ static void same_input_gives_byte_identical_files(void **state) {
 static void other_targets_and_output_kinds(void **state) {
     fixture *f = *state;
     const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml", *o = path_in(f->dir, "arm.o");
-    assert_int_equal(compile(f, spec, o, path_in(f->dir, "arm.h"), "--target",
-                             "aarch64-linux-gnu"),
+    assert_int_equal(compile(f, spec, o, path_in(f->dir, "arm.h"), "--target", "aarch64-linux-gnu"),
                      0);
     size_t n;
     unsigned char *elf = (unsigned char *)read_file(o, &n);
-    assert_true(n > 64 && memcmp(elf, "\x7f" "ELF", 4) == 0);
+    assert_true(n > 64 && memcmp(elf,
+                                 "\x7f"
+                                 "ELF",
+                                 4) == 0);
     assert_int_equal(elf[18] | elf[19] << 8, 183); /* EM_AARCH64 */
     free(elf);
     assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
@@ -149,11 +130,11 @@ static void aarch64_object_runs_under_emulation(void **state) {
     const char *spec = ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml";
     const char *o = path_in(f->dir, "gemma2_9b.o"), *h = path_in(f->dir, "gemma2_9b.h");
     assert_int_equal(compile(f, spec, o, h, "--target", "aarch64-linux-gnu"), 0);
-    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
-                                              path_in(f->dir, "arm.s"), "--emit", "asm",
-                                              "--target", "aarch64-linux-gnu", NULL},
-                             NULL, NULL),
-                     0);
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", path_in(f->dir, "arm.s"),
+                                 "--emit", "asm", "--target", "aarch64-linux-gnu", NULL},
+                NULL, NULL),
+        0);
     char *s = read_file(path_in(f->dir, "arm.s"), NULL);
     assert_non_null(strstr(s, "fmla\tv")); /* NEON */
     free(s);
@@ -167,11 +148,11 @@ static void aarch64_object_runs_under_emulation(void **state) {
              ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, o, prog);
     if (system(cmd) != 0)
         fail_msg("cross link failed: %s", cmd);
-    assert_int_equal(run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L",
-                                              "/usr/aarch64-linux-gnu", "-E", "ATTN_THREADS=1",
-                                              "-E", "OMP_NUM_THREADS=1", prog, NULL},
-                             f->out, f->err),
-                     0);
+    assert_int_equal(
+        run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
+                                 "-E", "ATTN_THREADS=1", "-E", "OMP_NUM_THREADS=1", prog, NULL},
+                f->out, f->err),
+        0);
     char *said = read_file(f->out, NULL);
     print_message("AArch64 under qemu: %s", said);
     assert_non_null(strstr(said, "gemma2_9b: 23 tokens through the emitted kernels"));
@@ -188,21 +169,19 @@ static void bad_input_exits_2_and_writes_nothing(void **state) {
     char *err = read_file(f->err, NULL);
     assert_non_null(strstr(err, "unknown target 'nonsense-unknown-none'"));
     free(err);
-    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), "--cpu",
-                             "pentium-9000"),
-                     2);
+    assert_int_equal(
+        compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), "--cpu", "pentium-9000"),
+        2);
     err = read_file(f->err, NULL);
     assert_non_null(strstr(err, "unknown CPU 'pentium-9000' for target x86-64"));
     free(err);
     assert_int_equal(compile(f, ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
                              path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), NULL, NULL),
                      2);
-    assert_int_equal(compile(f, spec, path_in(f->dir, "no/such/x.o"), path_in(f->dir, "x.h"),
-                             NULL, NULL),
-                     2);
-    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "no/such/x.h"),
-                             NULL, NULL),
-                     2);
+    assert_int_equal(
+        compile(f, spec, path_in(f->dir, "no/such/x.o"), path_in(f->dir, "x.h"), NULL, NULL), 2);
+    assert_int_equal(
+        compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "no/such/x.h"), NULL, NULL), 2);
     assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
                                               path_in(f->dir, "x.o"), "--emit", "exe", NULL},
                              NULL, NULL),
@@ -213,11 +192,16 @@ static void bad_input_exits_2_and_writes_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
-            emitted_objects_link_with_libattn_alone_and_match_the_reference, setup, teardown),
-        cmocka_unit_test_setup_teardown(same_input_gives_byte_identical_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(other_targets_and_output_kinds, setup, teardown),
-        cmocka_unit_test_setup_teardown(aarch64_object_runs_under_emulation, setup, teardown),
-        cmocka_unit_test_setup_teardown(bad_input_exits_2_and_writes_nothing, setup, teardown),
+            emitted_objects_link_with_libattn_alone_and_match_the_reference, cli_fixture_setup,
+            cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(same_input_gives_byte_identical_files, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(other_targets_and_output_kinds, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(aarch64_object_runs_under_emulation, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bad_input_exits_2_and_writes_nothing, cli_fixture_setup,
+                                        cli_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

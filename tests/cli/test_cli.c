@@ -10,29 +10,7 @@
 
 #define SPEC(name) ATTNC_SOURCE_DIR "/specs/" name ".yaml"
 
-typedef struct fixture {
-    char *dir;
-    char out[1024], err[1024];
-} fixture;
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = tmpdir_new();
-    /* stdout/stderr captures live beside, not inside, the checked dir */
-    snprintf(f->out, sizeof f->out, "%s.out", f->dir);
-    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    remove(f->out);
-    remove(f->err);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
-}
+typedef cli_fixture fixture;
 
 /* Runs attnc with up to 15 arguments; returns the exit code. */
 #define ATTNC(f, ...) attnc_run((f), (const char *[]){ATTNC_BIN, __VA_ARGS__, NULL})
@@ -157,11 +135,9 @@ static void cli_prefix_and_dtypes_round_trip(void **state) {
     assert_int_equal(ATTNC(f, "gen-weights", SPEC("qwen2_7b"), "-o", w, "--dtype", "bf16",
                            "--prefix", "model.layers.0.self_attn."),
                      0);
-    assert_int_equal(ATTNC(f, "gen-input", SPEC("qwen2_7b"), "--tokens", "2", "-o", x, "--dtype",
-                           "f16"),
-                     0);
-    assert_int_equal(ATTNC(f, "run", SPEC("qwen2_7b"), "--weights", w, "--input", x, "-o", y),
-                     2);
+    assert_int_equal(
+        ATTNC(f, "gen-input", SPEC("qwen2_7b"), "--tokens", "2", "-o", x, "--dtype", "f16"), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("qwen2_7b"), "--weights", w, "--input", x, "-o", y), 2);
     assert_stderr_has(f, "missing tensor 'q_proj.weight'");
     assert_int_equal(ATTNC(f, "run", SPEC("qwen2_7b"), "--weights", w, "--input", x, "-o", y,
                            "--prefix", "model.layers.0.self_attn."),
@@ -207,9 +183,8 @@ static void cli_bad_inputs_exit_2_and_write_nothing(void **state) {
     assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o",
                            path_in(f->dir, "no/dir/y.safetensors")),
                      2);
-    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o",
-                           path_in(f->dir, "no/dir/w.safetensors")),
-                     2);
+    assert_int_equal(
+        ATTNC(f, "gen-weights", SPEC("seed"), "-o", path_in(f->dir, "no/dir/w.safetensors")), 2);
     assert_int_equal(dir_count(f->dir), 4); /* w, x, x2, wt: no y, no temporaries */
 }
 
@@ -245,23 +220,30 @@ static void cli_chunk_needs_causal_and_tokens_fit_the_cache(void **state) {
     assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "17", "-o", x), 0);
     assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y), 2);
     assert_stderr_has(f, "'x' has 17 tokens; kv_cache.max_tokens");
-    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--engine",
-                           "magic"),
-                     1);
+    assert_int_equal(
+        ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--engine", "magic"), 1);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(cli_usage_errors_exit_1, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_every_command_has_help, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_check_prints_normalized_spec, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_bad_inputs_exit_2_and_write_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_failure_keeps_an_existing_output, setup, teardown),
-        cmocka_unit_test_setup_teardown(cli_chunk_needs_causal_and_tokens_fit_the_cache, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(cli_usage_errors_exit_1, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_every_command_has_help, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_check_prints_normalized_spec, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_bad_inputs_exit_2_and_write_nothing, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_failure_keeps_an_existing_output, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_chunk_needs_causal_and_tokens_fit_the_cache,
+                                        cli_fixture_setup, cli_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

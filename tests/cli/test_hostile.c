@@ -10,28 +10,8 @@
 
 #include "support.h"
 
-typedef struct fixture {
-    char *dir;
-    char err[1024];
-} fixture;
+typedef cli_fixture fixture;
 
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = tmpdir_new();
-    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    remove(f->err);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
-}
-
-/* attnc with args under a 20 s CPU limit; the exit code. */
 /* 20 s of CPU and, where no sanitizer reserves its shadow memory, 2 GB of
  * address space: hostile input must be refused within both */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -39,8 +19,9 @@ static int teardown(void **state) {
 #else
 #define LIMITED_SH "ulimit -t 20 && ulimit -v 2000000 && exec \"$0\" \"$@\""
 #endif
-#define ATTNC_LIMITED(f, ...) \
-    run_cmd((const char *[]){"/bin/sh", "-c", LIMITED_SH, ATTNC_BIN, __VA_ARGS__, NULL}, NULL, (f)->err)
+#define ATTNC_LIMITED(f, ...)                                                                      \
+    run_cmd((const char *[]){"/bin/sh", "-c", LIMITED_SH, ATTNC_BIN, __VA_ARGS__, NULL}, NULL,     \
+            (f)->err)
 
 static void assert_err_has(fixture *f, const char *want) {
     char *s = read_file(f->err, NULL);
@@ -60,7 +41,8 @@ static void hostile_yaml_is_refused_quickly(void **state) {
     fixture *f = *state;
     static char buf[3 << 20];
     /* billion laughs */
-    size_t n = (size_t)snprintf(buf, sizeof buf, "name: x\nheads: 8\nhead_dim: 64\na0: &a0 [lol, lol]\n");
+    size_t n =
+        (size_t)snprintf(buf, sizeof buf, "name: x\nheads: 8\nhead_dim: 64\na0: &a0 [lol, lol]\n");
     for (int i = 1; i < 30; i++)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "a%d: &a%d [*a%d, *a%d, *a%d]\n", i, i,
                               i - 1, i - 1, i - 1);
@@ -73,7 +55,8 @@ static void hostile_yaml_is_refused_quickly(void **state) {
     assert_int_equal(ATTNC_LIMITED(f, "check", put(f, "deep.yaml", buf, n)), 2);
     assert_err_has(f, "nesting deeper than 32 levels");
     /* enormous numbers */
-    const char *big = "name: x\nheads: 1000000000000\nhead_dim: 1e400\nd_model: -99999999999999999999\n";
+    const char *big =
+        "name: x\nheads: 1000000000000\nhead_dim: 1e400\nd_model: -99999999999999999999\n";
     assert_int_equal(ATTNC_LIMITED(f, "check", put(f, "big.yaml", big, strlen(big))), 2);
     assert_err_has(f, "heads: expected an integer in 1..1024, found 1000000000000");
     /* a huge string value (under the size limit) and a file over it */
@@ -98,13 +81,12 @@ static void hostile_safetensors_are_refused(void **state) {
     fixture *f = *state;
     const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
     const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
-    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "gen-weights", spec, "-o", w, NULL}, NULL,
-                             NULL),
-                     0);
-    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "gen-input", spec, "--tokens", "2", "-o",
-                                              x, NULL},
-                             NULL, NULL),
-                     0);
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "gen-weights", spec, "-o", w, NULL}, NULL, NULL), 0);
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "gen-input", spec, "--tokens", "2", "-o", x, NULL},
+                NULL, NULL),
+        0);
     const char *y = path_in(f->dir, "y.safetensors");
     static const struct {
         const char *header;
@@ -139,18 +121,16 @@ static void nan_is_rejected_on_request_and_propagates_otherwise(void **state) {
     fixture *f = *state;
     const char *spec = ATTNC_SOURCE_DIR "/specs/seed.yaml";
     const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
-    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "gen-weights", spec, "-o", w, NULL}, NULL,
-                             NULL),
-                     0);
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "gen-weights", spec, "-o", w, NULL}, NULL, NULL), 0);
     /* an input with one NaN, written through the runtime */
     float xs[2 * 768] = {0};
     xs[800] = NAN;
     attn_st_tensor t = {"x", ATTN_DTYPE_F32, 2, {2, 768}, xs};
     assert_int_equal(attn_st_write(x, &t, 1, NULL), ATTN_OK);
     const char *y = path_in(f->dir, "y.safetensors");
-    assert_int_equal(ATTNC_LIMITED(f, "run", spec, "--weights", w, "--input", x, "-o", y,
-                                   "--check-finite"),
-                     2);
+    assert_int_equal(
+        ATTNC_LIMITED(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--check-finite"), 2);
     assert_err_has(f, "tensor 'x' holds NaN at element 800");
     const char *engines[] = {"jit", "reference"};
     for (int e = 0; e < 2; e++) {
@@ -172,10 +152,12 @@ static void nan_is_rejected_on_request_and_propagates_otherwise(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(hostile_yaml_is_refused_quickly, setup, teardown),
-        cmocka_unit_test_setup_teardown(hostile_safetensors_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(hostile_yaml_is_refused_quickly, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(hostile_safetensors_are_refused, cli_fixture_setup,
+                                        cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(nan_is_rejected_on_request_and_propagates_otherwise,
-                                        setup, teardown),
+                                        cli_fixture_setup, cli_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

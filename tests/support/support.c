@@ -170,3 +170,22 @@ void write_raw_safetensors(const char *path, const char *header, uint64_t hlen, 
     write_file(path, b, n);
     free(b);
 }
+
+int cli_fixture_setup(void **state) {
+    cli_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->dir = tmpdir_new();
+    snprintf(f->out, sizeof f->out, "%s.out", f->dir);
+    snprintf(f->err, sizeof f->err, "%s.err", f->dir);
+    *state = f;
+    return 0;
+}
+
+int cli_fixture_teardown(void **state) {
+    cli_fixture *f = *state;
+    remove(f->out);
+    remove(f->err);
+    tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}

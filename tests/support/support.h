@@ -28,6 +28,15 @@ char *read_file(const char *path, size_t *n);
  * (NULL = /dev/null); returns the exit code, or -1 if it did not exit. */
 int run_cmd(const char *const *argv, const char *out_path, const char *err_path);
 
+/* For suites that run attnc: a fresh directory, plus files beside it that
+ * capture a command's stdout and stderr. Setup/teardown for cmocka. */
+typedef struct cli_fixture {
+    char *dir;
+    char out[1024], err[1024];
+} cli_fixture;
+int cli_fixture_setup(void **state);
+int cli_fixture_teardown(void **state);
+
 /* A small valid config; callers change fields, then attn_config_check. */
 attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model);
 
