@@ -175,6 +175,12 @@ static void bad_input_exits_2_and_writes_nothing(void **state) {
     err = read_file(f->err, NULL);
     assert_non_null(strstr(err, "unknown CPU 'pentium-9000' for target x86-64"));
     free(err);
+    assert_int_equal(compile(f, spec, path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), "--target",
+                             "armv7-linux-gnueabihf"),
+                     2);
+    err = read_file(f->err, NULL);
+    assert_non_null(strstr(err, "is not 64-bit little-endian"));
+    free(err);
     assert_int_equal(compile(f, ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
                              path_in(f->dir, "x.o"), path_in(f->dir, "x.h"), NULL, NULL),
                      2);

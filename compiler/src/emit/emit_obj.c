@@ -5,6 +5,7 @@
  * renamed. */
 #include <errno.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,23 @@ static attnc_status write_header(attnc_ctx *ctx, const ir_graph *g, const char *
     return ATTNC_OK;
 }
 
+/* The table is stored as the bytes of the host's C structs (cg_table.c):
+ * only targets with the same 64-bit little-endian layout can read it. */
+static attnc_status check_layout(attnc_ctx *ctx, LLVMTargetMachineRef tm) {
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    bool ok = LLVMByteOrder(td) == LLVMLittleEndian && LLVMPointerSize(td) == 8;
+    LLVMDisposeTargetData(td);
+    if (ok)
+        return ATTNC_OK;
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    diag_error(ctx, ATTNC_E_SPEC, (attnc_loc){0},
+               "target '%s' is not 64-bit little-endian; attnc objects are for such targets "
+               "(x86-64, aarch64)",
+               triple);
+    LLVMDisposeMessage(triple);
+    return ATTNC_E_SPEC;
+}
+
 static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
                                 attnc_emit_kind kind, const char *out_path,
                                 const char *header_path) {
@@ -105,6 +123,8 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
     attnc_status st = compile_graph(ctx, spec_path, opt, NULL, &g, NULL);
     if (st == ATTNC_OK)
         st = emit_target_machine(ctx, opt, &tm);
+    if (st == ATTNC_OK)
+        st = check_layout(ctx, tm);
     if (st == ATTNC_OK)
         st = cg_module_build(g, llctx, &res);
     if (st == ATTNC_OK) {
