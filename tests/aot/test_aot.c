@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "support.h"
 
@@ -80,6 +81,11 @@ static void same_input_gives_byte_identical_files(void **state) {
     assert_memory_equal(files[0][0], files[1][0], na);
     assert_string_equal(files[0][1], files[1][1]);
     assert_non_null(strstr(files[0][1], "const attn_kernels *qwen2_7b_kernels(void);"));
+    struct stat sb; /* readable like any file the user makes, not 0600 */
+    assert_int_equal(stat(path_in(f->dir, "a.h"), &sb), 0);
+    mode_t mask = umask(0);
+    umask(mask);
+    assert_int_equal(sb.st_mode & 0777, 0666 & ~mask);
     assert_non_null(strstr(files[0][1], "cpu=x86-64-v3"));
     assert_non_null(strstr(files[0][1], "qkv_bias: true"));
     for (int r = 0; r < 2; r++)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen/cg.h"
@@ -30,6 +31,9 @@ static char *temp_beside(attnc_ctx *ctx, const char *path) {
         free(tmp);
         return NULL;
     }
+    mode_t mask = umask(0); /* mkstemp makes 0600: give the file the usual mode */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
     close(fd);
     return tmp;
 }
