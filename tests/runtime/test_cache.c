@@ -362,6 +362,19 @@ static void positions_beyond_max_tokens_are_refused(void **state) {
     free(x), free(y);
 }
 
+/* Feeds total tokens to s in chunks; the most blocks in use after a call. */
+static int64_t stream(fixture *f, attn_cache *c, int32_t s, int64_t total, int32_t chunk,
+                      const float *x, float *y) {
+    int64_t most = 0;
+    for (int64_t at = 0; at < total; at += chunk) {
+        if (attn_forward(f->b, c, 1, &s, &chunk, x, y) != ATTN_OK)
+            fail_msg("at %lld: %s", (long long)at, attn_cache_error(c));
+        int64_t used = attn_cache_get_stats(c).blocks_used;
+        most = used > most ? used : most;
+    }
+    return most;
+}
+
 static void sliding_window_stream_keeps_memory_bounded(void **state) {
     fixture *f = *state;
     int64_t D = f->D, chunk = 50;
@@ -370,13 +383,7 @@ static void sliding_window_stream_keeps_memory_bounded(void **state) {
     assert_int_equal(attn_cache_new(f->b, 80, &c), ATTN_OK); /* 20 blocks for a 100k stream */
     assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
     float *x = random_floats((size_t)(chunk * D), 12), *y = malloc((size_t)(chunk * D) * sizeof *y);
-    int64_t most = 0;
-    for (int64_t at = 0; at < 100000; at += chunk) {
-        if (attn_forward(f->b, c, 1, &s, &n, x, y) != ATTN_OK)
-            fail_msg("at %lld: %s", (long long)at, attn_cache_error(c));
-        int64_t used = attn_cache_get_stats(c).blocks_used;
-        most = used > most ? used : most;
-    }
+    int64_t most = stream(f, c, s, 100000, n, x, y);
     print_message("100000 tokens, window 10, chunks of 50: at most %lld blocks of 4 held\n",
                   (long long)most);
     assert_int_equal(attn_seq_len(c, s), 100000);
@@ -398,13 +405,7 @@ static void window_4096_stream_of_100k_tokens_keeps_memory_bounded(void **state)
     assert_int_equal(attn_cache_new(f->b, 4096 + 1000 + 32, &c), ATTN_OK);
     assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
     float *x = random_floats((size_t)(chunk * D), 14), *y = malloc((size_t)(chunk * D) * sizeof *y);
-    int64_t most = 0;
-    for (int64_t at = 0; at < 100000; at += chunk) {
-        if (attn_forward(f->b, c, 1, &s, &n, x, y) != ATTN_OK)
-            fail_msg("at %lld: %s", (long long)at, attn_cache_error(c));
-        int64_t used = attn_cache_get_stats(c).blocks_used;
-        most = used > most ? used : most;
-    }
+    int64_t most = stream(f, c, s, 100000, n, x, y);
     print_message("100000 tokens, window 4096: at most %lld blocks of 16 held (%lld tokens)\n",
                   (long long)most, (long long)(most * 16));
     assert_int_equal(attn_seq_len(c, s), 100000);

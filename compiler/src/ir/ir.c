@@ -23,10 +23,6 @@ unsigned ir_op_flags(ir_op op) {
     return ops[op].flags;
 }
 
-bool ir_op_is_view(ir_op op) {
-    return ops[op].flags & IR_VIEW;
-}
-
 ir_dim ir_const(int64_t c) {
     return (ir_dim){c, 0, 0, 0};
 }
@@ -41,10 +37,6 @@ ir_dim ir_sym_t(void) {
 
 bool ir_dim_eq(ir_dim a, ir_dim b) {
     return a.c == b.c && a.s == b.s && a.t == b.t && a.st == b.st;
-}
-
-int64_t ir_dim_eval(ir_dim d, int64_t S, int64_t T) {
-    return d.c + d.s * S + d.t * T + d.st * S * T;
 }
 
 static bool is_const(ir_dim d, int64_t *v) {

@@ -58,13 +58,11 @@ typedef struct ir_graph {
 
 ATTNC_HIDDEN const char *ir_op_name(ir_op op);
 ATTNC_HIDDEN unsigned ir_op_flags(ir_op op);
-ATTNC_HIDDEN bool ir_op_is_view(ir_op op);
 
 ATTNC_HIDDEN ir_dim ir_const(int64_t c);
 ATTNC_HIDDEN ir_dim ir_sym_s(void); /* S */
 ATTNC_HIDDEN ir_dim ir_sym_t(void); /* T */
 ATTNC_HIDDEN bool ir_dim_eq(ir_dim a, ir_dim b);
-ATTNC_HIDDEN int64_t ir_dim_eval(ir_dim d, int64_t S, int64_t T);
 
 /* Lowers a validated spec into the unfused, textbook graph. */
 ATTNC_HIDDEN attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
