@@ -20,6 +20,8 @@ static const char usage[] =
     "  run SPEC ...        run the block on a weights file and an input tensor\n"
     "  gen-weights SPEC    write random weights for a spec\n"
     "  gen-input SPEC      write a random input tensor for a spec\n"
+    "  bench SPEC          time the kernels on random weights against the roofline\n"
+    "  roofline            measure this machine's FMA peak and read bandwidth\n"
     "\n"
     "'attnc COMMAND --help' describes one command.\n"
     "exit codes: 0 ok, 1 usage, 2 bad input (spec, weights, tensors), 3 internal\n";
@@ -67,6 +69,8 @@ int main(int argc, char **argv) {
         {"run", cmd_run},
         {"gen-weights", cmd_gen_weights},
         {"gen-input", cmd_gen_input},
+        {"bench", cmd_bench},
+        {"roofline", cmd_roofline},
     };
     if (argc < 2) {
         fputs(usage, stderr);

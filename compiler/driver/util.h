@@ -56,5 +56,7 @@ int cmd_compile(int argc, char **argv);
 bool check_pass_names(const char *cmd, const char *const *names, int n);
 int cmd_gen_weights(int argc, char **argv);
 int cmd_gen_input(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_roofline(int argc, char **argv);
 
 #endif

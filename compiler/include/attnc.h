@@ -148,6 +148,24 @@ ATTNC_API attnc_timings attnc_jit_timings(const attnc_jit *jit);
 /* Frees the machine code: the kernel table is invalid afterwards. */
 ATTNC_API void attnc_jit_free(attnc_jit *jit);
 
+/* Probes of this machine's limits, compiled for the host as the kernels
+ * are (`attnc roofline` times them on every thread):
+ * - fma(io, iters): iters rounds of flops_per_iter FP32 FLOPs, fused
+ *   multiply-adds on independent registers (io[0], io[1]: the factors,
+ *   e.g. 0.999999 and 1e-6; the result goes back to io[0..lanes));
+ * - read(p, n): the sum of p[0..n), n a multiple of 64, streamed from
+ *   memory. */
+typedef struct attnc_probes {
+    void (*fma)(float *io, int64_t iters);
+    float (*read)(const float *p, int64_t n);
+    int64_t flops_per_iter;
+    int lanes; /* f32 lanes of the vectors used */
+} attnc_probes;
+
+/* The probes live in *jit until attnc_jit_free (whose kernel table is
+ * then empty). *error as for attnc_jit_compile_file. */
+ATTNC_API attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error);
+
 #ifdef __cplusplus
 }
 #endif

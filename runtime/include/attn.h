@@ -289,6 +289,14 @@ ATTN_API void attn_cache_free(attn_cache *c);
 ATTN_API attn_cache_stats attn_cache_get_stats(const attn_cache *c);
 /* Why the last call on c failed ("" if none). */
 ATTN_API const char *attn_cache_error(const attn_cache *c);
+/* Step timing (off by default): while on, every forward on c adds to
+ * seconds[i] the wall time of kernel-table step i (index into the table's
+ * steps), from its start to the barrier that ends it on all threads,
+ * summed over the sequences of a batch. Turning it on zeroes the sums.
+ * attn_cache_step_seconds gives the sums (NULL while off) and their
+ * count in *n. */
+ATTN_API attn_status attn_cache_profile(attn_cache *c, bool on);
+ATTN_API const double *attn_cache_step_seconds(const attn_cache *c, uint32_t *n);
 
 /* A new, empty sequence; its id goes to *seq. */
 ATTN_API attn_status attn_seq_new(attn_cache *c, int32_t *seq);

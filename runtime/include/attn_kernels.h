@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 2
+#define ATTN_KERNELS_ABI 3
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -47,7 +47,14 @@ _Static_assert(offsetof(attn_kernel_args, slot) == 40, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, block_table) == 48, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, buf) == 56, "kernel ABI");
 
-typedef enum attn_phase { ATTN_PHASE_TOKENS, ATTN_PHASE_SEQUENCE, ATTN_PHASE_COUNT } attn_phase;
+/* - load: once when a block's weights are set (n_tokens = 0), turning the
+ *   weight buffers into the kernels' packed buffers; never in a forward. */
+typedef enum attn_phase {
+    ATTN_PHASE_TOKENS,
+    ATTN_PHASE_SEQUENCE,
+    ATTN_PHASE_LOAD,
+    ATTN_PHASE_COUNT
+} attn_phase;
 
 /* Thread ith of nth does its share; calls with the same args and all ith
  * in 0..nth-1 do the whole step, and the result does not depend on nth. */
@@ -79,6 +86,8 @@ typedef enum attn_buf_role {
                          its new tokens) or, if per_sequence, of one sequence, whose T
                          then counts keys from the first visible one: T - max(0,
                          P - sliding_window + 1) with a window, else P + S */
+    ATTN_BUF_PACKED,  /* weights in the kernels' own layout, c elements of 4 bytes, owned
+                         by the block and written by the load-phase steps */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
 
@@ -86,7 +95,7 @@ typedef struct attn_buffer_desc {
     uint32_t role;         /* attn_buf_role */
     uint32_t weight;       /* attn_weight_id, for ATTN_BUF_WEIGHT */
     uint32_t per_sequence; /* scratch used only within one sequence's steps */
-    uint32_t reserved;
+    uint32_t load_only;    /* weight read by load-phase steps only: freed after them */
     int64_t c, s, t, st;
 } attn_buffer_desc;
 

@@ -1,5 +1,6 @@
-/* block.c: a block is a kernel table plus its f32 weights, packed as the
- * table asks. Once loaded it is only read (cache.c runs it). */
+/* block.c: a block is a kernel table plus its f32 weights, concatenated
+ * as the table asks and then packed by the table's load-phase steps into
+ * the kernels' own layouts. Once loaded it is only read (cache.c runs it). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
     if (attn_config_check(&k->config, NULL) != ATTN_OK)
         return ATTN_E_INVALID;
     for (uint32_t i = 0; i < k->n_steps; i++)
-        if (!k->steps[i].fn)
+        if (!k->steps[i].fn || k->steps[i].phase >= ATTN_PHASE_COUNT)
             return ATTN_E_INVALID;
     for (uint32_t i = 0; i < k->n_buffers; i++)
         if (k->buffers[i].role >= ATTN_BUF_ROLE_COUNT ||
@@ -47,6 +48,8 @@ void attn_block_free(attn_block *b) {
         return;
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
         free(b->weight[i]);
+    for (int i = 0; i < ATTN_MAX_BUFFERS; i++)
+        free(b->packed[i]);
     free(b);
 }
 
@@ -59,6 +62,42 @@ static float *concat(const float *const *parts, const size_t *n, int count) {
     for (size_t at = 0, i = 0; p && (int)i < count; at += n[i], i++)
         memcpy(p + at, parts[i], n[i] * sizeof *p);
     return p;
+}
+
+/* Runs the table's load steps over weights w into fresh packed buffers;
+ * weights only they read are freed (set to NULL in w). */
+static attn_status pack(attn_block *b, float **w, void **packed) {
+    const attn_kernels *k = b->k;
+    attn_kernel_args args = {.abi_version = ATTN_KERNELS_ABI};
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role == ATTN_BUF_WEIGHT) {
+            args.buf[i] = w[d->weight];
+        } else if (d->role == ATTN_BUF_PACKED) {
+            size_t bytes = ((size_t)d->c * sizeof(float) + 63) & ~(size_t)63;
+            if (d->c < 0 || d->s || d->t || d->st || posix_memalign(&packed[i], 64, bytes ? bytes : 64))
+                return rt_fail(&b->error, ATTN_E_NOMEM, "out of memory packing weights");
+            args.buf[i] = packed[i];
+        }
+    }
+#pragma omp parallel num_threads(b->n_threads)
+    {
+        uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
+        for (uint32_t i = 0; i < k->n_steps; i++) {
+            if (k->steps[i].phase != ATTN_PHASE_LOAD)
+                continue;
+            k->steps[i].fn(&args, ith, nth);
+#pragma omp barrier
+        }
+    }
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role == ATTN_BUF_WEIGHT && d->load_only) {
+            free(w[d->weight]);
+            w[d->weight] = NULL;
+        }
+    }
+    return ATTN_OK;
 }
 
 attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
@@ -99,12 +138,23 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
                                              parts[d->weight].count)))
             st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory copying weight %u", d->weight);
     }
+    void *packed[ATTN_MAX_BUFFERS] = {0};
+    if (st == ATTN_OK)
+        st = pack(b, fresh, packed);
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
         if (st == ATTN_OK) {
             free(b->weight[j]);
             b->weight[j] = fresh[j];
         } else {
             free(fresh[j]);
+        }
+    }
+    for (int i = 0; i < ATTN_MAX_BUFFERS; i++) {
+        if (st == ATTN_OK) {
+            free(b->packed[i]);
+            b->packed[i] = packed[i];
+        } else {
+            free(packed[i]);
         }
     }
     b->loaded |= st == ATTN_OK;

@@ -38,8 +38,36 @@ struct attn_cache {
     int64_t cap_tokens;
     attn_kernel_args *args; /* [cap_batch + 1]: per sequence, then the batch */
     int cap_batch;
-    attn_msg error; /* the last failure */
+    double *step_seconds; /* owned [n_steps] while profiling, else NULL */
+    attn_msg error;       /* the last failure */
 };
+
+attn_status attn_cache_profile(attn_cache *c, bool on) {
+    if (!c)
+        return ATTN_E_INVALID;
+    free(c->step_seconds);
+    c->step_seconds = NULL;
+    if (on && !(c->step_seconds = calloc(c->b->k->n_steps + 1, sizeof *c->step_seconds)))
+        return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for step times");
+    return ATTN_OK;
+}
+
+const double *attn_cache_step_seconds(const attn_cache *c, uint32_t *n) {
+    if (n)
+        *n = c && c->step_seconds ? c->b->k->n_steps : 0;
+    return c ? c->step_seconds : NULL;
+}
+
+/* Runs step i on thread ith of nth, then waits for all; thread 0 adds the
+ * time to the profile. */
+static void run_step(attn_cache *c, uint32_t i, const attn_kernel_args *a, uint32_t ith,
+                     uint32_t nth) {
+    double t0 = c->step_seconds && ith == 0 ? omp_get_wtime() : 0;
+    c->b->k->steps[i].fn(a, ith, nth);
+#pragma omp barrier
+    if (c->step_seconds && ith == 0)
+        c->step_seconds[i] += omp_get_wtime() - t0;
+}
 
 const char *attn_cache_error(const attn_cache *c) {
     return c ? c->error.text : "no cache";
@@ -91,6 +119,7 @@ void attn_cache_free(attn_cache *c) {
     free(c->pos);
     free(c->slot);
     free(c->args);
+    free(c->step_seconds);
     free(c);
 }
 
@@ -371,6 +400,7 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         case ATTN_BUF_INPUT: batch->buf[i] = (void *)x; break;
         case ATTN_BUF_OUTPUT: batch->buf[i] = y; break;
         case ATTN_BUF_WEIGHT: batch->buf[i] = b->weight[d->weight]; break;
+        case ATTN_BUF_PACKED: batch->buf[i] = b->packed[i]; break;
         case ATTN_BUF_CACHE_K: batch->buf[i] = c->k; break;
         case ATTN_BUF_CACHE_V: batch->buf[i] = c->v; break;
         case ATTN_BUF_SCRATCH: batch->buf[i] = (char *)c->scratch + at; break;
@@ -394,9 +424,12 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     {
         uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
         for (uint32_t i = 0; i < k->n_steps;) {
+            if (k->steps[i].phase == ATTN_PHASE_LOAD) { /* ran when the weights were set */
+                i++;
+                continue;
+            }
             if (k->steps[i].phase == ATTN_PHASE_TOKENS) {
-                k->steps[i++].fn(batch, ith, nth);
-#pragma omp barrier
+                run_step(c, i++, batch, ith, nth);
                 continue;
             }
             uint32_t end = i;
@@ -405,10 +438,8 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
             for (int q = 0; q < n; q++) {
                 if (c->args[q].n_tokens == 0)
                     continue;
-                for (uint32_t j = i; j < end; j++) {
-                    k->steps[j].fn(&c->args[q], ith, nth);
-#pragma omp barrier
-                }
+                for (uint32_t j = i; j < end; j++)
+                    run_step(c, j, &c->args[q], ith, nth);
             }
             i = end;
         }

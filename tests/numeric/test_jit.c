@@ -290,19 +290,33 @@ static void jit_reports_spec_errors_and_writes_dumps(void **state) {
     assert_non_null(strstr(ll, "define void @attnk_seed_"));
     assert_null(strstr(ll, "@expf")); /* exp is a polynomial, not a libm call */
     assert_non_null(strstr(s, "attnk_seed_"));
-    /* vectorized for the target: every kernel family on AVX-512 uses zmm */
+    /* vectorized for the target: every kernel family on AVX-512 uses zmm,
+     * the fused ones by default, the others with the fusions turned off */
     char *cpuinfo = read_file("/proc/cpuinfo", NULL);
-    if (cpuinfo && strstr(cpuinfo, " avx512f")) {
-        const char *fam[] = {"_linear:", "_rope:", "_qk:", "_softmax:", "_pv:", "_mask:"};
-        for (int i = 0; i < 6; i++) {
-            const char *at = strstr(s, fam[i]);
+    bool avx512 = cpuinfo && strstr(cpuinfo, " avx512f");
+    const char *fused[] = {"_linear:", "_flash:", NULL};
+    const char *unfused[] = {"_rope:", "_qk:", "_softmax:", "_pv:", "_mask:", NULL};
+    const char *off[] = {"flash_attention", "rope_epilogue"};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            free(s);
+            attnc_jit_free(jit);
+            o.disabled_passes = off;
+            o.n_disabled_passes = 2;
+            jit = compile(spec_path("seed"), &o);
+            s = read_file(o.emit_asm, NULL);
+        }
+        for (const char *const *fam = round ? unfused : fused; avx512 && *fam; fam++) {
+            const char *at = strstr(s, *fam);
             assert_non_null(at);
             const char *end = strstr(at + 1, "\n.Lfunc_end");
             const char *z = strstr(at, "zmm");
             if (!z || (end && z > end))
-                fail_msg("kernel %s has no zmm instruction", fam[i]);
+                fail_msg("kernel %s has no zmm instruction", *fam);
         }
     }
+    o.disabled_passes = NULL;
+    o.n_disabled_passes = 0;
     free(cpuinfo);
     free(ll);
     free(s);

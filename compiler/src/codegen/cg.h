@@ -24,8 +24,27 @@ typedef struct cg_view {
                             only (T - jlo of them), see cg_first_key */
 } cg_view;
 
+/* What the target's vector unit looks like: f32 lanes of one vector and
+ * the number of vector registers. Kernels block for it; any value is
+ * correct on any target (LLVM legalizes), only speed depends on it. */
+typedef struct cg_target {
+    int lanes, regs;
+} cg_target;
+
+/* The register-blocked GEMM of a linear: y[S, N] = x[S, K] . W^T. W is
+ * packed at load time into np panels of nr = 2 * lanes output columns,
+ * [panel][k][nr]; a micro-kernel keeps mr rows x nr columns in registers
+ * for kc steps of k; rows come in blocks of mc (cg_gemm.c). */
+typedef struct cg_gemm {
+    int64_t n, k, np;
+    int lanes, nr, mr, kc, mc;
+} cg_gemm;
+
+ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
+
 typedef struct cg_plan {
     cg_view *view; /* by node id */
+    int *packed;   /* by node id: a linear's packed weight buffer */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
     bool *emit;         /* by node id: the node gets a kernel */
@@ -33,7 +52,7 @@ typedef struct cg_plan {
 } cg_plan;
 
 /* Lays out every live node of g (arena memory). */
-ATTNC_HIDDEN attnc_status cg_plan_build(ir_graph *g, cg_plan *p);
+ATTNC_HIDDEN attnc_status cg_plan_build(ir_graph *g, const cg_target *t, cg_plan *p);
 
 /* The result of code generation: a module and the table it implements. */
 typedef struct cg_result {
@@ -45,8 +64,9 @@ typedef struct cg_result {
     attn_phase *step_phase;  /* ctx arena */
 } cg_result;
 
-/* Builds the module for g in llctx. */
-ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out);
+/* Builds the module for g in llctx, blocked for target t. */
+ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target *t,
+                                          cg_result *out);
 
 /* Adds the kernel table as constant data and `const attn_kernels
  * *<name>_kernels(void)` returning it, for an object file. The config and
@@ -54,6 +74,11 @@ ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_
  * zeroed padding, so equal inputs give equal objects): the target must
  * share the host's LP64 little-endian layout. */
 ATTNC_HIDDEN void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res);
+
+/* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma
+ * and attnc_probe_read; *flops_per_iter is what one fma round does. */
+ATTNC_HIDDEN LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t,
+                                          int64_t *flops_per_iter);
 
 /* ---- helpers for the kernel families ---------------------------------- */
 
@@ -65,6 +90,8 @@ typedef struct cg {
     LLVMBuilderRef b;
     LLVMValueRef fn;
     LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
+    cg_target target;
+    LLVMTypeRef vf, vi; /* <lanes x f32>, <lanes x i32> */
     int n_buffers; /* buffer pointers loaded at each kernel's entry */
     attn_phase phase; /* of the kernel being built */
     /* in the current kernel */
@@ -83,10 +110,15 @@ typedef struct cg_loop {
 
 /* Starts kernel `name` for node n: entry block, S/P/T loaded. */
 ATTNC_HIDDEN void cg_kernel_begin(cg *c, const char *name);
+/* Starts a helper function of the kernel being built (internal, first
+ * parameter the args pointer; ith = 0, nth = 1 inside). The caller saves
+ * and restores c->fn and the builder position around it. */
+ATTNC_HIDDEN LLVMValueRef cg_helper_begin(cg *c, const char *name, LLVMTypeRef *params, int n);
 ATTNC_HIDDEN void cg_kernel_end(cg *c);
 
 /* A stack slot in the entry block (promoted to a register by the
- * optimizer); used for accumulators. */
+ * optimizer); used for accumulators. init (stored where the builder is)
+ * may be NULL: large arrays must not get an aggregate store. */
 ATTNC_HIDDEN LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init);
 ATTNC_HIDDEN LLVMValueRef cg_i64(cg *c, int64_t v);
 ATTNC_HIDDEN LLVMValueRef cg_f32(cg *c, double v);
@@ -115,7 +147,23 @@ ATTNC_HIDDEN void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p)
 ATTNC_HIDDEN LLVMValueRef cg_fadd(cg *c, LLVMValueRef a, LLVMValueRef b);
 ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
 
-/* exp(x) for f32 as a polynomial in the IR (no libm call; the loop
+/* Vectors of c->target.lanes f32 (or i32) lanes. */
+ATTNC_HIDDEN LLVMValueRef cg_splat(cg *c, LLVMValueRef scalar);
+ATTNC_HIDDEN LLVMValueRef cg_vf32(cg *c, double v);
+ATTNC_HIDDEN LLVMValueRef cg_lane_ids(cg *c); /* <0, 1, .., lanes-1> i32 */
+ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p);          /* -> f32 */
+ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p); /* from f32 */
+/* f32 lanes where mask is set; others read as 0 / left alone. */
+ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, LLVMValueRef p, LLVMValueRef mask);
+ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* a * b + acc, fused where the target has FMA (results depend on the
+ * target, not on threads). */
+ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+/* A shuffle of v by constant lane indices idx[0..n). */
+ATTNC_HIDDEN LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n);
+ATTNC_HIDDEN LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMValueRef off);
+
+/* exp(x) for f32 (scalar or vector) as a polynomial in the IR (no libm call; the loop
  * vectorizer turns it into vector code): 0 below -87.34, NaN for NaN, max
  * relative error 8.1e-8 (test_cg measures it). tanh built on it. */
 ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
@@ -131,5 +179,8 @@ ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_qk(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pv(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
 
 #endif

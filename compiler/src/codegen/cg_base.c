@@ -5,6 +5,9 @@
 
 #include "codegen/cg.h"
 
+static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v);
+static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem);
+
 LLVMValueRef cg_i64(cg *c, int64_t v) {
     return LLVMConstInt(c->i64, (unsigned long long)v, true);
 }
@@ -19,14 +22,12 @@ static LLVMValueRef args_field(cg *c, unsigned byte_off, LLVMTypeRef ty, const c
     return LLVMBuildLoad2(c->b, ty, p, name);
 }
 
-void cg_kernel_begin(cg *c, const char *name) {
-    c->fn = LLVMAddFunction(c->mod, name, c->kernel_ty);
-    LLVMSetLinkage(c->fn, LLVMExternalLinkage);
+/* Entry block of fn and everything a kernel reads from its args. */
+static void function_begin(cg *c, LLVMValueRef fn) {
+    c->fn = fn;
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "entry");
     LLVMPositionBuilderAtEnd(c->b, entry);
     c->args = LLVMGetParam(c->fn, 0);
-    c->ith = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 1), c->i64, "ith");
-    c->nth = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 2), c->i64, "nth");
     c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
     c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
     c->T = LLVMBuildAdd(c->b, c->P, c->S, "T");
@@ -45,6 +46,24 @@ void cg_kernel_begin(cg *c, const char *name) {
     }
 }
 
+void cg_kernel_begin(cg *c, const char *name) {
+    LLVMValueRef fn = LLVMAddFunction(c->mod, name, c->kernel_ty);
+    LLVMSetLinkage(fn, LLVMExternalLinkage);
+    function_begin(c, fn);
+    c->ith = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 1), c->i64, "ith");
+    c->nth = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 2), c->i64, "nth");
+}
+
+LLVMValueRef cg_helper_begin(cg *c, const char *name, LLVMTypeRef *params, int n) {
+    LLVMTypeRef ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, (unsigned)n, false);
+    LLVMValueRef fn = LLVMAddFunction(c->mod, name, ty);
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    function_begin(c, fn);
+    c->ith = cg_i64(c, 0);
+    c->nth = cg_i64(c, 1);
+    return fn;
+}
+
 LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init) {
     LLVMBasicBlockRef here = LLVMGetInsertBlock(c->b);
     LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(c->fn);
@@ -55,7 +74,8 @@ LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init) {
         LLVMPositionBuilderAtEnd(c->b, entry);
     LLVMValueRef slot = LLVMBuildAlloca(c->b, ty, "slot");
     LLVMPositionBuilderAtEnd(c->b, here);
-    LLVMBuildStore(c->b, init, slot);
+    if (init)
+        LLVMBuildStore(c->b, init, slot);
     return slot;
 }
 
@@ -178,28 +198,131 @@ LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
 }
 
 void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
+    LLVMTypeRef ty = LLVMTypeOf(v), ity = like(ty, c->i32);
     switch (dt) {
     case ATTN_DTYPE_F32: break;
-    case ATTN_DTYPE_F16: v = LLVMBuildFPTrunc(c->b, v, c->f16, ""); break;
+    case ATTN_DTYPE_F16: v = LLVMBuildFPTrunc(c->b, v, like(ty, c->f16), ""); break;
     case ATTN_DTYPE_BF16: {
         /* round to nearest even; NaN stays a quiet NaN (as the runtime) */
-        LLVMValueRef u = LLVMBuildBitCast(c->b, v, c->i32, "");
-        LLVMValueRef k16 = LLVMConstInt(c->i32, 16, false);
-        LLVMValueRef odd = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, k16, ""),
-                                        LLVMConstInt(c->i32, 1, false), "");
-        LLVMValueRef r = LLVMBuildAdd(
-            c->b, u, LLVMBuildAdd(c->b, LLVMConstInt(c->i32, 0x7fff, false), odd, ""), "");
-        LLVMValueRef abs = LLVMBuildAnd(c->b, u, LLVMConstInt(c->i32, 0x7fffffff, false), "");
-        LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, abs,
-                                         LLVMConstInt(c->i32, 0x7f800000, false), "");
-        LLVMValueRef qnan = LLVMBuildOr(c->b, u, LLVMConstInt(c->i32, 0x00400000, false), "");
+        LLVMValueRef u = LLVMBuildBitCast(c->b, v, ity, "");
+        LLVMValueRef k16 = iconst(ity, 16);
+        LLVMValueRef odd = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, k16, ""), iconst(ity, 1), "");
+        LLVMValueRef r = LLVMBuildAdd(c->b, u, LLVMBuildAdd(c->b, iconst(ity, 0x7fff), odd, ""), "");
+        LLVMValueRef abs = LLVMBuildAnd(c->b, u, iconst(ity, 0x7fffffff), "");
+        LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, abs, iconst(ity, 0x7f800000), "");
+        LLVMValueRef qnan = LLVMBuildOr(c->b, u, iconst(ity, 0x00400000), "");
         v = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), k16, ""),
-                           c->i16, "");
+                           like(ty, c->i16), "");
         break;
     }
     case ATTN_DTYPE_COUNT: break;
     }
-    LLVMBuildStore(c->b, v, p);
+    LLVMValueRef st = LLVMBuildStore(c->b, v, p);
+    LLVMSetAlignment(st, (unsigned)attn_dtype_size(dt));
+}
+
+/* A constant of type ty (scalar or vector) with every element v. */
+static LLVMValueRef fconst(LLVMTypeRef ty, double v) {
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+        return LLVMConstReal(ty, v);
+    unsigned n = LLVMGetVectorSize(ty);
+    LLVMValueRef e[64], one = LLVMConstReal(LLVMGetElementType(ty), v);
+    ATTNC_ASSERT(n <= 64);
+    for (unsigned i = 0; i < n; i++)
+        e[i] = one;
+    return LLVMConstVector(e, n);
+}
+
+static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v) {
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+        return LLVMConstInt(ty, v, false);
+    unsigned n = LLVMGetVectorSize(ty);
+    LLVMValueRef e[64], one = LLVMConstInt(LLVMGetElementType(ty), v, false);
+    ATTNC_ASSERT(n <= 64);
+    for (unsigned i = 0; i < n; i++)
+        e[i] = one;
+    return LLVMConstVector(e, n);
+}
+
+/* ty with its element type replaced by elem (same lane count). */
+static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem) {
+    return LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(ty))
+                                                     : elem;
+}
+
+LLVMValueRef cg_splat(cg *c, LLVMValueRef s) {
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), (unsigned)c->target.lanes);
+    LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), s, LLVMConstInt(c->i32, 0, false), "");
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)c->target.lanes)), "splat");
+}
+
+LLVMValueRef cg_vf32(cg *c, double v) {
+    return fconst(c->vf, v);
+}
+
+LLVMValueRef cg_lane_ids(cg *c) {
+    LLVMValueRef e[64];
+    for (int i = 0; i < c->target.lanes; i++)
+        e[i] = LLVMConstInt(c->i32, (unsigned long long)i, false);
+    return LLVMConstVector(e, (unsigned)c->target.lanes);
+}
+
+LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMValueRef off) {
+    return LLVMBuildInBoundsGEP2(c->b, elem, p, &off, 1, "");
+}
+
+LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
+    LLVMValueRef e[64];
+    ATTNC_ASSERT(n <= 64);
+    for (int i = 0; i < n; i++)
+        e[i] = LLVMConstInt(c->i32, (unsigned long long)idx[i], false);
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(e, (unsigned)n), "");
+}
+
+LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
+    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
+    LLVMSetAlignment(v, (unsigned)attn_dtype_size(dt));
+    switch (dt) {
+    case ATTN_DTYPE_F32: return v;
+    case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->vf, "");
+    case ATTN_DTYPE_BF16:
+        return LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->vi, ""), iconst(c->vi, 16), ""),
+                                c->vf, "");
+    case ATTN_DTYPE_COUNT: break;
+    }
+    return v;
+}
+
+void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
+    cg_store(c, dt, v, p); /* cg_store handles vectors */
+}
+
+static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMValueRef *args, int n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMTypeRef tys[2] = {c->vf, c->ptr};
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, tys, 2);
+    return LLVMBuildCall2(c->b, fty, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef cg_vload_masked(cg *c, LLVMValueRef p, LLVMValueRef mask) {
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, 4, false), mask, cg_vf32(c, 0)};
+    return masked_intrinsic(c, "llvm.masked.load", args, 4);
+}
+
+void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+    LLVMValueRef args[4] = {v, p, LLVMConstInt(c->i32, 4, false), mask};
+    masked_intrinsic(c, "llvm.masked.store", args, 4);
+}
+
+LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1);
+    LLVMValueRef args[3] = {a, b, acc};
+    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, &ty, 1), fn, args, 3, "");
 }
 
 static LLVMValueRef fast(LLVMValueRef v) {
@@ -231,35 +354,34 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
      * parts (Cody-Waite), p the minimax polynomial of Cephes' expf. */
     static const double poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                                   4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-    LLVMValueRef lo = cg_f32(c, -87.33654), hi = cg_f32(c, 88.72283);
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMValueRef lo = fconst(ty, -87.33654), hi = fconst(ty, 88.72283);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
-    LLVMValueRef xc = cg_intrinsic(c, "llvm.maxnum", c->f32, x, lo);
-    xc = cg_intrinsic(c, "llvm.minnum", c->f32, xc, hi);
+    LLVMValueRef xc = cg_intrinsic(c, "llvm.maxnum", ty, x, lo);
+    xc = cg_intrinsic(c, "llvm.minnum", ty, xc, hi);
     LLVMValueRef n = cg_intrinsic(
-        c, "llvm.floor", c->f32,
-        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, cg_f32(c, 1.44269504088896341), ""),
-                      cg_f32(c, 0.5), ""),
+        c, "llvm.floor", ty,
+        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, fconst(ty, 1.44269504088896341), ""),
+                      fconst(ty, 0.5), ""),
         NULL);
-    LLVMValueRef r = LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, cg_f32(c, 0.693359375), ""), "");
-    r = LLVMBuildFSub(c->b, r, LLVMBuildFMul(c->b, n, cg_f32(c, -2.12194440e-4), ""), "");
-    LLVMValueRef p = cg_f32(c, poly[0]);
+    LLVMValueRef r = LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, fconst(ty, 0.693359375), ""), "");
+    r = LLVMBuildFSub(c->b, r, LLVMBuildFMul(c->b, n, fconst(ty, -2.12194440e-4), ""), "");
+    LLVMValueRef p = fconst(ty, poly[0]);
     for (int i = 1; i < 6; i++)
-        p = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r, ""), cg_f32(c, poly[i]), "");
+        p = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r, ""), fconst(ty, poly[i]), "");
     LLVMValueRef r2 = LLVMBuildFMul(c->b, r, r, "");
     p = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r2, ""), r, ""),
-                      cg_f32(c, 1.0), "");
+                      fconst(ty, 1.0), "");
     /* 2^n through the exponent bits; n in [-126, 128] after clamping */
-    LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, c->i32, "");
-    LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, LLVMConstInt(c->i32, 127, false), ""),
-                                     LLVMConstInt(c->i32, 23, false), "");
-    LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, c->f32, "");
+    LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, ity, "");
+    LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, iconst(ity, 127), ""), iconst(ity, 23), "");
+    LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, ty, "");
     /* n = 128 would overflow the exponent: take 2^127 * 2 */
-    LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, LLVMConstInt(c->i32, 127, false), "");
-    LLVMValueRef bits127 = LLVMConstInt(c->i32, (unsigned long long)254 << 23, false);
-    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, bits127, c->f32, ""), two_n, "");
-    p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, cg_f32(c, 2.0), ""), p, "");
+    LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
+    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
+    p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
     LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
-    res = LLVMBuildSelect(c->b, under, cg_f32(c, 0.0), res, "");
+    res = LLVMBuildSelect(c->b, under, fconst(ty, 0.0), res, "");
     /* the clamps would turn NaN into a number: keep it NaN, as IEEE exp */
     LLVMValueRef nan = LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
     return LLVMBuildSelect(c->b, nan, x, res, "exp");
@@ -267,10 +389,11 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
 
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x) {
     /* tanh|x| = 1 - 2 / (exp(2|x|) + 1); the sign put back */
-    LLVMValueRef ax = cg_intrinsic(c, "llvm.fabs", c->f32, x, NULL);
-    LLVMValueRef e = cg_exp(c, LLVMBuildFMul(c->b, ax, cg_f32(c, 2.0), ""));
+    LLVMTypeRef ty = LLVMTypeOf(x);
+    LLVMValueRef ax = cg_intrinsic(c, "llvm.fabs", ty, x, NULL);
+    LLVMValueRef e = cg_exp(c, LLVMBuildFMul(c->b, ax, fconst(ty, 2.0), ""));
     LLVMValueRef t = LLVMBuildFSub(
-        c->b, cg_f32(c, 1.0),
-        LLVMBuildFDiv(c->b, cg_f32(c, 2.0), LLVMBuildFAdd(c->b, e, cg_f32(c, 1.0), ""), ""), "");
-    return cg_intrinsic(c, "llvm.copysign", c->f32, t, x);
+        c->b, fconst(ty, 1.0),
+        LLVMBuildFDiv(c->b, fconst(ty, 2.0), LLVMBuildFAdd(c->b, e, fconst(ty, 1.0), ""), ""), "");
+    return cg_intrinsic(c, "llvm.copysign", ty, t, x);
 }

@@ -16,6 +16,8 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_GQA_EXPAND:
     case IR_OP_OUTPUT: cg_emit_copy(c, n, name); break;
     case IR_OP_QK: cg_emit_qk(c, n, name); break;
+    case IR_OP_FLASH: cg_emit_flash(c, n, name); break;
+    case IR_OP_ROPE_TABLE: cg_emit_rope_table(c, n, name); break;
     case IR_OP_PV: cg_emit_pv(c, n, name); break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:
@@ -30,18 +32,21 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     }
 }
 
-attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) {
+attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target *t,
+                             cg_result *out) {
     cg_plan plan;
-    attnc_status st = cg_plan_build(g, &plan);
+    attnc_status st = cg_plan_build(g, t, &plan);
     if (st != ATTNC_OK)
         return st;
-    const char **names = arena_alloc(&g->ctx->arena, (size_t)g->n_nodes * sizeof *names);
-    attn_phase *phases = arena_alloc(&g->ctx->arena, (size_t)g->n_nodes * sizeof *phases);
+    /* a kernel per node at most, plus a load-time pack per linear */
+    size_t max_steps = 2 * (size_t)g->n_nodes;
+    const char **names = arena_alloc(&g->ctx->arena, max_steps * sizeof *names);
+    attn_phase *phases = arena_alloc(&g->ctx->arena, max_steps * sizeof *phases);
     if (!names || !phases) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
-    cg c = {.g = g, .plan = &plan, .llctx = llctx, .n_buffers = plan.n_buffers};
+    cg c = {.g = g, .plan = &plan, .llctx = llctx, .n_buffers = plan.n_buffers, .target = *t};
     char mod_name[ATTN_NAME_MAX + 8];
     snprintf(mod_name, sizeof mod_name, "attnc.%s", g->cfg.name);
     c.mod = LLVMModuleCreateWithNameInContext(mod_name, llctx);
@@ -53,10 +58,22 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, cg_result *out) 
     c.f32 = LLVMFloatTypeInContext(llctx);
     c.f64 = LLVMDoubleTypeInContext(llctx);
     c.ptr = LLVMPointerTypeInContext(llctx, 0);
+    c.vf = LLVMVectorType(c.f32, (unsigned)t->lanes);
+    c.vi = LLVMVectorType(c.i32, (unsigned)t->lanes);
     LLVMTypeRef params[3] = {c.ptr, c.i32, c.i32};
     c.kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(llctx), params, 3, false);
 
     int n_steps = 0;
+    for (int i = 0; i < g->n_nodes; i++) { /* load phase first: packing */
+        const ir_node *n = g->nodes[i];
+        if (n->dead || n->op != IR_OP_LINEAR)
+            continue;
+        char name[128];
+        snprintf(name, sizeof name, "attnk_%s_%d_pack", g->cfg.name, n->id);
+        c.phase = phases[n_steps] = ATTN_PHASE_LOAD;
+        cg_emit_pack(&c, n, name);
+        names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = g->nodes[i];
         if (n->dead || !plan.emit[n->id])

@@ -47,12 +47,13 @@ static cg_view contiguous(cg_plan *p, const ir_node *n, attn_buf_role role, int 
     return v;
 }
 
-attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
+attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
+    p->packed = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->packed);
     p->emit = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->emit);
     p->phase = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->phase);
-    if (!p->view || !p->emit || !p->phase) {
+    if (!p->view || !p->emit || !p->phase || !p->packed) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory planning buffers");
         return ATTNC_E_NOMEM;
     }
@@ -75,7 +76,7 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
             continue;
         /* attention proper runs per sequence; everything else over the batch */
         bool per_seq = n->op == IR_OP_GQA_EXPAND || n->op == IR_OP_QK || n->op == IR_OP_PV ||
-                       (ir_op_flags(n->op) & IR_INPLACE);
+                       n->op == IR_OP_FLASH || (ir_op_flags(n->op) & IR_INPLACE);
         p->phase[n->id] = per_seq ? ATTN_PHASE_SEQUENCE : ATTN_PHASE_TOKENS;
         cg_view *v = &p->view[n->id];
         const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
@@ -89,8 +90,18 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
             }
             *v = contiguous(p, n, ATTN_BUF_WEIGHT, weight_buf[n->weight]);
             break;
-        case IR_OP_LINEAR:
+        case IR_OP_LINEAR: {
+            /* the matrix is read once, at load, into the GEMM's panels */
+            cg_gemm gm = cg_gemm_shape(n, tg);
+            p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
+            p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
+                                          ir_const(gm.np * gm.k * gm.nr));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
+            p->emit[n->id] = true;
+            break;
+        }
+        case IR_OP_ROPE_TABLE:
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;
         case IR_OP_SLICE:
@@ -117,12 +128,13 @@ attnc_status cg_plan_build(ir_graph *g, cg_plan *p) {
                     p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, false, ir_const(0));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
             v->paged = true;
-            p->emit[n->id] = true;
+            p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
             break;
         case IR_OP_ROPE:
         case IR_OP_GQA_EXPAND:
         case IR_OP_QK:
         case IR_OP_PV:
+        case IR_OP_FLASH:
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;

@@ -1,4 +1,6 @@
-/* cg_rope.c: rotary embedding of [head_dim, heads, S] at positions pos[t].
+/* cg_rope.c: rotary embedding of [head_dim, heads, S] at positions pos[t],
+ * and the rope_table (cos and sin per token and pair) that linears with a
+ * RoPE epilogue read.
  * inv_freq is a constant table computed at compile time by the runtime's
  * own definition; cos and sin are taken once per (token, pair) in double
  * into a table shared by all heads, whose pairs are then rotated in one
@@ -7,23 +9,68 @@
 
 #include "codegen/cg.h"
 
-void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
+/* inv_freq as a constant [rotary_dim / 2] f64 array, computed by the
+ * runtime's own definition. */
+static LLVMValueRef inv_freq_table(cg *c, LLVMTypeRef *arr_ty) {
     const attn_config *cfg = &c->g->cfg;
-    const ir_node *x = n->args[0];
-    int64_t half = cfg->rotary_dim / 2, heads = n->ne[1].c;
+    int64_t half = cfg->rotary_dim / 2;
     double *freq = malloc((size_t)half * sizeof *freq);
     LLVMValueRef *consts = malloc((size_t)half * sizeof *consts);
     ATTNC_ASSERT(freq && consts);
     attn_rope_inv_freq(cfg, freq);
     for (int64_t i = 0; i < half; i++)
         consts[i] = LLVMConstReal(c->f64, freq[i]);
-    LLVMTypeRef arr_ty = LLVMArrayType2(c->f64, (uint64_t)half);
-    LLVMValueRef table = LLVMAddGlobal(c->mod, arr_ty, "");
+    *arr_ty = LLVMArrayType2(c->f64, (uint64_t)half);
+    LLVMValueRef table = LLVMAddGlobal(c->mod, *arr_ty, "");
     LLVMSetInitializer(table, LLVMConstArray2(c->f64, consts, (uint64_t)half));
     LLVMSetGlobalConstant(table, true);
     LLVMSetLinkage(table, LLVMPrivateLinkage);
     free(freq);
     free(consts);
+    return table;
+}
+
+/* cos and sin of pos * inv_freq[i] (in double), rounded to f32. */
+static void angle(cg *c, LLVMValueRef table, LLVMTypeRef arr_ty, LLVMValueRef pos, LLVMValueRef i,
+                  LLVMValueRef *cs, LLVMValueRef *sn) {
+    LLVMValueRef gi[2] = {cg_i64(c, 0), i};
+    LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
+    LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
+    *cs = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.cos", c->f64, th, NULL), c->f32, "");
+    *sn = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.sin", c->f64, th, NULL), c->f32, "");
+}
+
+static LLVMValueRef position(cg *c, LLVMValueRef t) {
+    LLVMValueRef pp = LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &t, 1, "");
+    return LLVMBuildSIToFP(c->b, LLVMBuildLoad2(c->b, c->i64, pp, ""), c->f64, "pos");
+}
+
+void cg_emit_rope_table(cg *c, const ir_node *n, const char *name) {
+    int64_t half = c->g->cfg.rotary_dim / 2;
+    LLVMTypeRef arr_ty;
+    LLVMValueRef table = inv_freq_table(c, &arr_ty);
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    LLVMValueRef pos = position(c, lt.i);
+    cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "i");
+    LLVMValueRef cs, sn;
+    angle(c, table, arr_ty, pos, li.i, &cs, &sn);
+    LLVMValueRef ci[2] = {li.i, lt.i}, si[2] = {LLVMBuildAdd(c->b, li.i, cg_i64(c, half), ""), lt.i};
+    cg_store(c, ATTN_DTYPE_F32, cs, cg_addr(c, n, ci));
+    cg_store(c, ATTN_DTYPE_F32, sn, cg_addr(c, n, si));
+    cg_for_end(c, &li);
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}
+
+void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    const ir_node *x = n->args[0];
+    int64_t half = cfg->rotary_dim / 2, heads = n->ne[1].c;
+    LLVMTypeRef arr_ty;
+    LLVMValueRef table = inv_freq_table(c, &arr_ty);
 
     cg_kernel_begin(c, name);
     /* per-token tables of cos and sin, so the inner loop runs over the
@@ -34,16 +81,12 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef lo, hi;
     cg_share(c, c->S, &lo, &hi);
     cg_loop lt = cg_for(c, lo, hi, "t");
-    LLVMValueRef pp = LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &lt.i, 1, "");
-    LLVMValueRef pos = LLVMBuildSIToFP(c->b, LLVMBuildLoad2(c->b, c->i64, pp, ""), c->f64, "pos");
+    LLVMValueRef pos = position(c, lt.i);
     cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "i");
-    LLVMValueRef gi[2] = {cg_i64(c, 0), li.i};
-    LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
-    LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
-    LLVMBuildStore(c->b, LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.cos", c->f64, th, NULL), c->f32, ""),
-                   LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, gi, 2, ""));
-    LLVMBuildStore(c->b, LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.sin", c->f64, th, NULL), c->f32, ""),
-                   LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, gi, 2, ""));
+    LLVMValueRef gi[2] = {cg_i64(c, 0), li.i}, ci, si;
+    angle(c, table, arr_ty, pos, li.i, &ci, &si);
+    LLVMBuildStore(c->b, ci, LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, gi, 2, ""));
+    LLVMBuildStore(c->b, si, LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, gi, 2, ""));
     cg_for_end(c, &li);
     bool is_half = cfg->rope_style == ATTN_ROPE_HALF;
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, heads), "h");

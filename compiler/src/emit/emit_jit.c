@@ -99,11 +99,14 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
         goto fail;
     double t0 = compile_now_ms();
     tsc = LLVMOrcCreateNewThreadSafeContext();
-    if ((st = cg_module_build(g, LLVMOrcThreadSafeContextGetContext(tsc), &res)) != ATTNC_OK)
+    if ((st = emit_target_machine(ctx, opt, &tm)) != ATTNC_OK)
+        goto fail;
+    cg_target target;
+    emit_target_shape(tm, &target.lanes, &target.regs);
+    if ((st = cg_module_build(g, LLVMOrcThreadSafeContextGetContext(tsc), &target, &res)) != ATTNC_OK)
         goto fail;
     double t1 = compile_now_ms();
-    if ((st = emit_target_machine(ctx, opt, &tm)) != ATTNC_OK ||
-        (st = emit_optimize(ctx, res.module, tm)) != ATTNC_OK ||
+    if ((st = emit_optimize(ctx, res.module, tm)) != ATTNC_OK ||
         (st = emit_dumps(ctx, res.module, tm, opt)) != ATTNC_OK ||
         (st = emit_target_machine(ctx, opt, &jit_tm)) != ATTNC_OK)
         goto fail;
@@ -180,6 +183,66 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
     attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_IO;
     if (st != ATTNC_OK && error)
         *error = compile_diag_text(ctx, spec_path ? "compilation failed" : "no spec path");
+    attnc_ctx_free(ctx);
+    return st;
+}
+
+static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes *pr) {
+    attnc_jit *jit = calloc(1, sizeof *jit);
+    LLVMTargetMachineRef tm = NULL, jit_tm = NULL;
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    attnc_status st = jit ? ATTNC_OK : ATTNC_E_NOMEM;
+    if (st == ATTNC_OK)
+        st = emit_target_machine(ctx, NULL, &tm);
+    if (st == ATTNC_OK)
+        st = emit_target_machine(ctx, NULL, &jit_tm);
+    if (st != ATTNC_OK)
+        goto done;
+    cg_target target;
+    emit_target_shape(tm, &target.lanes, &target.regs);
+    LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter);
+    pr->lanes = target.lanes;
+    if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {
+        LLVMDisposeModule(mod);
+        goto done;
+    }
+    pthread_mutex_lock(&jit_lock);
+    st = make_lljit(ctx, jit_tm, LLVMOrcCreateNewThreadSafeModule(mod, tsc), &jit->lljit);
+    jit_tm = NULL;
+    const char *names[2] = {"attnc_probe_fma", "attnc_probe_read"};
+    LLVMOrcJITTargetAddress addr[2] = {0, 0};
+    for (int i = 0; st == ATTNC_OK && i < 2; i++) {
+        LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr[i], names[i]);
+        if (err)
+            st = emit_llvm_error(ctx, err, names[i]);
+    }
+    pthread_mutex_unlock(&jit_lock);
+    if (st == ATTNC_OK) {
+        pr->fma = (void (*)(float *, int64_t))(uintptr_t)addr[0];
+        pr->read = (float (*)(const float *, int64_t))(uintptr_t)addr[1];
+        jit->table.abi_version = ATTN_KERNELS_ABI;
+        *out = jit;
+        jit = NULL;
+    }
+done:
+    if (tm)
+        LLVMDisposeTargetMachine(tm);
+    if (jit_tm)
+        LLVMDisposeTargetMachine(jit_tm);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    attnc_jit_free(jit);
+    return st;
+}
+
+attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error) {
+    if (error)
+        *error = NULL;
+    attnc_ctx *ctx = attnc_ctx_new();
+    if (!ctx)
+        return ATTNC_E_NOMEM;
+    attnc_status st = jit && out ? probes_compile(ctx, jit, out) : ATTNC_E_IO;
+    if (st != ATTNC_OK && error)
+        *error = compile_diag_text(ctx, "compiling the probes failed");
     attnc_ctx_free(ctx);
     return st;
 }

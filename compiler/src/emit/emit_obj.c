@@ -129,8 +129,11 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
         st = emit_target_machine(ctx, opt, &tm);
     if (st == ATTNC_OK)
         st = check_layout(ctx, tm);
-    if (st == ATTNC_OK)
-        st = cg_module_build(g, llctx, &res);
+    cg_target target = {4, 16};
+    if (st == ATTNC_OK) {
+        emit_target_shape(tm, &target.lanes, &target.regs);
+        st = cg_module_build(g, llctx, &target, &res);
+    }
     if (st == ATTNC_OK) {
         cg_table_build(g, res.module, &res);
         st = emit_optimize(ctx, res.module, tm);

@@ -81,6 +81,59 @@ done:
     return st;
 }
 
+/* Does tm turn a <lanes x float> add into code using register name reg? */
+static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("probe", ctx);
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    LLVMSetTarget(mod, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+    LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef vt = LLVMVectorType(LLVMFloatTypeInContext(ctx), (unsigned)lanes);
+    LLVMValueRef fn = LLVMAddFunction(mod, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, false));
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef v = LLVMBuildLoad2(b, vt, LLVMGetParam(fn, 0), "");
+    LLVMBuildStore(b, LLVMBuildFAdd(b, v, v, ""), LLVMGetParam(fn, 0));
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    LLVMMemoryBufferRef buf = NULL;
+    char *why = NULL;
+    bool found = false;
+    if (!LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &why, &buf)) {
+        const char *text = LLVMGetBufferStart(buf);
+        size_t n = LLVMGetBufferSize(buf), k = strlen(reg);
+        for (size_t i = 0; !found && i + k <= n; i++)
+            found = memcmp(text + i, reg, k) == 0;
+        LLVMDisposeMemoryBuffer(buf);
+    }
+    LLVMDisposeMessage(why);
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    return found;
+}
+
+void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs) {
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    char *features = LLVMGetTargetMachineFeatureString(tm);
+    bool x86 = strncmp(triple, "x86_64", 6) == 0;
+    *lanes = 4;
+    *regs = x86 ? 16 : 32;
+    if (x86) {
+        if (strstr(features, "+avx512f") || (!strstr(features, "-avx512f") && uses_register(tm, 16, "zmm"))) {
+            *lanes = 16;
+            *regs = 32;
+        } else if (strstr(features, "+avx2") || uses_register(tm, 8, "ymm")) {
+            *lanes = 8;
+        }
+    }
+    LLVMDisposeMessage(features);
+    LLVMDisposeMessage(triple);
+}
+
 attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     LLVMSetTarget(mod, triple);

@@ -103,12 +103,27 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return false;
         if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S))
             return WHY("input %%%d is not [in, S] with the in of weight %%%d", a->id, b->id);
-        if (n->nargs == 3 && (n->args[2]->ndim != 1 || !ir_dim_eq(n->args[2]->ne[0], b->ne[1])))
-            return WHY("bias %%%d does not match the outputs of weight %%%d", n->args[2]->id,
-                       b->id);
+        for (int i = 2; i < n->nargs; i++) {
+            const ir_node *o = n->args[i];
+            if (o->op == IR_OP_WEIGHT ? o->ndim != 1 || !ir_dim_eq(o->ne[0], b->ne[1])
+                                      : o->op != IR_OP_ROPE_TABLE)
+                return WHY("operand %%%d is neither a bias matching weight %%%d nor a rope table",
+                           o->id, b->id);
+            if (i == 3 && o->op == n->args[2]->op)
+                return WHY("operands %%%d and %%%d are of one kind", n->args[2]->id, o->id);
+        }
         if (!is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
             return WHY("scaled columns %lld exceed the %lld outputs", (long long)n->scale_cols,
                        (long long)v);
+        if (n->rope_cols < 0 || n->rope_cols > v || n->rope_cols % c->head_dim ||
+            (n->rope_cols > 0) != (ir_linear_rope_table(n) != NULL))
+            return WHY("rotated columns %lld are not whole heads within %lld outputs, with a table",
+                       (long long)n->rope_cols, (long long)v);
+        for (int i = 0; i < 2; i++)
+            if (n->to_cache[i] && (n->cache_col[i] < 0 ||
+                                   n->cache_col[i] + c->kv_groups * c->head_dim > v))
+                return WHY("cache columns from %lld exceed the %lld outputs",
+                           (long long)n->cache_col[i], (long long)v);
         set_shape(n, 2, b->ne[1], S, z);
         return true;
     case IR_OP_SLICE:
@@ -134,6 +149,11 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
         set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
         return true;
+    case IR_OP_ROPE_TABLE:
+        if (c->rope_style == ATTN_ROPE_NONE)
+            return WHY("the spec has no rope");
+        set_shape(n, 2, ir_const(c->rotary_dim), S, z);
+        return true;
     case IR_OP_CACHE_APPEND:
         if (!want_ndim(a, 3, why, why_len))
             return false;
@@ -152,20 +172,27 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         set_shape(n, 3, hd, ir_const(c->heads), T); /* widened to f32 */
         return true;
     case IR_OP_QK:
-    case IR_OP_PV: {
-        const ir_node *q = n->op == IR_OP_QK ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
+    case IR_OP_PV:
+    case IR_OP_FLASH: {
+        const ir_node *q = n->op != IR_OP_PV ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
         if (!want_ndim(a, 3, why, why_len) || !want_ndim(b, 3, why, why_len))
             return false;
-        if (!ir_dim_eq(b->ne[0], hd) || !ir_dim_eq(b->ne[2], T) || !is_const(b->ne[1], &w) ||
-            c->heads % w)
-            return WHY("keys/values %%%d are not [head_dim, kv heads, T]", b->id);
+        for (int i = 1; i < n->nargs; i++) {
+            const ir_node *kv = n->args[i];
+            if (!want_ndim(kv, 3, why, why_len))
+                return false;
+            if (!ir_dim_eq(kv->ne[0], hd) || !ir_dim_eq(kv->ne[2], T) ||
+                !is_const(kv->ne[1], &w) || c->heads % w ||
+                (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
+                return WHY("keys/values %%%d are not [head_dim, kv heads, T]", kv->id);
+        }
         if (q && (!ir_dim_eq(q->ne[0], hd) || !ir_dim_eq(q->ne[1], ir_const(c->heads)) ||
                   !ir_dim_eq(q->ne[2], S)))
             return WHY("queries %%%d are not [head_dim, heads, S]", q->id);
         if (p && (!ir_dim_eq(p->ne[0], T) || !ir_dim_eq(p->ne[1], S) ||
                   !ir_dim_eq(p->ne[2], ir_const(c->heads))))
             return WHY("weights %%%d are not [T, S, heads]", p->id);
-        if (q)
+        if (n->op == IR_OP_QK)
             set_shape(n, 3, T, S, ir_const(c->heads));
         else
             set_shape(n, 3, hd, ir_const(c->heads), S);
@@ -270,6 +297,21 @@ void ir_replace_uses(ir_graph *g, ir_node *from, ir_node *to) {
             }
         }
     }
+}
+
+static ir_node *linear_operand(const ir_node *n, ir_op op) {
+    for (int i = 2; n->op == IR_OP_LINEAR && i < n->nargs; i++)
+        if (n->args[i]->op == op)
+            return n->args[i];
+    return NULL;
+}
+
+ir_node *ir_linear_bias(const ir_node *n) {
+    return linear_operand(n, IR_OP_WEIGHT);
+}
+
+ir_node *ir_linear_rope_table(const ir_node *n) {
+    return linear_operand(n, IR_OP_ROPE_TABLE);
 }
 
 void ir_recount_uses(ir_graph *g) {

@@ -19,7 +19,7 @@ typedef enum ir_op {
 } ir_op;
 
 #define IR_MAX_DIMS 3
-#define IR_MAX_ARGS 3
+#define IR_MAX_ARGS 4
 
 /* A size or stride: c + s*S + t*T + st*S*T elements. */
 typedef struct ir_dim {
@@ -43,8 +43,15 @@ struct ir_node {
     int cache;         /* CACHE_APPEND: 0 = K, 1 = V */
     int64_t offset;    /* SLICE: first column */
     int64_t cols;      /* SLICE: number of columns */
-    double factor;     /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols) */
+    double factor;     /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols);
+                          FLASH: score scale (1 when folded into q) */
     int64_t scale_cols;
+    int64_t rope_cols;   /* LINEAR: cols [0, rope_cols) are whole heads rotated in the epilogue */
+    bool to_cache[2];    /* LINEAR: the epilogue stores K (0) / V (1) rows into the cache, */
+    int64_t cache_col[2]; /*   from these columns on (kv_groups * head_dim of them) */
+    bool fused;          /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
+    double softcap;      /* FLASH: 0 = none */
+    bool causal;         /* FLASH: mask keys after each query (and outside the window) */
 };
 
 typedef struct ir_graph {
@@ -85,6 +92,9 @@ ATTNC_HIDDEN bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_
 /* Points every use of `from` at `to` (same shape expected). */
 ATTNC_HIDDEN void ir_replace_uses(ir_graph *g, ir_node *from, ir_node *to);
 ATTNC_HIDDEN void ir_recount_uses(ir_graph *g);
+/* LINEAR's optional operands: its bias (a WEIGHT) and rope table, or NULL. */
+ATTNC_HIDDEN ir_node *ir_linear_bias(const ir_node *n);
+ATTNC_HIDDEN ir_node *ir_linear_rope_table(const ir_node *n);
 
 /* Text of the graph, stable enough for golden files; arena-owned. */
 ATTNC_HIDDEN char *ir_print(ir_graph *g);

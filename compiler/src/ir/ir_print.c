@@ -78,13 +78,35 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_LINEAR:
         if (n->scale_cols)
             put(t, " scale=%.9g cols=%lld", n->factor, (long long)n->scale_cols);
+        if (n->rope_cols)
+            put(t, " rope_cols=%lld", (long long)n->rope_cols);
+        for (int i = 0; i < 2; i++)
+            if (n->to_cache[i])
+                put(t, " cache_%s=%lld", i ? "v" : "k", (long long)n->cache_col[i]);
         break;
     case IR_OP_SLICE: put(t, " offset=%lld cols=%lld", (long long)n->offset, (long long)n->cols); break;
     case IR_OP_ROPE:
         put(t, " base=%.9g style=%s rotary_dim=%lld scaling=%s", c->rope_base,
             styles[c->rope_style], (long long)c->rotary_dim, scalings[c->rope_scaling]);
         break;
-    case IR_OP_CACHE_APPEND: put(t, " %s", n->cache ? "v" : "k"); break;
+    case IR_OP_CACHE_APPEND:
+        put(t, " %s%s", n->cache ? "v" : "k", n->fused ? " stored_by_epilogue" : "");
+        break;
+    case IR_OP_ROPE_TABLE:
+        put(t, " base=%.9g rotary_dim=%lld scaling=%s", c->rope_base, (long long)c->rotary_dim,
+            scalings[c->rope_scaling]);
+        break;
+    case IR_OP_FLASH:
+        put(t, " scale=%.9g", n->factor);
+        if (n->softcap > 0)
+            put(t, " softcap=%.9g", n->softcap);
+        if (n->causal)
+            put(t, " causal");
+        if (n->causal && c->sliding_window)
+            put(t, " window=%lld", (long long)c->sliding_window);
+        if (n->args[1]->ne[1].c != c->heads)
+            put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
+        break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP: put(t, " %.9g", n->factor); break;
     case IR_OP_MASK:

@@ -36,9 +36,9 @@ attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     if (!lin[0] || !lin[1] || !lin[2])
         return ATTNC_OK;
     ir_node *x = lin[0]->args[0];
-    bool bias = lin[0]->nargs == 3;
+    bool bias = ir_linear_bias(lin[0]) != NULL;
     for (int i = 1; i < 3; i++)
-        if (lin[i]->args[0] != x || (lin[i]->nargs == 3) != bias || lin[i]->scale_cols)
+        if (lin[i]->args[0] != x || (ir_linear_bias(lin[i]) != NULL) != bias || lin[i]->scale_cols)
             return ATTNC_OK;
     /* the fused node goes where the first of the three was */
     ir_node *first = lin[0];
@@ -48,7 +48,7 @@ attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed) {
             break;
         }
     ir_node *w = ir_new(g, IR_OP_WEIGHT, NULL, 0, lin[0]->args[1]->loc);
-    ir_node *b = bias ? ir_new(g, IR_OP_WEIGHT, NULL, 0, lin[0]->args[2]->loc) : NULL;
+    ir_node *b = bias ? ir_new(g, IR_OP_WEIGHT, NULL, 0, ir_linear_bias(lin[0])->loc) : NULL;
     if (!w || (bias && !b))
         return diag_first_code(ctx);
     w->weight = ATTN_W_QKV;

@@ -27,6 +27,8 @@ ATTNC_HIDDEN attnc_status pass_run_pipeline(ir_graph *g, const pass_options *o);
 
 ATTNC_HIDDEN attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_fold_scale(attnc_ctx *ctx, ir_graph *g, bool *changed);
+ATTNC_HIDDEN attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed);
+ATTNC_HIDDEN attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_drop_gqa_expand(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_dce(attnc_ctx *ctx, ir_graph *g, bool *changed);
 

@@ -8,8 +8,14 @@
 static const attnc_pass pipeline[] = {
     {"fuse_qkv", "q, k and v projections become one linear over packed weights", pass_fuse_qkv},
     {"fold_scale", "the score scale moves into the q projection's epilogue", pass_fold_scale},
+    {"rope_epilogue",
+     "RoPE moves into the q/k projection's epilogue, which also stores k and v into the cache",
+     pass_rope_epilogue},
     {"drop_gqa_expand", "K/V head repetition becomes an index mapping; nothing is copied",
      pass_drop_gqa_expand},
+    {"flash_attention",
+     "scores, scale, softcap, mask, softmax and p.v become one tiled online-softmax node",
+     pass_flash_attention},
     {"dce", "nodes whose values nobody uses are removed", pass_dce},
 };
 

@@ -1,0 +1,580 @@
+/* cmd_bench.c: `attnc roofline` (this machine's FP32 FMA peak and read
+ * bandwidth, measured with probes compiled like the kernels) and `attnc
+ * bench` (a spec JIT-run on random weights: checked against the reference
+ * first, then timed, reported against the roofline of the same run). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char roofline_usage[] =
+    "usage: attnc roofline [--threads N] [--runs N] [--json]\n"
+    "\n"
+    "Measures what bench divides by, with code compiled for this CPU as the\n"
+    "kernels are: the FP32 FMA peak (independent vector fused multiply-adds in\n"
+    "registers on every thread) and the read bandwidth (every thread summing its\n"
+    "part of a 1 GiB array). Prints the median of --runs (default 7) runs, with\n"
+    "min and max.\n"
+    "\n"
+    "  --threads N   threads (default: $ATTN_THREADS or all CPUs)\n"
+    "  --json        one JSON object: threads, fma_gflops, read_gbps (+ _min/_max)\n";
+
+static const char bench_usage[] =
+    "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
+    "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
+    "                   [--disable-pass P]...\n"
+    "\n"
+    "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
+    "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
+    "if the error exceeds the documented tolerance: 1e-4 relative with an f32\n"
+    "cache, 2e-3 f16, 1.6e-2 bf16), measures the roofline, then times a warm-up\n"
+    "and --runs (default 7, at least 5) runs and prints the median, min and max.\n"
+    "\n"
+    "  --mode prefill   (default) one sequence of --seq tokens (default 2048) into an\n"
+    "                   empty cache\n"
+    "  --mode decode    one new token on a sequence holding --cache tokens (default\n"
+    "                   4096); the cache is rolled back after each run\n"
+    "  --part block     (default) the whole forward call\n"
+    "  --part core      RoPE and attention: every kernel but the projections (with\n"
+    "                   rope_epilogue, RoPE and the cache store run inside the q/k/v\n"
+    "                   projection and count as block)\n"
+    "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
+    "  --json           one JSON object per row: spec, mode, part, seq, cache,\n"
+    "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
+    "                   gflops, gbps, peak_gflops, read_gbps, pct_peak, pct_read\n"
+    "\n"
+    "Useful work counted (S new tokens, T = P + S keys, H heads, hd head_dim,\n"
+    "D d_model, kv = kv_groups * hd):\n"
+    "  flops core  = 4 * hd * H * (keys each query sees, summed over queries):\n"
+    "                q.k and p.v; causal counts only the visible half of S x S\n"
+    "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
+    "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
+    "  bytes block = core + weights (spec dtype) + x and y\n"
+    "GFLOP/s and GB/s are these over the median time; %peak is against the FMA\n"
+    "peak, %read against the read bandwidth measured in the same run.\n";
+
+typedef struct stat3 {
+    double median, min, max;
+} stat3;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static stat3 stats(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    stat3 s = {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
+    return s;
+}
+
+typedef struct roofline {
+    int threads;
+    stat3 fma, read; /* GFLOP/s, GB/s */
+} roofline;
+
+static int measure_roofline(int threads, int runs, roofline *r) {
+    attnc_jit *jit = NULL;
+    attnc_probes pr;
+    char *msg = NULL;
+    attnc_status cst = attnc_probes_compile(&jit, &pr, &msg);
+    if (cst != ATTNC_OK) {
+        fputs(msg ? msg : "attnc: error: compiling the probes failed\n", stderr);
+        free(msg);
+        return EXIT_INTERNAL;
+    }
+    free(msg);
+    int64_t n = (INT64_C(1) << 30) / (int64_t)sizeof(float);
+    float *data = NULL, *io = NULL;
+    double *fma = malloc((size_t)runs * sizeof *fma), *rd = malloc((size_t)runs * sizeof *rd);
+    if (posix_memalign((void **)&data, 64, (size_t)n * sizeof *data) ||
+        posix_memalign((void **)&io, 64, (size_t)threads * 64 * sizeof *io) || !fma || !rd) {
+        attnc_jit_free(jit);
+        free(data);
+        free(io);
+        free(fma);
+        free(rd);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
+    r->threads = threads;
+    int64_t iters = 1 << 16;
+    /* calibrate: about 0.2 s per fma run */
+    for (double dt = 0; dt < 0.05 && iters < (INT64_C(1) << 40);) {
+        iters *= 4;
+        double t0 = now_seconds();
+        io[0] = 0.999999f;
+        io[1] = 1e-6f;
+        pr.fma(io, iters);
+        dt = now_seconds() - t0;
+        if (dt >= 0.05)
+            iters = (int64_t)((double)iters * 0.2 / dt);
+    }
+    for (int k = 0; k < runs; k++) {
+        double t0 = 0, t1 = 0;
+#pragma omp parallel num_threads(threads)
+        {
+            int t = omp_get_thread_num();
+            float *mine = io + 64 * t;
+            mine[0] = 0.999999f;
+            mine[1] = 1e-6f;
+#pragma omp barrier
+#pragma omp master
+            t0 = now_seconds();
+            pr.fma(mine, iters);
+#pragma omp barrier
+#pragma omp master
+            t1 = now_seconds();
+        }
+        fma[k] = (double)threads * (double)iters * (double)pr.flops_per_iter / (t1 - t0) / 1e9;
+    }
+    float sink = 0;
+    for (int k = -1; k < runs; k++) { /* -1: first touch, in parallel, not timed */
+        double t0 = 0, t1 = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t lo = n / 64 * t / nt * 64, hi = n / 64 * (t + 1) / nt * 64;
+            if (k < 0)
+                for (int64_t i = lo; i < hi; i++)
+                    data[i] = 1.0f;
+#pragma omp barrier
+#pragma omp master
+            t0 = now_seconds();
+            sink += pr.read(data + lo, hi - lo);
+#pragma omp barrier
+#pragma omp master
+            t1 = now_seconds();
+        }
+        if (k >= 0)
+            rd[k] = (double)n * sizeof(float) / (t1 - t0) / 1e9;
+    }
+    r->fma = stats(fma, runs);
+    r->read = stats(rd, runs);
+    attnc_jit_free(jit);
+    free(data);
+    free(io);
+    free(fma);
+    free(rd);
+    /* every pass reads n ones; the sums are exact in float */
+    return sink == (float)n * (float)(runs + 1) ? EXIT_OK : EXIT_INTERNAL;
+}
+
+static int default_threads(void) {
+    const char *env = getenv("ATTN_THREADS");
+    return env && atoi(env) > 0 ? atoi(env) : omp_get_num_procs();
+}
+
+static void print_roofline_line(const roofline *r) {
+    fprintf(stdout,
+            "roofline (%d threads, median of runs): FMA peak %.1f GFLOP/s (%.1f-%.1f), "
+            "read %.1f GB/s (%.1f-%.1f)\n",
+            r->threads, r->fma.median, r->fma.min, r->fma.max, r->read.median, r->read.min,
+            r->read.max);
+}
+
+int cmd_roofline(int argc, char **argv) {
+    const char *help = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
+    const opt opts[] = {
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--threads", NULL, true, &threads_s, NULL, 0},
+        {"--runs", NULL, true, &runs_s, NULL, 0},
+        {"--json", NULL, false, &json, NULL, 0},
+        {0},
+    };
+    const char *pos[1];
+    int n_pos;
+    if (!parse_opts("roofline", argc, argv, 1, opts, pos, 0, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(roofline_usage, stdout);
+        return EXIT_OK;
+    }
+    int64_t threads = default_threads(), runs = 7;
+    if ((threads_s && !parse_int("roofline", "--threads", threads_s, 1, 1024, &threads)) ||
+        (runs_s && !parse_int("roofline", "--runs", runs_s, 1, 1000, &runs)))
+        return EXIT_USAGE;
+    roofline r;
+    int rc = measure_roofline((int)threads, (int)runs, &r);
+    if (rc != EXIT_OK)
+        return rc;
+    if (!json) {
+        print_roofline_line(&r);
+        return EXIT_OK;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "threads", r.threads);
+    cJSON_AddNumberToObject(o, "fma_gflops", r.fma.median);
+    cJSON_AddNumberToObject(o, "fma_gflops_min", r.fma.min);
+    cJSON_AddNumberToObject(o, "fma_gflops_max", r.fma.max);
+    cJSON_AddNumberToObject(o, "read_gbps", r.read.median);
+    cJSON_AddNumberToObject(o, "read_gbps_min", r.read.min);
+    cJSON_AddNumberToObject(o, "read_gbps_max", r.read.max);
+    char *text = cJSON_PrintUnformatted(o);
+    if (text)
+        puts(text);
+    free(text);
+    cJSON_Delete(o);
+    return text ? EXIT_OK : runtime_error(ATTN_E_NOMEM, NULL);
+}
+
+/* ---- bench -------------------------------------------------------------- */
+
+typedef struct bench {
+    const char *spec;
+    attn_config cfg;
+    attn_weights *w;
+    bool decode, core;
+    int64_t seq, cache; /* prefill: seq new tokens; decode: 1 new on cache */
+    int threads, runs;
+    const char *disabled[40];
+    int n_disabled;
+} bench;
+
+/* The useful work of one timed call (see the usage text). */
+static void work(const bench *b, double *flops, double *bytes) {
+    const attn_config *c = &b->cfg;
+    double P = b->decode ? (double)b->cache : 0, S = b->decode ? 1 : (double)b->seq;
+    double pairs = 0; /* (query, visible key) pairs */
+    for (int64_t s = 0; s < (int64_t)S; s++) {
+        double pos = P + (double)s, seen = c->causal ? pos + 1 : P + S;
+        if (c->causal && c->sliding_window > 0 && seen > (double)c->sliding_window)
+            seen = (double)c->sliding_window;
+        pairs += seen;
+    }
+    double H = (double)c->heads, hd = (double)c->head_dim, D = (double)c->d_model;
+    double qd = H * hd, kv = (double)(c->kv_groups * c->head_dim);
+    double kv_keys = P + S;
+    if (c->sliding_window > 0 && kv_keys > (double)c->sliding_window + S - 1)
+        kv_keys = (double)c->sliding_window + S - 1;
+    *flops = 4 * hd * H * pairs;
+    *bytes = 2 * kv_keys * kv * (double)attn_dtype_size(c->kv_dtype) + 2 * S * qd * 4;
+    if (!b->core) {
+        *flops += 2 * S * D * (qd + 2 * kv) + 2 * S * qd * D;
+        *bytes += (D * (qd + 2 * kv) + qd * D) * (double)attn_dtype_size(c->dtype) + 2 * S * D * 4;
+    }
+}
+
+static double tolerance(attn_dtype kv) {
+    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
+
+static float *random_input(int64_t n, uint64_t seed) {
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; x && i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((double)(seed >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508f;
+    }
+    return x;
+}
+
+typedef struct runner {
+    attnc_jit *jit;
+    attn_block *block;
+    attn_cache *cache;
+} runner;
+
+static void runner_free(runner *r) {
+    attn_cache_free(r->cache);
+    attn_block_free(r->block);
+    attnc_jit_free(r->jit);
+}
+
+/* JIT-compiles the spec with `extra` disabled on top of the user's, and
+ * makes a block and a cache of capacity tokens. */
+static int runner_new(const bench *b, const char *extra, int64_t capacity, runner *r) {
+    const char *off[41];
+    int n = b->n_disabled;
+    memcpy(off, b->disabled, (size_t)n * sizeof *off);
+    if (extra)
+        off[n++] = extra;
+    attnc_options o = attnc_options_default();
+    o.disabled_passes = off;
+    o.n_disabled_passes = n;
+    char *msg = NULL;
+    attnc_status cst = attnc_jit_compile_file(b->spec, &o, &r->jit, &msg);
+    if (cst != ATTNC_OK) {
+        fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
+        free(msg);
+        return cst == ATTNC_E_IO || cst == ATTNC_E_YAML || cst == ATTNC_E_SPEC ? EXIT_INPUT
+                                                                               : EXIT_INTERNAL;
+    }
+    free(msg);
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = b->threads;
+    attn_status st;
+    if ((st = attn_block_new(attnc_jit_kernels(r->jit), &bo, &r->block)) ||
+        (st = attn_block_set_weights(r->block, b->w)) ||
+        (st = attn_cache_new(r->block, capacity, &r->cache))) {
+        attn_msg m;
+        snprintf(m.text, sizeof m.text, "%s", r->block ? attn_block_error(r->block) : "");
+        return runtime_error(st, &m);
+    }
+    return EXIT_OK;
+}
+
+/* One forward of n tokens of x on seq; prints the cache's error. */
+static int forward(runner *r, int32_t seq, int64_t n, const float *x, float *y) {
+    int32_t n32 = (int32_t)n;
+    attn_status st = attn_forward(r->block, r->cache, 1, &seq, &n32, x, y);
+    if (st) {
+        attn_msg m;
+        snprintf(m.text, sizeof m.text, "%s", attn_cache_error(r->cache));
+        return runtime_error(st, &m);
+    }
+    return EXIT_OK;
+}
+
+/* The kernels against the reference: a prefill of min(N, 96) tokens and
+ * two decode steps. */
+static int check(const bench *b, runner *r, double *err) {
+    const attn_config *c = &b->cfg;
+    int64_t n = b->decode ? b->cache : b->seq;
+    int64_t pre = n < 96 ? n : 96, total = pre + 2, D = c->d_model;
+    float *x = random_input(total * D, 11), *y = malloc((size_t)(total * D) * sizeof *y);
+    float *ref = malloc((size_t)(total * D) * sizeof *ref);
+    attn_ref *rf = NULL;
+    attn_msg m = {{0}};
+    int32_t seq = -1;
+    int rc = x && y && ref ? EXIT_OK : runtime_error(ATTN_E_NOMEM, NULL);
+    attn_status st;
+    if (rc == EXIT_OK && ((st = attn_ref_new(b->w, total, &rf, &m)) ||
+                          (st = attn_ref_forward(rf, pre, x, ref, &m)) ||
+                          (st = attn_ref_forward(rf, 1, x + pre * D, ref + pre * D, &m)) ||
+                          (st = attn_ref_forward(rf, 1, x + (pre + 1) * D, ref + (pre + 1) * D, &m))))
+        rc = runtime_error(st, &m);
+    if (rc == EXIT_OK && (st = attn_seq_new(r->cache, &seq)))
+        rc = runtime_error(st, NULL);
+    if (rc == EXIT_OK)
+        rc = forward(r, seq, pre, x, y);
+    for (int64_t k = pre; rc == EXIT_OK && k < total; k++)
+        rc = forward(r, seq, 1, x + k * D, y + k * D);
+    if (rc == EXIT_OK) {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < total * D; i++) {
+            double d = fabs((double)y[i] - ref[i]);
+            num = isnan(d) || d > num ? (isnan(d) ? INFINITY : d) : num;
+            den = fabs((double)ref[i]) > den ? fabs((double)ref[i]) : den;
+        }
+        *err = den > 0 ? num / den : num;
+        if (!(*err <= tolerance(c->kv_dtype))) {
+            fprintf(stderr,
+                    "attnc: error: bench: %s: the kernels disagree with the reference: relative "
+                    "error %.3g over %lld tokens exceeds %.3g; not timing wrong results\n",
+                    b->spec, *err, (long long)total, tolerance(c->kv_dtype));
+            rc = EXIT_INTERNAL;
+        }
+    }
+    if (seq >= 0)
+        attn_seq_free(r->cache, seq);
+    attn_ref_free(rf);
+    free(x);
+    free(y);
+    free(ref);
+    return rc;
+}
+
+/* Times the warm-up and b->runs calls; times[k] in seconds. */
+static int time_runs(const bench *b, runner *r, const char *variant, double *times) {
+    const attn_config *c = &b->cfg;
+    int64_t D = c->d_model, n = b->decode ? b->cache + 1 : b->seq;
+    float *x = random_input(n * D, 5), *y = malloc((size_t)(n * D) * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
+    const attn_kernels *k = attnc_jit_kernels(r->jit);
+    int32_t seq = -1;
+    attn_status st = attn_seq_new(r->cache, &seq);
+    int rc = st ? runtime_error(st, NULL) : EXIT_OK;
+    if (rc == EXIT_OK && b->decode) /* the cache to decode against, not timed */
+        rc = forward(r, seq, b->cache, x, y);
+    for (int run = -1; rc == EXIT_OK && run < b->runs; run++) {
+        if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
+            attn_seq_free(r->cache, seq);
+            attn_seq_new(r->cache, &seq);
+        }
+        attn_cache_profile(r->cache, b->core);
+        double t0 = now_seconds();
+        rc = b->decode ? forward(r, seq, 1, x + b->cache * D, y + b->cache * D)
+                       : forward(r, seq, b->seq, x, y);
+        double dt = now_seconds() - t0;
+        if (b->decode)
+            attn_seq_truncate(r->cache, seq, b->cache);
+        if (b->core) {
+            uint32_t ns;
+            const double *sec = attn_cache_step_seconds(r->cache, &ns);
+            dt = 0;
+            for (uint32_t i = 0; i < ns; i++)
+                if (!strstr(k->steps[i].name, "_linear"))
+                    dt += sec[i];
+        }
+        if (run >= 0)
+            times[run] = dt;
+        if (dt > 0.5 || run == b->runs - 1)
+            fprintf(stderr, "bench: %s: %s %d/%d: %.3f ms\n", b->spec, variant, run + 1, b->runs,
+                    dt * 1e3);
+    }
+    attn_cache_profile(r->cache, false);
+    if (seq >= 0)
+        attn_seq_free(r->cache, seq);
+    free(x);
+    free(y);
+    return rc;
+}
+
+static void report(const bench *b, const roofline *rl, const char *variant, double *times,
+                   bool json, bool first) {
+    stat3 t = stats(times, b->runs);
+    double flops, bytes;
+    work(b, &flops, &bytes);
+    double gflops = flops / t.median / 1e9, gbps = bytes / t.median / 1e9;
+    double pct_peak = 100 * gflops / rl->fma.median, pct_read = 100 * gbps / rl->read.median;
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "spec", b->cfg.name);
+        cJSON_AddStringToObject(o, "mode", b->decode ? "decode" : "prefill");
+        cJSON_AddStringToObject(o, "part", b->core ? "core" : "block");
+        cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
+        cJSON_AddNumberToObject(o, "cache", b->decode ? (double)b->cache : 0);
+        cJSON_AddNumberToObject(o, "threads", b->threads);
+        cJSON_AddStringToObject(o, "variant", variant);
+        cJSON_AddNumberToObject(o, "ms_median", t.median * 1e3);
+        cJSON_AddNumberToObject(o, "ms_min", t.min * 1e3);
+        cJSON_AddNumberToObject(o, "ms_max", t.max * 1e3);
+        cJSON_AddNumberToObject(o, "flops", flops);
+        cJSON_AddNumberToObject(o, "bytes", bytes);
+        cJSON_AddNumberToObject(o, "gflops", gflops);
+        cJSON_AddNumberToObject(o, "gbps", gbps);
+        cJSON_AddNumberToObject(o, "peak_gflops", rl->fma.median);
+        cJSON_AddNumberToObject(o, "read_gbps", rl->read.median);
+        cJSON_AddNumberToObject(o, "pct_peak", pct_peak);
+        cJSON_AddNumberToObject(o, "pct_read", pct_read);
+        char *text = cJSON_PrintUnformatted(o);
+        if (text)
+            puts(text);
+        free(text);
+        cJSON_Delete(o);
+        return;
+    }
+    if (first)
+        printf("%-22s %10s %10s %10s %9s %7s %8s %7s\n", "variant", "ms_median", "ms_min", "ms_max",
+               "GFLOP/s", "%peak", "GB/s", "%read");
+    printf("%-22s %10.3f %10.3f %10.3f %9.1f %7.1f %8.2f %7.1f\n", variant, t.median * 1e3,
+           t.min * 1e3, t.max * 1e3, gflops, pct_peak, gbps, pct_read);
+    fflush(stdout);
+}
+
+/* Compiles, checks and times one variant (extra = a pass disabled). */
+static int bench_variant(const bench *b, const roofline *rl, const char *extra, bool json,
+                         bool first) {
+    runner r = {0};
+    int64_t n = b->decode ? b->cache + 1 : b->seq;
+    int64_t capacity = (n > 98 ? n : 98) + 2 * b->cfg.kv_block_tokens;
+    double err = 0, *times = malloc((size_t)b->runs * sizeof *times);
+    char variant[64];
+    snprintf(variant, sizeof variant, extra ? "-%s" : "all passes", extra);
+    int rc = times ? runner_new(b, extra, capacity, &r) : runtime_error(ATTN_E_NOMEM, NULL);
+    if (rc == EXIT_OK)
+        rc = check(b, &r, &err);
+    if (rc == EXIT_OK) {
+        if (!json)
+            fprintf(stderr, "bench: %s: %s: checked against the reference: relative error %.2g\n",
+                    b->spec, variant, err);
+        rc = time_runs(b, &r, variant, times);
+    }
+    if (rc == EXIT_OK)
+        report(b, rl, variant, times, json, first);
+    runner_free(&r);
+    free(times);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
+    const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
+    bench b = {0};
+    const opt opts[] = {
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--mode", NULL, true, &mode, NULL, 0},
+        {"--part", NULL, true, &part, NULL, 0},
+        {"--seq", NULL, true, &seq_s, NULL, 0},
+        {"--cache", NULL, true, &cache_s, NULL, 0},
+        {"--threads", NULL, true, &threads_s, NULL, 0},
+        {"--runs", NULL, true, &runs_s, NULL, 0},
+        {"--json", NULL, false, &json, NULL, 0},
+        {"--ablation", NULL, false, &ablation, NULL, 0},
+        {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
+        {0},
+    };
+    int n_pos;
+    if (!parse_opts("bench", argc, argv, 1, opts, pos, 1, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(bench_usage, stdout);
+        return EXIT_OK;
+    }
+    if (n_pos != 1)
+        return usage_error("bench", "expected one SPEC file");
+    if (strcmp(mode, "prefill") && strcmp(mode, "decode"))
+        return usage_error("bench", "--mode expects prefill or decode, found '%s'", mode);
+    if (strcmp(part, "core") && strcmp(part, "block"))
+        return usage_error("bench", "--part expects core or block, found '%s'", part);
+    b.decode = strcmp(mode, "decode") == 0;
+    b.core = strcmp(part, "core") == 0;
+    if (b.decode && seq_s)
+        return usage_error("bench", "--seq is for --mode prefill; decode adds one token to --cache");
+    if (!b.decode && cache_s)
+        return usage_error("bench", "--cache is for --mode decode");
+    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7;
+    if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
+        (cache_s && !parse_int("bench", "--cache", cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
+        (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
+        (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)))
+        return EXIT_USAGE;
+    if (!check_pass_names("bench", b.disabled, b.n_disabled))
+        return EXIT_USAGE;
+    b.spec = pos[0];
+    b.seq = seq;
+    b.cache = cache;
+    b.threads = (int)threads;
+    b.runs = (int)runs;
+    int rc = load_spec(b.spec, &b.cfg);
+    if (rc != EXIT_OK)
+        return rc;
+    int64_t need = b.decode ? cache + 1 : seq;
+    if (need > b.cfg.kv_max_tokens) {
+        fprintf(stderr, "attnc: error: bench: %lld tokens exceed kv_cache.max_tokens %lld of %s\n",
+                (long long)need, (long long)b.cfg.kv_max_tokens, b.spec);
+        return EXIT_INPUT;
+    }
+    attn_msg m = {{0}};
+    attn_status st = attn_weights_random(&b.cfg, 1, &b.w, &m);
+    if (st)
+        return runtime_error(st, &m);
+    roofline rl;
+    if ((rc = measure_roofline(b.threads, 7, &rl)) == EXIT_OK) {
+        if (!json) {
+            printf("attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s\n",
+                   b.cfg.name, mode, part, b.decode ? "cache" : "seq",
+                   (long long)(b.decode ? cache : seq), b.threads, attn_dtype_name(b.cfg.dtype),
+                   attn_dtype_name(b.cfg.kv_dtype));
+            print_roofline_line(&rl);
+        }
+        rc = bench_variant(&b, &rl, NULL, json, true);
+    }
+    for (int i = 0; rc == EXIT_OK && ablation && attnc_pass_name(i); i++) {
+        const char *p = attnc_pass_name(i);
+        bool off = strcmp(p, "dce") == 0;
+        for (int j = 0; j < b.n_disabled; j++)
+            off |= strcmp(b.disabled[j], p) == 0;
+        if (!off)
+            rc = bench_variant(&b, &rl, p, json, false);
+    }
+    attn_weights_free(b.w);
+    return rc;
+}

@@ -1,0 +1,326 @@
+/* cg_flash.c: attention as one tiled online-softmax kernel (the flash
+ * node): no [T, S, heads] scores exist.
+ *
+ * A work item is one K/V head with up to `rows` query rows of its group:
+ * rows = rv vectors of lanes, each row one (query head of the group, new
+ * token) pair, token-major. Its queries are transposed once into qt[d][row]
+ * (and scaled), so the lanes of a vector are rows. Keys then come in tiles
+ * of bk: for each, the scores s[key][row] = sum_d k[key][d] * qt[d][row]
+ * take bk x rv vector sums in registers (a key's element broadcast to all
+ * rows), softcap and the causal/window mask are applied in registers, and
+ * the online softmax (running max m and sum l per row, max and sums across
+ * the tile's keys being plain vector ops) rescales the output ot[d][row]
+ * and adds p . v, again as a register block of dc dims x rv vectors.
+ * K/V tiles entirely masked for all rows of an item are never visited;
+ * each K/V tile is read once for all query heads of its group.
+ *
+ * Items are dealt round-robin to the threads; each is computed by one
+ * thread in one order, so results do not depend on the thread count. */
+#include <math.h>
+
+#include "codegen/cg.h"
+
+typedef struct flash {
+    const ir_node *n, *q, *k, *v;
+    int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
+    int lanes, rv, rows, bk, dc;
+    attn_dtype kdt, vdt;
+    LLVMTypeRef qt_ty, pb_ty;
+    LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
+} flash;
+
+static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
+    return cg_gep(c, c->f32, base, i);
+}
+
+/* Row vector v of the [.., rows] array a at row block `line`. */
+static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef line, int v) {
+    return at_f32(c, a, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, line, cg_i64(c, f->rows), ""),
+                                     cg_i64(c, (int64_t)v * f->lanes), ""));
+}
+
+/* Splat of element d of the K or V row at p (any cache dtype). */
+static LLVMValueRef bcast(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef d) {
+    LLVMTypeRef et = dt == ATTN_DTYPE_F32 ? c->f32 : dt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
+    return cg_splat(c, cg_load(c, dt, LLVMBuildInBoundsGEP2(c->b, et, p, &d, 1, "")));
+}
+
+/* Row r of an item: its head and token (valid when *ok). */
+static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, LLVMValueRef s0,
+                   LLVMValueRef r, LLVMValueRef *head, LLVMValueRef *tok, LLVMValueRef *ok) {
+    LLVMValueRef hi = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, chunk, cg_i64(c, f->hpi), ""),
+                                   LLVMBuildSRem(c->b, r, cg_i64(c, f->hpi), ""), "");
+    *head = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, f->group), ""), hi, "head");
+    *tok = LLVMBuildAdd(c->b, s0, LLVMBuildSDiv(c->b, r, cg_i64(c, f->hpi), ""), "tok");
+    *ok = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, hi, cg_i64(c, f->group), ""),
+                       LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, r, cg_i64(c, f->hpi * (f->rows / f->hpi)), ""),
+                                    LLVMBuildICmp(c->b, LLVMIntSLT, *tok, c->S, ""), ""), "");
+}
+
+/* ot[d][row] = ot * alpha + sum_j p[j][row] v[j][d] over the tile's keys;
+ * `guarded`: a key of weight 0 adds nothing even if its v is not finite
+ * (masked keys of a partial tile, as the reference skips them). */
+static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alpha, bool guarded) {
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / f->dc), "dchunk");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, f->dc), "");
+    LLVMValueRef acc[64];
+    for (int dd = 0; dd < f->dc; dd++)
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
+            acc[dd * f->rv + v] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v)), alpha[v], "");
+        }
+    for (int j = 0; j < f->bk; j++) {
+        LLVMValueRef p[8], zero[8];
+        for (int v = 0; v < f->rv; v++) {
+            p[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v));
+            if (guarded)
+                zero[v] = LLVMBuildFCmp(c->b, LLVMRealOEQ, p[v], cg_vf32(c, 0), "");
+        }
+        for (int dd = 0; dd < f->dc; dd++) {
+            LLVMValueRef vb = bcast(c, f->vdt, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""));
+            for (int v = 0; v < f->rv; v++) {
+                LLVMValueRef *a = &acc[dd * f->rv + v], sum = cg_fma(c, p[v], vb, *a);
+                *a = guarded ? LLVMBuildSelect(c->b, zero[v], *a, sum, "") : sum;
+            }
+        }
+    }
+    for (int dd = 0; dd < f->dc; dd++)
+        for (int v = 0; v < f->rv; v++)
+            LLVMBuildStore(c->b, acc[dd * f->rv + v],
+                           line_ptr(c, f, f->ot, LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), v));
+    cg_for_end(c, &ld);
+}
+
+/* One tile of keys j0.. (below jend) for rows at positions posv. */
+static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
+                     LLVMValueRef *posv, LLVMValueRef partial) {
+    const attn_config *cfg = &c->g->cfg;
+    LLVMValueRef krow[16], vrow[16];
+    for (int j = 0; j < f->bk; j++) {
+        /* keys past jend read the last key (masked below) */
+        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
+                                       LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
+        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
+        krow[j] = cg_addr(c, f->k, ki);
+        vrow[j] = cg_addr(c, f->v, ki);
+    }
+    /* scores: bk x rv sums over d */
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk");
+    LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk_done");
+    LLVMBuildBr(c->b, body);
+    LLVMPositionBuilderAtEnd(c->b, body);
+    LLVMValueRef d = LLVMBuildPhi(c->b, c->i64, "d");
+    int na = f->bk * f->rv;
+    LLVMValueRef acc[64], next[64];
+    for (int i = 0; i < na; i++)
+        acc[i] = LLVMBuildPhi(c->b, c->vf, "s");
+    LLVMValueRef qv[8];
+    for (int v = 0; v < f->rv; v++)
+        qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, d, v));
+    for (int j = 0; j < f->bk; j++) {
+        LLVMValueRef kb = bcast(c, f->kdt, krow[j], d);
+        for (int v = 0; v < f->rv; v++)
+            next[j * f->rv + v] = cg_fma(c, kb, qv[v], acc[j * f->rv + v]);
+    }
+    LLVMValueRef d1 = LLVMBuildAdd(c->b, d, cg_i64(c, 1), "");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, d1, cg_i64(c, f->hd), ""), body, after);
+    LLVMValueRef zero = cg_i64(c, 0), vzero = cg_vf32(c, 0);
+    LLVMAddIncoming(d, &zero, &pre, 1);
+    LLVMAddIncoming(d, &d1, &body, 1);
+    for (int i = 0; i < na; i++) {
+        LLVMAddIncoming(acc[i], &vzero, &pre, 1);
+        LLVMAddIncoming(acc[i], &next[i], &body, 1);
+    }
+    LLVMPositionBuilderAtEnd(c->b, after);
+
+    /* softcap and mask, in registers */
+    LLVMValueRef *s = next, ninf = cg_vf32(c, -INFINITY);
+    for (int j = 0; j < f->bk; j++) {
+        LLVMValueRef key = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
+        LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
+        LLVMValueRef keyv = cg_splat(c, key);
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef *x = &s[j * f->rv + v];
+            if (f->n->softcap > 0)
+                *x = LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, *x, cg_vf32(c, 1.0 / f->n->softcap), "")),
+                                   cg_vf32(c, f->n->softcap), "");
+            LLVMValueRef hidden = beyond;
+            if (f->n->causal) {
+                hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keyv, posv[v], ""), "");
+                if (cfg->sliding_window > 0) {
+                    LLVMValueRef first = LLVMBuildSub(c->b, posv[v], cg_splat(c, cg_i64(c, cfg->sliding_window)), "");
+                    hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keyv, first, ""), "");
+                }
+            }
+            *x = LLVMBuildSelect(c->b, hidden, ninf, *x, "");
+        }
+    }
+    /* online softmax: new max, rescale factor, weights, sums */
+    LLVMValueRef alpha[8];
+    for (int v = 0; v < f->rv; v++) {
+        LLVMValueRef mp = at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes));
+        LLVMValueRef lp = at_f32(c, f->l, cg_i64(c, (int64_t)v * f->lanes));
+        LLVMValueRef mold = cg_vload(c, ATTN_DTYPE_F32, mp), mnew = mold;
+        for (int j = 0; j < f->bk; j++)
+            mnew = cg_intrinsic(c, "llvm.maxnum", c->vf, mnew, s[j * f->rv + v]);
+        /* a row that has seen only masked keys keeps max -inf: use 0 then */
+        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, ninf, ""),
+                                            cg_vf32(c, 0), mnew, "");
+        alpha[v] = cg_exp(c, LLVMBuildFSub(c->b, mold, muse, ""));
+        LLVMValueRef sum = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], "");
+        for (int j = 0; j < f->bk; j++) {
+            LLVMValueRef p = cg_exp(c, LLVMBuildFSub(c->b, s[j * f->rv + v], muse, ""));
+            sum = LLVMBuildFAdd(c->b, sum, p, "");
+            cg_vstore(c, ATTN_DTYPE_F32, p, line_ptr(c, f, f->pb, cg_i64(c, j), v));
+        }
+        cg_vstore(c, ATTN_DTYPE_F32, mnew, mp);
+        cg_vstore(c, ATTN_DTYPE_F32, sum, lp);
+    }
+    LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
+    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
+    LLVMBuildCondBr(c->b, partial, guarded, plain);
+    LLVMPositionBuilderAtEnd(c->b, guarded);
+    pv_tile(c, f, vrow, alpha, true);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, plain);
+    pv_tile(c, f, vrow, alpha, false);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
+    f.hd = cfg->head_dim;
+    f.group = cfg->heads / f.k->ne[1].c;
+    f.lanes = c->target.lanes;
+    f.rv = c->target.regs >= 32 ? 3 : 2;
+    f.bk = c->target.regs >= 32 ? 8 : 4;
+    f.rows = f.rv * f.lanes;
+    f.hpi = f.group < f.rows ? f.group : f.rows;
+    f.chunks = (f.group + f.hpi - 1) / f.hpi;
+    int64_t bq = f.rows / f.hpi; /* tokens per item */
+    f.dc = 8;
+    while (f.hd % f.dc)
+        f.dc /= 2;
+    if (c->target.regs < 32 && f.dc > 4)
+        f.dc = 4;
+    f.kdt = c->plan->view[f.k->id].dt;
+    f.vdt = c->plan->view[f.v->id].dt;
+    ATTNC_ASSERT(f.rv <= 8 && f.bk <= 16 && f.dc * f.rv <= 64 && f.bk * f.rv <= 64);
+
+    cg_kernel_begin(c, name);
+    LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
+    LLVMTypeRef pbt = LLVMArrayType2(c->f32, (uint64_t)(f.bk * f.rows));
+    LLVMTypeRef rowt = LLVMArrayType2(c->f32, (uint64_t)f.rows);
+    f.qt = cg_slot(c, big, NULL);
+    f.ot = cg_slot(c, big, NULL);
+    f.pb = cg_slot(c, pbt, NULL);
+    f.m = cg_slot(c, rowt, NULL);
+    f.l = cg_slot(c, rowt, NULL);
+    LLVMValueRef slots[5] = {f.qt, f.ot, f.pb, f.m, f.l};
+    for (int i = 0; i < 5; i++)
+        LLVMSetAlignment(slots[i], 64);
+
+    LLVMValueRef ntq = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, bq - 1), ""), cg_i64(c, bq), "");
+    int64_t per_tile = f.k->ne[1].c * f.chunks;
+    LLVMValueRef items = LLVMBuildMul(c->b, ntq, cg_i64(c, per_tile), "items");
+    /* for (i = ith; i < items; i += nth) */
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "item");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "item_body");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "items_done");
+    LLVMBuildBr(c->b, head);
+    LLVMPositionBuilderAtEnd(c->b, head);
+    LLVMValueRef item = LLVMBuildPhi(c->b, c->i64, "i");
+    LLVMAddIncoming(item, &c->ith, &pre, 1);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, item, items, ""), body, exit);
+    LLVMPositionBuilderAtEnd(c->b, body);
+
+    LLVMValueRef tq = LLVMBuildSDiv(c->b, item, cg_i64(c, per_tile), "tq");
+    LLVMValueRef rest = LLVMBuildSRem(c->b, item, cg_i64(c, per_tile), "");
+    LLVMValueRef kvh = LLVMBuildSDiv(c->b, rest, cg_i64(c, f.chunks), "kvh");
+    LLVMValueRef chunk = LLVMBuildSRem(c->b, rest, cg_i64(c, f.chunks), "chunk");
+    LLVMValueRef s0 = LLVMBuildMul(c->b, tq, cg_i64(c, bq), "s0");
+
+    /* qt[d][r] = q[d, head, tok] * scale (0 for rows past the item) */
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f.rows), "r");
+    LLVMValueRef hh, tok, ok;
+    row_of(c, &f, kvh, chunk, s0, lr.i, &hh, &tok, &ok);
+    LLVMValueRef safe_h = LLVMBuildSelect(c->b, ok, hh, cg_i64(c, 0), "");
+    LLVMValueRef safe_t = LLVMBuildSelect(c->b, ok, tok, cg_i64(c, 0), "");
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f.hd), "d");
+    LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
+    LLVMValueRef qv = cg_load(c, f.q->dt, cg_addr(c, f.q, qi));
+    if (n->factor != 1.0)
+        qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->factor), "");
+    LLVMValueRef line = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
+    LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""), at_f32(c, f.qt, line));
+    LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.ot, line));
+    cg_for_end(c, &ld);
+    LLVMBuildStore(c->b, cg_f32(c, -INFINITY), at_f32(c, f.m, lr.i));
+    LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.l, lr.i));
+    cg_for_end(c, &lr);
+
+    /* positions of the rows (token-major) and the keys any of them sees */
+    LLVMValueRef posv[8];
+    for (int v = 0; v < f.rv; v++) {
+        LLVMValueRef e[64];
+        for (int l = 0; l < f.lanes; l++)
+            e[l] = LLVMConstInt(c->i64, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
+        posv[v] = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildAdd(c->b, c->P, s0, "")),
+                               LLVMConstVector(e, (unsigned)f.lanes), "posv");
+    }
+    LLVMValueRef ns = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
+    LLVMValueRef pmin = LLVMBuildAdd(c->b, c->P, s0, "pmin");
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, pmin, ns, ""), cg_i64(c, 1), "pmax");
+    LLVMValueRef jbeg = c->jlo, jend = c->T;
+    if (n->causal) {
+        jend = LLVMBuildAdd(c->b, pmax, cg_i64(c, 1), "jend");
+        if (cfg->sliding_window > 0)
+            jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg,
+                                LLVMBuildSub(c->b, pmin, cg_i64(c, cfg->sliding_window - 1), ""));
+    }
+    LLVMValueRef ntk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
+                                     cg_i64(c, f.bk), "");
+    cg_loop lt = cg_for(c, cg_i64(c, 0), ntk, "ktile");
+    LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, lt.i, cg_i64(c, f.bk), ""), "j0");
+    LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f.bk - 1), "");
+    /* some key of the tile is hidden from some row: guard p.v */
+    LLVMValueRef partial = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (n->causal) {
+        partial = LLVMBuildOr(c->b, partial, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
+        if (cfg->sliding_window > 0)
+            partial = LLVMBuildOr(c->b, partial,
+                                  LLVMBuildICmp(c->b, LLVMIntSLE, j0, LLVMBuildSub(c->b, pmax, cg_i64(c, cfg->sliding_window), ""), ""), "");
+    }
+    key_tile(c, &f, kvh, j0, jend, posv, partial);
+    cg_for_end(c, &lt);
+
+    /* out[d, head, tok] = ot[d][r] / l[r] */
+    cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f.rows), "r");
+    row_of(c, &f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
+    LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "store");
+    LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
+    LLVMBuildCondBr(c->b, ok, store, skip);
+    LLVMPositionBuilderAtEnd(c->b, store);
+    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
+    cg_loop lo_d = cg_for(c, cg_i64(c, 0), cg_i64(c, f.hd), "d");
+    LLVMValueRef src = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lo_d.i, cg_i64(c, f.rows), ""), lo.i, "");
+    LLVMValueRef oi[3] = {lo_d.i, hh, tok};
+    cg_store(c, n->dt, LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.ot, src), ""), inv, ""),
+             cg_addr(c, n, oi));
+    cg_for_end(c, &lo_d);
+    LLVMBuildBr(c->b, skip);
+    LLVMPositionBuilderAtEnd(c->b, skip);
+    cg_for_end(c, &lo);
+
+    LLVMValueRef next = LLVMBuildAdd(c->b, item, c->nth, "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMAddIncoming(item, &next, &latch, 1);
+    LLVMBuildBr(c->b, head);
+    LLVMPositionBuilderAtEnd(c->b, exit);
+    cg_kernel_end(c);
+}

@@ -1,0 +1,455 @@
+/* cg_gemm.c: linears as a register-blocked GEMM over packed weights.
+ *
+ * y[t, o] = (sum_i x[t, i] W[o, i] + b[o]) * (o < scale_cols ? F : 1),
+ * then, in the same epilogue, RoPE on the rotated heads' columns (cos and
+ * sin from the rope_table) and the K/V columns stored into their cache
+ * rows slot[t], converted to the cache dtype.
+ *
+ * Packing (load phase, once): W [N, K] becomes np panels of nr = 2 * lanes
+ * output columns, laid out [panel][k][nr]. A panel's first vector holds
+ * columns c0.. and its second c1.. (lanes each): c1 = c0 + lanes, except
+ * in rotated heads of the `half` style, where c1 = c0 + rotary_dim / 2 so
+ * that the pairs RoPE turns meet in the same lanes of two registers. Past
+ * N the panel is zero. The panel map is a constant table in the module.
+ *
+ * The kernel: threads split the panels; each walks k in blocks of kc, rows
+ * in blocks of mc, its panels, and the rows of a block mr at a time; the
+ * micro-kernel keeps mr x nr sums in registers for kc steps (x broadcast
+ * from its rows, two vectors of the panel loaded per step). Partial sums
+ * of a k block go to the linear's own f32 buffer; the last block runs the
+ * epilogue. Every output is summed by one thread in one order: results do
+ * not depend on the thread count. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codegen/cg.h"
+
+enum { KIND_PLAIN, KIND_HALF, KIND_INTERLEAVED };
+enum { DST_OWN, DST_CACHE_K, DST_CACHE_V };
+enum { MAP_C0, MAP_C1, MAP_KIND, MAP_FREQ, MAP_DST, MAP_D0, MAP_D1, MAP_FIELDS = 8 };
+
+cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
+    cg_gemm g;
+    g.n = lin->ne[0].c;
+    g.k = lin->args[1]->ne[0].c;
+    g.lanes = t->lanes;
+    g.nr = 2 * t->lanes;
+    g.np = (g.n + g.nr - 1) / g.nr;
+    /* mr rows x 2 vectors of sums, two panel vectors and a broadcast */
+    g.mr = (t->regs - 4) / 2;
+    g.kc = 256;
+    g.mc = 8 * g.mr;
+    return g;
+}
+
+/* The panel map of linear n: MAP_FIELDS ints per panel (malloc'd). */
+static int32_t *panel_map(const cg *c, const ir_node *n, const cg_gemm *gm) {
+    const attn_config *cfg = &c->g->cfg;
+    int32_t *map = calloc((size_t)gm->np * MAP_FIELDS, sizeof *map);
+    ATTNC_ASSERT(map);
+    int64_t hd = cfg->head_dim, rot = cfg->rotary_dim, kvd = cfg->kv_groups * hd, V = gm->lanes;
+    int64_t p = 0;
+    for (int64_t col = 0; col < gm->n;) {
+        int32_t *e = &map[p * MAP_FIELDS];
+        if (col < n->rope_cols && (col % hd) < rot) {
+            int64_t h0 = col - col % hd, j = col % hd;
+            if (cfg->rope_style == ATTN_ROPE_HALF) { /* j counts pairs: [j, j+V) and +rot/2 */
+                e[MAP_C0] = (int32_t)col;
+                e[MAP_C1] = (int32_t)(col + rot / 2);
+                e[MAP_KIND] = KIND_HALF;
+                e[MAP_FREQ] = (int32_t)j;
+                col = j + V == rot / 2 ? h0 + rot : col + V;
+            } else {
+                e[MAP_C0] = (int32_t)col;
+                e[MAP_C1] = (int32_t)(col + V);
+                e[MAP_KIND] = KIND_INTERLEAVED;
+                e[MAP_FREQ] = (int32_t)(j / 2);
+                col += 2 * V;
+            }
+        } else {
+            e[MAP_C0] = (int32_t)col;
+            e[MAP_C1] = (int32_t)(col + V);
+            e[MAP_KIND] = KIND_PLAIN;
+            col += 2 * V;
+        }
+        e[MAP_DST] = DST_OWN;
+        e[MAP_D0] = e[MAP_C0];
+        e[MAP_D1] = e[MAP_C1];
+        for (int k = 0; k < 2; k++)
+            if (n->to_cache[k] && e[MAP_C0] >= n->cache_col[k] && e[MAP_C0] < n->cache_col[k] + kvd) {
+                e[MAP_DST] = k ? DST_CACHE_V : DST_CACHE_K;
+                e[MAP_D0] = (int32_t)(e[MAP_C0] - n->cache_col[k]);
+                e[MAP_D1] = (int32_t)(e[MAP_C1] - n->cache_col[k]);
+            }
+        p++;
+    }
+    ATTNC_ASSERT(p == gm->np);
+    return map;
+}
+
+static LLVMValueRef map_global(cg *c, const ir_node *n, const cg_gemm *gm) {
+    int32_t *map = panel_map(c, n, gm);
+    size_t count = (size_t)gm->np * MAP_FIELDS;
+    LLVMValueRef *e = malloc(count * sizeof *e);
+    ATTNC_ASSERT(e);
+    for (size_t i = 0; i < count; i++)
+        e[i] = LLVMConstInt(c->i32, (unsigned long long)(uint32_t)map[i], false);
+    LLVMTypeRef ty = LLVMArrayType2(c->i32, count);
+    char name[64];
+    snprintf(name, sizeof name, "panels_%d", n->id);
+    LLVMValueRef gv = LLVMGetNamedGlobal(c->mod, name);
+    if (!gv) {
+        gv = LLVMAddGlobal(c->mod, ty, name);
+        LLVMSetInitializer(gv, LLVMConstArray2(c->i32, e, count));
+        LLVMSetGlobalConstant(gv, true);
+        LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    }
+    free(e);
+    free(map);
+    return gv;
+}
+
+/* Field f of panel p's map entry, as i64. */
+static LLVMValueRef map_field(cg *c, LLVMValueRef map, LLVMValueRef p, int f) {
+    LLVMValueRef i = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, MAP_FIELDS), ""), cg_i64(c, f), "");
+    return LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, map, i), ""), c->i64, "");
+}
+
+/* Lanes of the vector starting at column col that lie below n. */
+static LLVMValueRef lanes_below(cg *c, LLVMValueRef col, int64_t n) {
+    LLVMValueRef ids = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, col, c->i32, "")), cg_lane_ids(c), "");
+    return LLVMBuildICmp(c->b, LLVMIntSLT, ids, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)n, false)), "");
+}
+
+void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
+    cg_gemm gm = cg_gemm_shape(n, &c->target);
+    const ir_node *w = n->args[1];
+    int src = c->plan->view[w->id].buf, dst = c->plan->packed[n->id];
+    LLVMValueRef map = map_global(c, n, &gm);
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, cg_i64(c, gm.np), &lo, &hi);
+    cg_loop lp = cg_for(c, lo, hi, "panel");
+    cg_loop ll = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.nr), "lane");
+    LLVMValueRef second = LLVMBuildICmp(c->b, LLVMIntSGE, ll.i, cg_i64(c, gm.lanes), "");
+    LLVMValueRef col = LLVMBuildAdd(
+        c->b, LLVMBuildSelect(c->b, second, map_field(c, map, lp.i, MAP_C1), map_field(c, map, lp.i, MAP_C0), ""),
+        LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""), "col");
+    LLVMValueRef inside = LLVMBuildICmp(c->b, LLVMIntSLT, col, cg_i64(c, gm.n), "");
+    cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.k), "k");
+    /* past the last column: zero (the address is clamped to stay inside W) */
+    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, inside, col, cg_i64(c, 0), ""),
+                                                       cg_i64(c, gm.k), ""), lk.i, "");
+    LLVMValueRef v = cg_load(c, ATTN_DTYPE_F32, cg_buf_elem(c, src, ATTN_DTYPE_F32, at));
+    v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
+    LLVMValueRef to = LLVMBuildAdd(
+        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
+                           cg_i64(c, gm.nr), ""),
+        ll.i, "");
+    cg_store(c, ATTN_DTYPE_F32, v, cg_buf_elem(c, dst, ATTN_DTYPE_F32, to));
+    cg_for_end(c, &lk);
+    cg_for_end(c, &ll);
+    cg_for_end(c, &lp);
+    cg_kernel_end(c);
+}
+
+/* What the micro-kernels of one linear share. */
+typedef struct gemm_ctx {
+    const ir_node *n;
+    cg_gemm gm;
+    LLVMValueRef map;
+    int x_buf, w_buf, y_buf, bias_buf, table_buf, cache_buf[2];
+    attn_dtype kv_dt;
+} gemm_ctx;
+
+/* Rotates v0/v1 (columns of panel map entry e) of token t by the rope table. */
+static void rope(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef kind, LLVMValueRef freq,
+                 LLVMValueRef *v0, LLVMValueRef *v1) {
+    const attn_config *cfg = &c->g->cfg;
+    int64_t rot = cfg->rotary_dim, V = gc->gm.lanes;
+    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, rot), "");
+    LLVMValueRef cos_at = LLVMBuildAdd(c->b, row, freq, "");
+    LLVMValueRef sin_at = LLVMBuildAdd(c->b, cos_at, cg_i64(c, rot / 2), "");
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef half = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rope_half");
+    LLVMBasicBlockRef inter = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rope_inter");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rope_done");
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, kind, done, 2);
+    LLVMAddCase(sw, LLVMConstInt(c->i64, KIND_HALF, false), half);
+    LLVMAddCase(sw, LLVMConstInt(c->i64, KIND_INTERLEAVED, false), inter);
+
+    LLVMPositionBuilderAtEnd(c->b, half);
+    LLVMValueRef cs = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, cos_at));
+    LLVMValueRef sn = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, sin_at));
+    LLVMValueRef a = *v0, b = *v1;
+    LLVMValueRef h0 = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    LLVMValueRef h1 = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    LLVMBuildBr(c->b, done);
+
+    /* interleaved: lanes (2i, 2i+1) are a pair; vector 1 continues vector 0 */
+    LLVMPositionBuilderAtEnd(c->b, inter);
+    int dup[64], swap[64];
+    for (int l = 0; l < V; l++) {
+        dup[l] = l / 2;
+        swap[l] = l ^ 1;
+    }
+    LLVMValueRef sign = cg_vf32(c, 1.0);
+    for (int l = 0; l < V; l += 2)
+        sign = LLVMBuildInsertElement(c->b, sign, cg_f32(c, -1.0), LLVMConstInt(c->i32, (unsigned)l, false), "");
+    LLVMValueRef in[2] = {*v0, *v1}, out[2];
+    for (int k = 0; k < 2; k++) {
+        LLVMValueRef off = cg_i64(c, k * V / 2);
+        LLVMValueRef ck = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, cos_at, off, "")));
+        LLVMValueRef sk = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, sin_at, off, "")));
+        ck = cg_shuffle(c, ck, dup, (int)V);
+        sk = LLVMBuildFMul(c->b, cg_shuffle(c, sk, dup, (int)V), sign, "");
+        out[k] = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, in[k], ck, ""),
+                               LLVMBuildFMul(c->b, cg_shuffle(c, in[k], swap, (int)V), sk, ""), "");
+    }
+    LLVMBuildBr(c->b, done);
+
+    LLVMPositionBuilderAtEnd(c->b, done);
+    LLVMValueRef r0 = LLVMBuildPhi(c->b, c->vf, ""), r1 = LLVMBuildPhi(c->b, c->vf, "");
+    LLVMValueRef in0[3] = {*v0, h0, out[0]}, in1[3] = {*v1, h1, out[1]};
+    LLVMBasicBlockRef from[3] = {here, half, inter};
+    LLVMAddIncoming(r0, in0, from, 3);
+    LLVMAddIncoming(r1, in1, from, 3);
+    *v0 = r0;
+    *v1 = r1;
+}
+
+/* Final values of row t, panel p: bias, scale, RoPE, store. */
+static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, LLVMValueRef v[2]) {
+    const ir_node *n = gc->n;
+    LLVMValueRef col[2] = {map_field(c, gc->map, p, MAP_C0), map_field(c, gc->map, p, MAP_C1)};
+    for (int k = 0; k < 2; k++) {
+        LLVMValueRef inside = lanes_below(c, col[k], gc->gm.n);
+        if (gc->bias_buf >= 0)
+            v[k] = LLVMBuildFAdd(c->b, v[k],
+                                 cg_vload_masked(c, cg_buf_elem(c, gc->bias_buf, ATTN_DTYPE_F32, col[k]), inside), "");
+        if (n->scale_cols) {
+            LLVMValueRef scaled = lanes_below(c, col[k], n->scale_cols);
+            v[k] = LLVMBuildFMul(c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->factor), cg_vf32(c, 1), ""), "");
+        }
+    }
+    if (n->rope_cols)
+        rope(c, gc, t, map_field(c, gc->map, p, MAP_KIND), map_field(c, gc->map, p, MAP_FREQ), &v[0], &v[1]);
+    LLVMValueRef dst = map_field(c, gc->map, p, MAP_DST);
+    LLVMValueRef dcol[2] = {map_field(c, gc->map, p, MAP_D0), map_field(c, gc->map, p, MAP_D1)};
+    LLVMBasicBlockRef own = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "own");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "stored");
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, dst, own, 2);
+    for (int k = 0; k < 2; k++) {
+        if (!n->to_cache[k])
+            continue;
+        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, k ? "cache_v" : "cache_k");
+        LLVMAddCase(sw, LLVMConstInt(c->i64, k ? DST_CACHE_V : DST_CACHE_K, false), bb);
+        LLVMPositionBuilderAtEnd(c->b, bb);
+        LLVMValueRef slot = LLVMBuildLoad2(c->b, c->i64, cg_gep(c, c->i64, c->slot, t), "slot");
+        LLVMValueRef row = LLVMBuildMul(c->b, slot, cg_i64(c, c->g->cfg.kv_groups * c->g->cfg.head_dim), "");
+        for (int j = 0; j < 2; j++)
+            cg_vstore(c, gc->kv_dt, v[j],
+                      cg_buf_elem(c, gc->cache_buf[k], gc->kv_dt, LLVMBuildAdd(c->b, row, dcol[j], "")));
+        LLVMBuildBr(c->b, done);
+    }
+    LLVMPositionBuilderAtEnd(c->b, own);
+    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gc->gm.n), "");
+    for (int j = 0; j < 2; j++)
+        cg_vstore_masked(c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, dcol[j], "")),
+                         lanes_below(c, col[j], gc->gm.n));
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+/* void micro_R(args, m, p, kb, a): rows m..m+R-1, panel p, k block kb;
+ * x of these rows packed at a, mr floats per k. */
+static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
+    const cg_gemm *gm = &gc->gm;
+    char name[160];
+    snprintf(name, sizeof name, "%s_micro%d", kname, R);
+    LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
+    LLVMValueRef fn = cg_helper_begin(c, name, params, 5);
+    LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
+    LLVMValueRef x0 = LLVMGetParam(fn, 4);
+    LLVMTypeRef buf_ty = LLVMArrayType2(c->vf, (uint64_t)(2 * R));
+    LLVMValueRef sums = cg_slot(c, buf_ty, NULL);
+    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
+                                   LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
+    LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
+                                      cg_i64(c, gm->k), "last");
+    LLVMValueRef col[2] = {map_field(c, gc->map, p, MAP_C0), map_field(c, gc->map, p, MAP_C1)};
+    LLVMValueRef inside[2] = {lanes_below(c, col[0], gm->n), lanes_below(c, col[1], gm->n)};
+
+    /* the sums so far: zero, or the partial sums of earlier k blocks */
+    LLVMValueRef init[2 * 14 * 2];
+    ATTNC_ASSERT(R <= 28);
+    for (int r = 0; r < R; r++) {
+        LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
+        for (int j = 0; j < 2; j++) {
+            LLVMValueRef mask = LLVMBuildAnd(c->b, inside[j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
+            init[2 * r + j] = cg_vload_masked(
+                c, cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")), mask);
+        }
+    }
+    LLVMValueRef w0 = cg_buf_elem(
+        c, gc->w_buf, ATTN_DTYPE_F32,
+        LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),
+                     cg_i64(c, gm->nr), ""));
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k");
+    LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_done");
+    LLVMBuildBr(c->b, body);
+    LLVMPositionBuilderAtEnd(c->b, body);
+    LLVMValueRef k = LLVMBuildPhi(c->b, c->i64, "k");
+    LLVMValueRef acc[2 * 14 * 2], next[2 * 14 * 2];
+    for (int i = 0; i < 2 * R; i++)
+        acc[i] = LLVMBuildPhi(c->b, c->vf, "acc");
+    LLVMValueRef wk = LLVMBuildMul(c->b, k, cg_i64(c, gm->nr), "");
+    LLVMValueRef b0 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, wk));
+    LLVMValueRef b1 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
+    for (int r = 0; r < R; r++) {
+        LLVMValueRef xa = cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
+                                                             cg_i64(c, r), ""));
+        LLVMValueRef xb = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
+        next[2 * r] = cg_fma(c, xb, b0, acc[2 * r]);
+        next[2 * r + 1] = cg_fma(c, xb, b1, acc[2 * r + 1]);
+    }
+    LLVMValueRef k1 = LLVMBuildAdd(c->b, k, cg_i64(c, 1), "");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, k1, kn, ""), body, after);
+    LLVMValueRef zero = cg_i64(c, 0);
+    LLVMAddIncoming(k, &zero, &pre, 1);
+    LLVMAddIncoming(k, &k1, &body, 1);
+    for (int i = 0; i < 2 * R; i++) {
+        LLVMAddIncoming(acc[i], &init[i], &pre, 1);
+        LLVMAddIncoming(acc[i], &next[i], &body, 1);
+    }
+    LLVMPositionBuilderAtEnd(c->b, after);
+    for (int i = 0; i < 2 * R; i++) {
+        LLVMValueRef at[2] = {cg_i64(c, 0), cg_i64(c, i)};
+        LLVMBuildStore(c->b, next[i], LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""));
+    }
+    /* rows one by one from the stack: code size does not grow with R */
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, R), "r");
+    LLVMValueRef t = LLVMBuildAdd(c->b, m, lr.i, "t");
+    LLVMValueRef v[2];
+    for (int j = 0; j < 2; j++) {
+        LLVMValueRef at[2] = {cg_i64(c, 0), LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, 2), ""), cg_i64(c, j), "")};
+        v[j] = LLVMBuildLoad2(c->b, c->vf, LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""), "");
+    }
+    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
+    LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
+    LLVMBasicBlockRef next_r = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next_row");
+    LLVMBuildCondBr(c->b, last, fin, part);
+    LLVMPositionBuilderAtEnd(c->b, part);
+    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gm->n), "");
+    for (int j = 0; j < 2; j++)
+        cg_vstore_masked(c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")),
+                         inside[j]);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, fin);
+    epilogue(c, gc, t, p, v);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, next_r);
+    cg_for_end(c, &lr);
+    LLVMBuildRetVoid(c->b);
+    return fn;
+}
+
+void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
+    const cg_plan *pl = c->plan;
+    const ir_node *x = n->args[0], *bias = ir_linear_bias(n), *tab = ir_linear_rope_table(n);
+    gemm_ctx gc = {.n = n, .gm = cg_gemm_shape(n, &c->target), .bias_buf = -1, .table_buf = -1,
+                   .cache_buf = {-1, -1}, .kv_dt = c->g->cfg.kv_dtype};
+    const cg_view *xv = &pl->view[x->id], *yv = &pl->view[n->id];
+    /* x and y are row-major [S, K] and [S, N] (inputs, merged heads, y) */
+    ATTNC_ASSERT(ir_dim_eq(xv->nb[0], ir_const(1)) && ir_dim_eq(xv->nb[1], ir_const(gc.gm.k)) &&
+                 ir_dim_eq(xv->off, ir_const(0)));
+    ATTNC_ASSERT(ir_dim_eq(yv->nb[1], ir_const(gc.gm.n)) && ir_dim_eq(yv->off, ir_const(0)));
+    gc.x_buf = xv->buf;
+    gc.y_buf = yv->buf;
+    gc.w_buf = pl->packed[n->id];
+    if (bias)
+        gc.bias_buf = pl->view[bias->id].buf;
+    if (tab)
+        gc.table_buf = pl->view[tab->id].buf;
+    for (int i = 0; i < c->g->n_nodes; i++) { /* the cache buffers, from the appends */
+        const ir_node *a = c->g->nodes[i];
+        if (!a->dead && a->op == IR_OP_CACHE_APPEND)
+            gc.cache_buf[a->cache] = pl->view[a->id].buf;
+    }
+    gc.map = map_global(c, n, &gc.gm);
+
+    /* micro-kernels for mr rows and the powers of two below it */
+    int sizes[8], n_sizes = 0;
+    LLVMValueRef fns[8];
+    sizes[n_sizes++] = gc.gm.mr;
+    for (int r = 8; r >= 1; r /= 2)
+        if (r < gc.gm.mr)
+            sizes[n_sizes++] = r;
+    for (int i = 0; i < n_sizes; i++)
+        fns[i] = micro(c, &gc, sizes[i], name);
+    LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
+    LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 5, false);
+
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, cg_i64(c, gc.gm.np), &lo, &hi);
+    LLVMValueRef mslot = cg_slot(c, c->i64, cg_i64(c, 0));
+    /* this thread's copy of the x block: [tile of mr rows][k][mr], so the
+     * micro-kernel's broadcasts read one short contiguous run per k
+     * instead of mr rows a whole row apart (which share cache sets) */
+    LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)(gc.gm.mc * gc.gm.kc));
+    LLVMValueRef ap = cg_slot(c, ap_ty, NULL);
+    LLVMSetAlignment(ap, 64);
+    cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, (gc.gm.k + gc.gm.kc - 1) / gc.gm.kc), "kblock");
+    LLVMValueRef kb = LLVMBuildMul(c->b, lk.i, cg_i64(c, gc.gm.kc), "kb");
+    LLVMValueRef n_mb = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, gc.gm.mc - 1), ""),
+                                      cg_i64(c, gc.gm.mc), "");
+    cg_loop lm = cg_for(c, cg_i64(c, 0), n_mb, "mblock");
+    LLVMValueRef mb = LLVMBuildMul(c->b, lm.i, cg_i64(c, gc.gm.mc), "mb");
+    LLVMValueRef mend = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
+    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
+                                   LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
+    cg_loop lr = cg_for(c, mb, mend, "pack_row");
+    LLVMValueRef rl = LLVMBuildSub(c->b, lr.i, mb, "");
+    LLVMValueRef tile = LLVMBuildSDiv(c->b, rl, cg_i64(c, gc.gm.mr), "");
+    LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
+    LLVMValueRef xrow = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
+    cg_loop lkk = cg_for(c, cg_i64(c, 0), kn, "pack_k");
+    LLVMValueRef xe = cg_load(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, lkk.i, "")));
+    LLVMValueRef to = LLVMBuildAdd(
+        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
+                           cg_i64(c, gc.gm.mr), ""), in_tile, "");
+    LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
+    cg_for_end(c, &lkk);
+    cg_for_end(c, &lr);
+    cg_loop lp = cg_for(c, lo, hi, "panel");
+    LLVMBuildStore(c->b, mb, mslot);
+    for (int i = 0; i < n_sizes; i++) {
+        /* mr rows while they last; then each smaller size at most once */
+        LLVMBasicBlockRef test = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rows");
+        LLVMBasicBlockRef call = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "call");
+        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rows_done");
+        LLVMBuildBr(c->b, test);
+        LLVMPositionBuilderAtEnd(c->b, test);
+        LLVMValueRef m = LLVMBuildLoad2(c->b, c->i64, mslot, "m");
+        LLVMValueRef fits = LLVMBuildICmp(c->b, LLVMIntSLE, LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mend, "");
+        LLVMBuildCondBr(c->b, fits, call, next);
+        LLVMPositionBuilderAtEnd(c->b, call);
+        LLVMValueRef ml = LLVMBuildSub(c->b, m, mb, "");
+        LLVMValueRef t0 = LLVMBuildSDiv(c->b, ml, cg_i64(c, gc.gm.mr), "");
+        LLVMValueRef a_off = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, t0, cg_i64(c, gc.gm.kc * gc.gm.mr), ""),
+            LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
+        LLVMValueRef args[5] = {c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off)};
+        LLVMBuildCall2(c->b, micro_ty, fns[i], args, 5, "");
+        LLVMBuildStore(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mslot);
+        LLVMBuildBr(c->b, i == 0 ? test : next);
+        LLVMPositionBuilderAtEnd(c->b, next);
+    }
+    cg_for_end(c, &lp);
+    cg_for_end(c, &lm);
+    cg_for_end(c, &lk);
+    cg_kernel_end(c);
+}

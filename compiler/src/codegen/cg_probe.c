@@ -1,0 +1,114 @@
+/* cg_probe.c: the two functions `attnc roofline` times to measure this
+ * machine's limits with code compiled like the kernels:
+ *   void attnc_probe_fma(float *io, int64_t iters)
+ *     iters rounds of acc = acc * x + y on `accs` independent vectors held
+ *     in registers (x = io[0], y = io[1], loaded so nothing folds; their
+ *     sum goes back to io[0..lanes));
+ *   float attnc_probe_read(const float *p, int64_t n)
+ *     the sum of p[0..n), n a multiple of 4 * lanes, streamed as vectors
+ *     into four sums. */
+#include "codegen/cg.h"
+
+static LLVMValueRef splat(LLVMBuilderRef b, LLVMTypeRef vt, LLVMValueRef s, LLVMTypeRef i32) {
+    LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetPoison(vt), s, LLVMConstInt(i32, 0, false), "");
+    return LLVMBuildShuffleVector(b, v, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(i32, LLVMGetVectorSize(vt))), "");
+}
+
+static LLVMValueRef hsum(LLVMBuilderRef b, LLVMValueRef v, LLVMTypeRef i32) {
+    LLVMValueRef s = NULL;
+    for (unsigned i = 0; i < LLVMGetVectorSize(LLVMTypeOf(v)); i++) {
+        LLVMValueRef e = LLVMBuildExtractElement(b, v, LLVMConstInt(i32, i, false), "");
+        s = s ? LLVMBuildFAdd(b, s, e, "") : e;
+    }
+    return s;
+}
+
+/* for (i = 0; i < n; i += step) with vector phis acc[0..k) starting at init. */
+typedef struct vloop {
+    LLVMBasicBlockRef pre, body, exit;
+    LLVMValueRef i, acc[32];
+} vloop;
+
+static void vloop_begin(LLVMContextRef ctx, LLVMBuilderRef b, LLVMValueRef fn, vloop *l, int k,
+                        LLVMTypeRef vt, LLVMTypeRef i64) {
+    l->pre = LLVMGetInsertBlock(b);
+    l->body = LLVMAppendBasicBlockInContext(ctx, fn, "body");
+    l->exit = LLVMAppendBasicBlockInContext(ctx, fn, "exit");
+    LLVMBuildBr(b, l->body);
+    LLVMPositionBuilderAtEnd(b, l->body);
+    l->i = LLVMBuildPhi(b, i64, "i");
+    for (int j = 0; j < k; j++)
+        l->acc[j] = LLVMBuildPhi(b, vt, "acc");
+}
+
+static void vloop_end(LLVMBuilderRef b, vloop *l, int k, LLVMValueRef *init, LLVMValueRef *next,
+                      LLVMValueRef step, LLVMValueRef n) {
+    LLVMValueRef i1 = LLVMBuildAdd(b, l->i, step, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, n, ""), l->body, l->exit);
+    LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(step));
+    LLVMAddIncoming(l->i, &zero, &l->pre, 1);
+    LLVMAddIncoming(l->i, &i1, &l->body, 1);
+    for (int j = 0; j < k; j++) {
+        LLVMAddIncoming(l->acc[j], &init[j], &l->pre, 1);
+        LLVMAddIncoming(l->acc[j], &next[j], &l->body, 1);
+    }
+    LLVMPositionBuilderAtEnd(b, l->exit);
+}
+
+LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *flops_per_iter) {
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("attnc.probe", ctx);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), ptr = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef vt = LLVMVectorType(f32, (unsigned)t->lanes);
+    unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);
+    LLVMValueRef fma = LLVMGetIntrinsicDeclaration(mod, id, &vt, 1);
+    LLVMTypeRef fma_ty = LLVMIntrinsicGetType(ctx, id, &vt, 1);
+
+    /* fma: registers minus the two operands and some slack */
+    int accs = t->regs - 8 > 4 ? t->regs - 8 : 4;
+    LLVMTypeRef params[2] = {ptr, i64};
+    LLVMValueRef fn = LLVMAddFunction(mod, "attnc_probe_fma", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef io = LLVMGetParam(fn, 0), iters = LLVMGetParam(fn, 1);
+    LLVMValueRef one = LLVMConstInt(i64, 1, false);
+    LLVMValueRef x = splat(b, vt, LLVMBuildLoad2(b, f32, io, "x"), i32);
+    LLVMValueRef y = splat(b, vt, LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, io, &one, 1, ""), "y"), i32);
+    LLVMValueRef init[32], next[32];
+    for (int j = 0; j < accs; j++)
+        init[j] = splat(b, vt, LLVMConstReal(f32, 1.0 + j * 1e-3), i32);
+    vloop l;
+    vloop_begin(ctx, b, fn, &l, accs, vt, i64);
+    for (int j = 0; j < accs; j++) {
+        LLVMValueRef a[3] = {l.acc[j], x, y};
+        next[j] = LLVMBuildCall2(b, fma_ty, fma, a, 3, "");
+    }
+    vloop_end(b, &l, accs, init, next, one, iters);
+    LLVMValueRef sum = next[0];
+    for (int j = 1; j < accs; j++)
+        sum = LLVMBuildFAdd(b, sum, next[j], "");
+    LLVMValueRef st = LLVMBuildStore(b, sum, io);
+    LLVMSetAlignment(st, 4);
+    LLVMBuildRetVoid(b);
+    *flops_per_iter = 2LL * accs * t->lanes;
+
+    LLVMTypeRef rparams[2] = {ptr, i64};
+    fn = LLVMAddFunction(mod, "attnc_probe_read", LLVMFunctionType(f32, rparams, 2, false));
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef p = LLVMGetParam(fn, 0), n = LLVMGetParam(fn, 1);
+    for (int j = 0; j < 4; j++)
+        init[j] = LLVMConstNull(vt);
+    vloop_begin(ctx, b, fn, &l, 4, vt, i64);
+    for (int j = 0; j < 4; j++) {
+        LLVMValueRef at = LLVMBuildAdd(b, l.i, LLVMConstInt(i64, (unsigned long long)(j * t->lanes), false), "");
+        LLVMValueRef v = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, f32, p, &at, 1, ""), "");
+        LLVMSetAlignment(v, 4);
+        next[j] = LLVMBuildFAdd(b, l.acc[j], v, "");
+    }
+    vloop_end(b, &l, 4, init, next, LLVMConstInt(i64, (unsigned long long)(4 * t->lanes), false), n);
+    LLVMBuildRet(b, hsum(b, LLVMBuildFAdd(b, LLVMBuildFAdd(b, next[0], next[1], ""),
+                                          LLVMBuildFAdd(b, next[2], next[3], ""), ""), i32));
+    LLVMDisposeBuilder(b);
+    return mod;
+}

@@ -1,0 +1,58 @@
+/* flash_attention: scores, scale, softcap, mask, softmax and p.v become
+ * one tiled online-softmax node, so no [T, S, heads] value exists.
+ *
+ * matches   %s = qk %q, %k  (%s = scale %s c)  (%s = softcap %s c)
+ *           (%s = mask %s)  %p = softmax %s  %o = pv %p, %v
+ *           with every value between qk and pv used once
+ * produces  %o' = flash %q, %k, %v scale=c softcap=c causal
+ *           (uses of %o now use %o'; the chain is removed). */
+#include "pass/pass.h"
+
+attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *pv = g->nodes[i];
+        if (pv->dead || pv->op != IR_OP_PV)
+            continue;
+        ir_node *chain[5], *s = pv->args[0];
+        int n = 0;
+        double scale = 1, cap = 0;
+        bool causal = false;
+        if (s->op != IR_OP_SOFTMAX || s->n_uses != 1)
+            continue;
+        chain[n++] = s;
+        s = s->args[0];
+        if (s->op == IR_OP_MASK && s->n_uses == 1) {
+            causal = true;
+            chain[n++] = s;
+            s = s->args[0];
+        }
+        if (s->op == IR_OP_SOFTCAP && s->n_uses == 1) {
+            cap = s->factor;
+            chain[n++] = s;
+            s = s->args[0];
+        }
+        if (s->op == IR_OP_SCALE && s->n_uses == 1) {
+            scale = s->factor;
+            chain[n++] = s;
+            s = s->args[0];
+        }
+        if (s->op != IR_OP_QK || s->n_uses != 1)
+            continue;
+        chain[n++] = s;
+        ir_node *args[3] = {s->args[0], s->args[1], pv->args[1]};
+        ir_node *f = ir_new(g, IR_OP_FLASH, args, 3, pv->loc);
+        if (!f)
+            return diag_first_code(ctx);
+        f->factor = scale;
+        f->softcap = cap;
+        f->causal = causal;
+        if (!ir_insert(g, f, pv))
+            return diag_first_code(ctx);
+        ir_replace_uses(g, pv, f);
+        pv->dead = true;
+        for (int j = 0; j < n; j++)
+            chain[j]->dead = true;
+        *changed = true;
+    }
+    return ATTNC_OK;
+}
