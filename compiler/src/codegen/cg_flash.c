@@ -23,7 +23,7 @@
 typedef struct flash {
     const ir_node *n, *q, *k, *v;
     int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
-    int lanes, rv, rows, bk, dc;
+    int lanes, rv, rows, bk, bks, dc; /* keys per tile, per score pass */
     attn_dtype kdt, vdt;
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
@@ -91,34 +91,23 @@ static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alp
     cg_for_end(c, &ld);
 }
 
-/* One tile of keys j0.. (below jend) for rows at positions posv. */
-static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
-                     LLVMValueRef *posv, LLVMValueRef partial) {
-    const attn_config *cfg = &c->g->cfg;
-    LLVMValueRef krow[16], vrow[16];
-    for (int j = 0; j < f->bk; j++) {
-        /* keys past jend read the last key (masked below) */
-        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
-                                       LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
-        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
-        krow[j] = cg_addr(c, f->k, ki);
-        vrow[j] = cg_addr(c, f->v, ki);
-    }
-    /* scores: bk x rv sums over d */
+/* Scores of keys krow[0..bks) for all rows, summed over d in registers,
+ * stored to pb[j0 + j][row]. */
+static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
     LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk");
     LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk_done");
     LLVMBuildBr(c->b, body);
     LLVMPositionBuilderAtEnd(c->b, body);
     LLVMValueRef d = LLVMBuildPhi(c->b, c->i64, "d");
-    int na = f->bk * f->rv;
+    int na = f->bks * f->rv;
     LLVMValueRef acc[64], next[64];
     for (int i = 0; i < na; i++)
         acc[i] = LLVMBuildPhi(c->b, c->vf, "s");
     LLVMValueRef qv[8];
     for (int v = 0; v < f->rv; v++)
         qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, d, v));
-    for (int j = 0; j < f->bk; j++) {
+    for (int j = 0; j < f->bks; j++) {
         LLVMValueRef kb = bcast(c, f->kdt, krow[j], d);
         for (int v = 0; v < f->rv; v++)
             next[j * f->rv + v] = cg_fma(c, kb, qv[v], acc[j * f->rv + v]);
@@ -133,44 +122,81 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         LLVMAddIncoming(acc[i], &next[i], &body, 1);
     }
     LLVMPositionBuilderAtEnd(c->b, after);
+    for (int j = 0; j < f->bks; j++)
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef x = next[j * f->rv + v];
+            if (f->n->softcap > 0)
+                x = LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, x, cg_vf32(c, 1.0 / f->n->softcap), "")),
+                                  cg_vf32(c, f->n->softcap), "");
+            cg_vstore(c, ATTN_DTYPE_F32, x, line_ptr(c, f, f->pb, cg_i64(c, j0 + j), v));
+        }
+}
 
-    /* softcap and mask, in registers */
-    LLVMValueRef *s = next, ninf = cg_vf32(c, -INFINITY);
+/* -inf for the (key, row) pairs of the tile that are hidden: keys past
+ * jend, and with a causal mask keys after the row (or before its window). */
+static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend, LLVMValueRef *posv) {
+    const attn_config *cfg = &c->g->cfg;
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef key = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
         LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
-        LLVMValueRef keyv = cg_splat(c, key);
+        LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, key, c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef *x = &s[j * f->rv + v];
-            if (f->n->softcap > 0)
-                *x = LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, *x, cg_vf32(c, 1.0 / f->n->softcap), "")),
-                                   cg_vf32(c, f->n->softcap), "");
             LLVMValueRef hidden = beyond;
             if (f->n->causal) {
                 hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keyv, posv[v], ""), "");
                 if (cfg->sliding_window > 0) {
-                    LLVMValueRef first = LLVMBuildSub(c->b, posv[v], cg_splat(c, cg_i64(c, cfg->sliding_window)), "");
+                    LLVMValueRef first = LLVMBuildSub(
+                        c->b, posv[v], cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)cfg->sliding_window, false)), "");
                     hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keyv, first, ""), "");
                 }
             }
-            *x = LLVMBuildSelect(c->b, hidden, ninf, *x, "");
+            LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
+            cg_vstore(c, ATTN_DTYPE_F32,
+                      LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), cg_vload(c, ATTN_DTYPE_F32, at), ""), at);
         }
     }
+}
+
+/* One tile of bk keys j0.. (below jend) for rows at positions posv. */
+static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
+                     LLVMValueRef *posv, LLVMValueRef partial) {
+    LLVMValueRef krow[32], vrow[32];
+    for (int j = 0; j < f->bk; j++) {
+        /* keys past jend read the last key (masked below) */
+        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
+                                       LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
+        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
+        krow[j] = cg_addr(c, f->k, ki);
+        vrow[j] = cg_addr(c, f->v, ki);
+    }
+    for (int j = 0; j < f->bk; j += f->bks)
+        scores(c, f, krow + j, j);
+    /* only tiles on the diagonal (or the window's edge) are masked */
+    LLVMBasicBlockRef masked = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "mask");
+    LLVMBasicBlockRef softmax = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
+    LLVMBuildCondBr(c->b, partial, masked, softmax);
+    LLVMPositionBuilderAtEnd(c->b, masked);
+    mask_tile(c, f, j0, jend, posv);
+    LLVMBuildBr(c->b, softmax);
+    LLVMPositionBuilderAtEnd(c->b, softmax);
+
     /* online softmax: new max, rescale factor, weights, sums */
-    LLVMValueRef alpha[8];
+    LLVMValueRef alpha[8], ninf = cg_vf32(c, -INFINITY);
     for (int v = 0; v < f->rv; v++) {
         LLVMValueRef mp = at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes));
         LLVMValueRef lp = at_f32(c, f->l, cg_i64(c, (int64_t)v * f->lanes));
-        LLVMValueRef mold = cg_vload(c, ATTN_DTYPE_F32, mp), mnew = mold;
-        for (int j = 0; j < f->bk; j++)
-            mnew = cg_intrinsic(c, "llvm.maxnum", c->vf, mnew, s[j * f->rv + v]);
+        LLVMValueRef mold = cg_vload(c, ATTN_DTYPE_F32, mp), mnew = mold, sv[32];
+        for (int j = 0; j < f->bk; j++) {
+            sv[j] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v));
+            mnew = cg_intrinsic(c, "llvm.maxnum", c->vf, mnew, sv[j]);
+        }
         /* a row that has seen only masked keys keeps max -inf: use 0 then */
         LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, ninf, ""),
                                             cg_vf32(c, 0), mnew, "");
         alpha[v] = cg_exp(c, LLVMBuildFSub(c->b, mold, muse, ""));
         LLVMValueRef sum = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], "");
         for (int j = 0; j < f->bk; j++) {
-            LLVMValueRef p = cg_exp(c, LLVMBuildFSub(c->b, s[j * f->rv + v], muse, ""));
+            LLVMValueRef p = cg_exp(c, LLVMBuildFSub(c->b, sv[j], muse, ""));
             sum = LLVMBuildFAdd(c->b, sum, p, "");
             cg_vstore(c, ATTN_DTYPE_F32, p, line_ptr(c, f, f->pb, cg_i64(c, j), v));
         }
@@ -197,7 +223,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.group = cfg->heads / f.k->ne[1].c;
     f.lanes = c->target.lanes;
     f.rv = c->target.regs >= 32 ? 3 : 2;
-    f.bk = c->target.regs >= 32 ? 8 : 4;
+    f.bks = c->target.regs >= 32 ? 8 : 4;
+    f.bk = 2 * f.bks;
     f.rows = f.rv * f.lanes;
     f.hpi = f.group < f.rows ? f.group : f.rows;
     f.chunks = (f.group + f.hpi - 1) / f.hpi;
@@ -209,7 +236,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.dc = 4;
     f.kdt = c->plan->view[f.k->id].dt;
     f.vdt = c->plan->view[f.v->id].dt;
-    ATTNC_ASSERT(f.rv <= 8 && f.bk <= 16 && f.dc * f.rv <= 64 && f.bk * f.rv <= 64);
+    ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
 
     cg_kernel_begin(c, name);
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
@@ -265,12 +292,12 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     cg_for_end(c, &lr);
 
     /* positions of the rows (token-major) and the keys any of them sees */
-    LLVMValueRef posv[8];
+    LLVMValueRef posv[8]; /* i32: positions stay below ATTN_MAX_TOKENS */
     for (int v = 0; v < f.rv; v++) {
         LLVMValueRef e[64];
         for (int l = 0; l < f.lanes; l++)
-            e[l] = LLVMConstInt(c->i64, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
-        posv[v] = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildAdd(c->b, c->P, s0, "")),
+            e[l] = LLVMConstInt(c->i32, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
+        posv[v] = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
                                LLVMConstVector(e, (unsigned)f.lanes), "posv");
     }
     LLVMValueRef ns = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));

@@ -38,7 +38,7 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
     /* mr rows x 2 vectors of sums, two panel vectors and a broadcast */
     g.mr = (t->regs - 4) / 2;
     g.kc = 256;
-    g.mc = 8 * g.mr;
+    g.mc = 16 * g.mr;
     return g;
 }
 
