@@ -167,6 +167,9 @@ ATTNC_HIDDEN LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMVa
  * vectorizer turns it into vector code): 0 below -87.34, NaN for NaN, max
  * relative error 8.1e-8 (test_cg measures it). tanh built on it. */
 ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
+/* The same for x <= 0 (or -inf, NaN) only, as softmax's s - max: a few
+ * operations fewer. */
+ATTNC_HIDDEN LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
 /* Calls an overloaded LLVM intrinsic on one or two values of type ty. */
 ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty,

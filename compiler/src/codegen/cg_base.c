@@ -349,7 +349,17 @@ LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef 
     return LLVMBuildCall2(c->b, fty, fn, args, b ? 2 : 1, "");
 }
 
+static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos);
+
 LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
+    return exp_impl(c, x, false);
+}
+
+LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
+    return exp_impl(c, x, true);
+}
+
+static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos) {
     /* exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 split in two
      * parts (Cody-Waite), p the minimax polynomial of Cephes' expf. */
     static const double poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
@@ -358,7 +368,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     LLVMValueRef lo = fconst(ty, -87.33654), hi = fconst(ty, 88.72283);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
     LLVMValueRef xc = cg_intrinsic(c, "llvm.maxnum", ty, x, lo);
-    xc = cg_intrinsic(c, "llvm.minnum", ty, xc, hi);
+    if (!nonpos)
+        xc = cg_intrinsic(c, "llvm.minnum", ty, xc, hi);
     LLVMValueRef n = cg_intrinsic(
         c, "llvm.floor", ty,
         LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, fconst(ty, 1.44269504088896341), ""),
@@ -376,10 +387,11 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, ity, "");
     LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, iconst(ity, 127), ""), iconst(ity, 23), "");
     LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, ty, "");
-    /* n = 128 would overflow the exponent: take 2^127 * 2 */
-    LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
-    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
-    p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
+    if (!nonpos) { /* n = 128 would overflow the exponent: take 2^127 * 2 */
+        LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
+        two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
+        p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
+    }
     LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
     res = LLVMBuildSelect(c->b, under, fconst(ty, 0.0), res, "");
     /* the clamps would turn NaN into a number: keep it NaN, as IEEE exp */

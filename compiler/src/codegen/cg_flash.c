@@ -193,10 +193,10 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         /* a row that has seen only masked keys keeps max -inf: use 0 then */
         LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, ninf, ""),
                                             cg_vf32(c, 0), mnew, "");
-        alpha[v] = cg_exp(c, LLVMBuildFSub(c->b, mold, muse, ""));
+        alpha[v] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold, muse, ""));
         LLVMValueRef sum = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], "");
         for (int j = 0; j < f->bk; j++) {
-            LLVMValueRef p = cg_exp(c, LLVMBuildFSub(c->b, sv[j], muse, ""));
+            LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sv[j], muse, ""));
             sum = LLVMBuildFAdd(c->b, sum, p, "");
             cg_vstore(c, ATTN_DTYPE_F32, p, line_ptr(c, f, f->pb, cg_i64(c, j), v));
         }

@@ -1,0 +1,175 @@
+/* test_bench.c: `attnc bench` and `attnc roofline`: the JSON rows carry
+ * the documented fields, the useful-work formulas of --help, one row per
+ * fusion pass with --ablation, decode rows, and usage/input errors. Not a
+ * timing test: only that times are positive and ordered. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnc.h"
+#include "support.h"
+
+#define SPEC(name) ATTNC_SOURCE_DIR "/specs/" name ".yaml"
+#define ATTNC(f, ...) run_cmd((const char *[]){ATTNC_BIN, __VA_ARGS__, NULL}, (f)->out, (f)->err)
+
+typedef cli_fixture fixture;
+
+/* The JSON rows attnc printed, one object per line (at most 16). */
+static int rows(fixture *f, cJSON **row) {
+    char *text = read_file(f->out, NULL);
+    assert_non_null(text);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line && n < 16; line = strtok(NULL, "\n")) {
+        row[n] = cJSON_Parse(line);
+        if (!row[n])
+            fail_msg("not a JSON object: %s", line);
+        n++;
+    }
+    free(text);
+    return n;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v))
+        fail_msg("row lacks number '%s'", key);
+    return v->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v))
+        fail_msg("row lacks string '%s'", key);
+    return v->valuestring;
+}
+
+/* Times ordered and positive; rates = work / median. */
+static void assert_consistent(const cJSON *r) {
+    double med = num(r, "ms_median"), lo = num(r, "ms_min"), hi = num(r, "ms_max");
+    assert_true(lo > 0 && lo <= med && med <= hi);
+    assert_true(fabs(num(r, "gflops") - num(r, "flops") / med / 1e6) <= 1e-6 * num(r, "gflops"));
+    assert_true(fabs(num(r, "gbps") - num(r, "bytes") / med / 1e6) <= 1e-6 * num(r, "gbps"));
+    assert_true(num(r, "peak_gflops") > 0 && num(r, "read_gbps") > 0);
+    assert_true(fabs(num(r, "pct_peak") - 100 * num(r, "gflops") / num(r, "peak_gflops")) < 1e-6);
+    assert_true(num(r, "threads") >= 1);
+}
+
+static void bench_prefill_rows_count_the_documented_work(void **state) {
+    fixture *f = *state;
+    cJSON *r[16];
+    /* seed: H 12, hd 64, D 768, kv 256, causal: 40 queries see 820 keys */
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "40", "--part", "core", "--json",
+                           "--runs", "5", "--threads", "2"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_string_equal(str(r[0], "mode"), "prefill");
+    assert_string_equal(str(r[0], "part"), "core");
+    assert_string_equal(str(r[0], "variant"), "all passes");
+    assert_string_equal(str(r[0], "spec"), "seed");
+    assert_int_equal((int)num(r[0], "seq"), 40);
+    assert_int_equal((int)num(r[0], "threads"), 2);
+    double core = 4.0 * 64 * 12 * 820;
+    assert_true(num(r[0], "flops") == core);
+    assert_true(num(r[0], "bytes") == 2.0 * 40 * 256 * 4 + 2.0 * 40 * 768 * 4);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "40", "--json", "--runs", "5"), 0);
+    assert_int_equal(rows(f, r), 1);
+    assert_string_equal(str(r[0], "part"), "block");
+    assert_true(num(r[0], "flops") == core + 2.0 * 40 * 768 * (768 + 512) + 2.0 * 40 * 768 * 768);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+}
+
+static void bench_ablation_has_a_row_per_fusion_pass(void **state) {
+    fixture *f = *state;
+    cJSON *r[16];
+    assert_int_equal(ATTNC(f, "bench", SPEC("mistral_7b"), "--seq", "24", "--json", "--runs", "5",
+                           "--ablation"),
+                     0);
+    int n = rows(f, r), want = 1;
+    for (int p = 0; attnc_pass_name(p); p++)
+        want += strcmp(attnc_pass_name(p), "dce") != 0;
+    assert_int_equal(n, want);
+    assert_string_equal(str(r[0], "variant"), "all passes");
+    for (int i = 1, p = 0; i < n; i++, p++) {
+        if (strcmp(attnc_pass_name(p), "dce") == 0)
+            p++;
+        char want_name[64];
+        snprintf(want_name, sizeof want_name, "-%s", attnc_pass_name(p));
+        assert_string_equal(str(r[i], "variant"), want_name);
+        assert_true(num(r[i], "flops") == num(r[0], "flops")); /* same useful work */
+        assert_consistent(r[i]);
+    }
+    for (int i = 0; i < n; i++)
+        cJSON_Delete(r[i]);
+}
+
+static void bench_decode_rows(void **state) {
+    fixture *f = *state;
+    cJSON *r[16];
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50", "--json",
+                           "--runs", "5", "--part", "core"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_string_equal(str(r[0], "mode"), "decode");
+    assert_int_equal((int)num(r[0], "cache"), 50);
+    assert_int_equal((int)num(r[0], "seq"), 1);
+    assert_true(num(r[0], "flops") == 4.0 * 64 * 12 * 51);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+}
+
+static void bench_and_roofline_refuse_bad_arguments(void **state) {
+    fixture *f = *state;
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "train"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--part", "all"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--runs", "3"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--seq", "4"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--cache", "4"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--disable-pass", "nope"), 1);
+    assert_int_equal(ATTNC(f, "bench"), 1);
+    assert_int_equal(ATTNC(f, "roofline", "extra"), 1);
+    assert_int_equal(ATTNC(f, "bench", ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml"), 2);
+    char *err = read_file(f->err, NULL);
+    assert_non_null(strstr(err, "unknown_key.yaml:3:1: error"));
+    free(err);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "100000"), 2); /* > max_tokens */
+    for (const char *const *c = (const char *const[]){"bench", "roofline", NULL}; *c; c++) {
+        assert_int_equal(ATTNC(f, *c, "--help"), 0);
+        char *out = read_file(f->out, NULL);
+        assert_non_null(strstr(out, "usage: attnc"));
+        free(out);
+    }
+    assert_int_equal(dir_count(f->dir), 0);
+}
+
+static void roofline_json(void **state) {
+    fixture *f = *state;
+    cJSON *r[16];
+    assert_int_equal(ATTNC(f, "roofline", "--json", "--runs", "3", "--threads", "1"), 0);
+    assert_int_equal(rows(f, r), 1);
+    assert_int_equal((int)num(r[0], "threads"), 1);
+    assert_true(num(r[0], "fma_gflops_min") > 0 &&
+                num(r[0], "fma_gflops_min") <= num(r[0], "fma_gflops") &&
+                num(r[0], "fma_gflops") <= num(r[0], "fma_gflops_max"));
+    assert_true(num(r[0], "read_gbps_min") > 0 && num(r[0], "read_gbps") <= num(r[0], "read_gbps_max"));
+    cJSON_Delete(r[0]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(bench_prefill_rows_count_the_documented_work,
+                                        cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_ablation_has_a_row_per_fusion_pass, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_decode_rows, cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_and_roofline_refuse_bad_arguments, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(roofline_json, cli_fixture_setup, cli_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
