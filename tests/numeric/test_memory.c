@@ -1,7 +1,8 @@
 /* test_memory.c: prefill of 16384 tokens on `seed` in one call runs in a
  * peak RSS within twice its weights + KV cache + activations (the kernel
  * table's buffers at that size): no hidden O(S^2) value. The prefill runs
- * in a child process so its peak is measured alone. */
+ * in a child process so its peak is measured alone (not under sanitizers,
+ * whose shadow memory counts in RSS; the S x T check still runs there). */
 #define _DEFAULT_SOURCE /* wait4 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,8 +102,13 @@ static void prefill_16k_stays_within_twice_its_data(void **state) {
     double rss = (double)ru.ru_maxrss * 1024;
     printf("prefill %d tokens: peak RSS %.0f MB, weights + KV + activations %.0f MB\n", S_TOKENS,
            rss / 1e6, want / 1e6);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* shadow memory and quarantine make RSS no measure of the kernels' data */
+    printf("sanitizer build: peak RSS not compared\n");
+#else
     if (rss > 2 * want)
         fail_msg("peak RSS %.0f MB exceeds twice %.0f MB", rss / 1e6, want / 1e6);
+#endif
 }
 
 int main(void) {
