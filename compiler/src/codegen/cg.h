@@ -128,6 +128,20 @@ ATTNC_HIDDEN LLVMValueRef cg_dim(cg *c, ir_dim d);
 ATTNC_HIDDEN cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name);
 ATTNC_HIDDEN void cg_for_end(cg *c, cg_loop *l);
 
+/* for (i = 0; i < hi; i++), run at least once, carrying n values of type
+ * ty in registers: *acc gets their phis; cg_acc_loop_end closes it with
+ * their values on entry (init, built before begin) and after an
+ * iteration (next), which are the loop's results after it. n <= 64. */
+typedef struct cg_acc_loop {
+    LLVMValueRef i;
+    LLVMValueRef acc[64];
+    LLVMBasicBlockRef pre, body, exit;
+    int n;
+} cg_acc_loop;
+ATTNC_HIDDEN void cg_acc_loop_begin(cg *c, cg_acc_loop *l, const char *name, LLVMTypeRef ty, int n);
+ATTNC_HIDDEN void cg_acc_loop_end(cg *c, cg_acc_loop *l, LLVMValueRef hi, const LLVMValueRef *init,
+                                  const LLVMValueRef *next);
+
 /* The first key any query of this call can see: P - window + 1 with a
  * sliding window (older blocks may be released), else 0. */
 ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);

@@ -124,6 +124,34 @@ void cg_for_end(cg *c, cg_loop *l) {
     LLVMPositionBuilderAtEnd(c->b, l->exit);
 }
 
+void cg_acc_loop_begin(cg *c, cg_acc_loop *l, const char *name, LLVMTypeRef ty, int n) {
+    ATTNC_ASSERT(n <= 64);
+    l->n = n;
+    l->pre = LLVMGetInsertBlock(c->b);
+    l->body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, name);
+    l->exit = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "exit");
+    LLVMBuildBr(c->b, l->body);
+    LLVMPositionBuilderAtEnd(c->b, l->body);
+    l->i = LLVMBuildPhi(c->b, c->i64, name);
+    for (int k = 0; k < n; k++)
+        l->acc[k] = LLVMBuildPhi(c->b, ty, "acc");
+}
+
+void cg_acc_loop_end(cg *c, cg_acc_loop *l, LLVMValueRef hi, const LLVMValueRef *init,
+                     const LLVMValueRef *next) {
+    LLVMValueRef i1 = LLVMBuildAdd(c->b, l->i, cg_i64(c, 1), "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b), pre = l->pre;
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, i1, hi, ""), l->body, l->exit);
+    LLVMValueRef zero = cg_i64(c, 0);
+    LLVMAddIncoming(l->i, &zero, &pre, 1);
+    LLVMAddIncoming(l->i, &i1, &latch, 1);
+    for (int k = 0; k < l->n; k++) {
+        LLVMAddIncoming(l->acc[k], (LLVMValueRef *)&init[k], &pre, 1);
+        LLVMAddIncoming(l->acc[k], (LLVMValueRef *)&next[k], &latch, 1);
+    }
+    LLVMPositionBuilderAtEnd(c->b, l->exit);
+}
+
 void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi) {
     /* [n*ith/nth, n*(ith+1)/nth): contiguous, covering, fixed by ith alone */
     LLVMValueRef a = LLVMBuildMul(c->b, n, c->ith, "");

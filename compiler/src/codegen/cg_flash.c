@@ -94,34 +94,20 @@ static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alp
 /* Scores of keys krow[0..bks) for all rows, summed over d in registers,
  * stored to pb[j0 + j][row]. */
 static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk");
-    LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "qk_done");
-    LLVMBuildBr(c->b, body);
-    LLVMPositionBuilderAtEnd(c->b, body);
-    LLVMValueRef d = LLVMBuildPhi(c->b, c->i64, "d");
     int na = f->bks * f->rv;
-    LLVMValueRef acc[64], next[64];
+    LLVMValueRef init[64], next[64], qv[8];
     for (int i = 0; i < na; i++)
-        acc[i] = LLVMBuildPhi(c->b, c->vf, "s");
-    LLVMValueRef qv[8];
+        init[i] = cg_vf32(c, 0);
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "qk", c->vf, na);
     for (int v = 0; v < f->rv; v++)
-        qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, d, v));
+        qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, l.i, v));
     for (int j = 0; j < f->bks; j++) {
-        LLVMValueRef kb = bcast(c, f->kdt, krow[j], d);
+        LLVMValueRef kb = bcast(c, f->kdt, krow[j], l.i);
         for (int v = 0; v < f->rv; v++)
-            next[j * f->rv + v] = cg_fma(c, kb, qv[v], acc[j * f->rv + v]);
+            next[j * f->rv + v] = cg_fma(c, kb, qv[v], l.acc[j * f->rv + v]);
     }
-    LLVMValueRef d1 = LLVMBuildAdd(c->b, d, cg_i64(c, 1), "");
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, d1, cg_i64(c, f->hd), ""), body, after);
-    LLVMValueRef zero = cg_i64(c, 0), vzero = cg_vf32(c, 0);
-    LLVMAddIncoming(d, &zero, &pre, 1);
-    LLVMAddIncoming(d, &d1, &body, 1);
-    for (int i = 0; i < na; i++) {
-        LLVMAddIncoming(acc[i], &vzero, &pre, 1);
-        LLVMAddIncoming(acc[i], &next[i], &body, 1);
-    }
-    LLVMPositionBuilderAtEnd(c->b, after);
+    cg_acc_loop_end(c, &l, cg_i64(c, f->hd), init, next);
     for (int j = 0; j < f->bks; j++)
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef x = next[j * f->rv + v];

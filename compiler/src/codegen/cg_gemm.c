@@ -296,15 +296,10 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
         c, gc->w_buf, ATTN_DTYPE_F32,
         LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),
                      cg_i64(c, gm->nr), ""));
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k");
-    LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_done");
-    LLVMBuildBr(c->b, body);
-    LLVMPositionBuilderAtEnd(c->b, body);
-    LLVMValueRef k = LLVMBuildPhi(c->b, c->i64, "k");
-    LLVMValueRef acc[2 * 14 * 2], next[2 * 14 * 2];
-    for (int i = 0; i < 2 * R; i++)
-        acc[i] = LLVMBuildPhi(c->b, c->vf, "acc");
+    cg_acc_loop l;
+    LLVMValueRef next[2 * 14 * 2];
+    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
+    LLVMValueRef k = l.i, *acc = l.acc;
     LLVMValueRef wk = LLVMBuildMul(c->b, k, cg_i64(c, gm->nr), "");
     LLVMValueRef b0 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, wk));
     LLVMValueRef b1 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
@@ -315,16 +310,7 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
         next[2 * r] = cg_fma(c, xb, b0, acc[2 * r]);
         next[2 * r + 1] = cg_fma(c, xb, b1, acc[2 * r + 1]);
     }
-    LLVMValueRef k1 = LLVMBuildAdd(c->b, k, cg_i64(c, 1), "");
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, k1, kn, ""), body, after);
-    LLVMValueRef zero = cg_i64(c, 0);
-    LLVMAddIncoming(k, &zero, &pre, 1);
-    LLVMAddIncoming(k, &k1, &body, 1);
-    for (int i = 0; i < 2 * R; i++) {
-        LLVMAddIncoming(acc[i], &init[i], &pre, 1);
-        LLVMAddIncoming(acc[i], &next[i], &body, 1);
-    }
-    LLVMPositionBuilderAtEnd(c->b, after);
+    cg_acc_loop_end(c, &l, kn, init, next);
     for (int i = 0; i < 2 * R; i++) {
         LLVMValueRef at[2] = {cg_i64(c, 0), cg_i64(c, i)};
         LLVMBuildStore(c->b, next[i], LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""));
