@@ -81,16 +81,21 @@ done:
     return st;
 }
 
-/* Does tm turn a <lanes x float> add into code using register name reg? */
-static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
-    LLVMContextRef ctx = LLVMContextCreate();
-    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("probe", ctx);
+/* Gives mod tm's triple and data layout. */
+static void target_module(LLVMModuleRef mod, LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     LLVMSetTarget(mod, triple);
     LLVMDisposeMessage(triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(mod, dl);
     LLVMDisposeTargetData(dl);
+}
+
+/* Does tm turn a <lanes x float> add into code using register name reg? */
+static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("probe", ctx);
+    target_module(mod, tm);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
     LLVMTypeRef vt = LLVMVectorType(LLVMFloatTypeInContext(ctx), (unsigned)lanes);
     LLVMValueRef fn = LLVMAddFunction(mod, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, false));
@@ -135,12 +140,7 @@ void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs) {
 }
 
 attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm) {
-    char *triple = LLVMGetTargetMachineTriple(tm);
-    LLVMSetTarget(mod, triple);
-    LLVMDisposeMessage(triple);
-    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-    LLVMSetModuleDataLayout(mod, dl);
-    LLVMDisposeTargetData(dl);
+    target_module(mod, tm);
     LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(pbo, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(pbo, 1);
