@@ -82,11 +82,8 @@ static int measure_roofline(int threads, int runs, roofline *r) {
     attnc_probes pr;
     char *msg = NULL;
     attnc_status cst = attnc_probes_compile(&jit, &pr, &msg);
-    if (cst != ATTNC_OK) {
-        fputs(msg ? msg : "attnc: error: compiling the probes failed\n", stderr);
-        free(msg);
-        return EXIT_INTERNAL;
-    }
+    if (cst != ATTNC_OK)
+        return compile_error(cst, msg);
     free(msg);
     int64_t n = (INT64_C(1) << 30) / (int64_t)sizeof(float);
     float *data = NULL, *io = NULL;
@@ -262,12 +259,11 @@ static double tolerance(attn_dtype kv) {
     return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_F16 ? 2e-3 : 1.6e-2;
 }
 
+/* n inputs of unit variance, as `attnc gen-input` makes them. */
 static float *random_input(int64_t n, uint64_t seed) {
     float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; x && i < n; i++) {
-        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)((double)(seed >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508f;
-    }
+    if (x)
+        attn_random_uniform(&seed, x, (size_t)n, sqrt(3.0));
     return x;
 }
 
@@ -296,12 +292,8 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     o.n_disabled_passes = n;
     char *msg = NULL;
     attnc_status cst = attnc_jit_compile_file(b->spec, &o, &r->jit, &msg);
-    if (cst != ATTNC_OK) {
-        fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
-        free(msg);
-        return cst == ATTNC_E_IO || cst == ATTNC_E_YAML || cst == ATTNC_E_SPEC ? EXIT_INPUT
-                                                                               : EXIT_INTERNAL;
-    }
+    if (cst != ATTNC_OK)
+        return compile_error(cst, msg);
     free(msg);
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = b->threads;

@@ -63,12 +63,8 @@ int cmd_compile(int argc, char **argv) {
     o.n_disabled_passes = n_disabled;
     char *err = NULL;
     attnc_status st = attnc_compile_file(pos[0], &o, (attnc_emit_kind)kind, output, header, &err);
-    if (st != ATTNC_OK) {
-        fputs(err ? err : "attnc: error: compilation failed\n", stderr);
-        free(err);
-        return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
-                                                                             : EXIT_INTERNAL;
-    }
+    if (st != ATTNC_OK)
+        return compile_error(st, err);
     printf("wrote %s%s%s\n", output, header ? " and " : "", header ? header : "");
     return EXIT_OK;
 }

@@ -51,13 +51,6 @@ static void engine_free(engine *e) {
     attnc_jit_free(e->jit);
 }
 
-static int jit_error(attnc_status st, char *msg) {
-    fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
-    free(msg);
-    return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
-                                                                         : EXIT_INTERNAL;
-}
-
 static void print_timings(const attnc_timings *t) {
     fprintf(stderr,
             "compile: spec %.1f ms, ir %.1f ms, passes %.1f ms, llvm ir %.1f ms, "
@@ -162,7 +155,7 @@ int cmd_run(int argc, char **argv) {
         char *msg = NULL;
         attnc_status cst = attnc_jit_compile_file(pos[0], &o, &e.jit, &msg);
         if (cst != ATTNC_OK) {
-            rc = jit_error(cst, msg);
+            rc = compile_error(cst, msg);
             goto done;
         }
         free(msg);

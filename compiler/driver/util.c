@@ -153,3 +153,10 @@ bool check_pass_names(const char *cmd, const char *const *names, int n) {
     }
     return true;
 }
+
+int compile_error(attnc_status st, char *msg) {
+    fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
+    free(msg);
+    return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
+                                                                         : EXIT_INTERNAL;
+}

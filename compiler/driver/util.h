@@ -39,6 +39,10 @@ int print_diags(const attnc_ctx *ctx, attnc_status st);
  * exit code. */
 int load_spec(const char *path, attn_config *cfg);
 
+/* Prints (and frees) the message of a failed compile (JIT or object); the exit code
+ * for st: 2 for a bad spec or file, 3 otherwise. */
+int compile_error(attnc_status st, char *msg);
+
 /* Exit code for a runtime status after printing "attnc: error: MSG". */
 int runtime_error(attn_status st, const attn_msg *msg);
 
