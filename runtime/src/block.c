@@ -74,8 +74,8 @@ static attn_status pack(attn_block *b, float **w, void **packed) {
         if (d->role == ATTN_BUF_WEIGHT) {
             args.buf[i] = w[d->weight];
         } else if (d->role == ATTN_BUF_PACKED) {
-            size_t bytes = ((size_t)d->c * sizeof(float) + 63) & ~(size_t)63;
-            if (d->c < 0 || d->s || d->t || d->st || posix_memalign(&packed[i], 64, bytes ? bytes : 64))
+            if (d->c < 0 || d->s || d->t || d->st ||
+                !(packed[i] = rt_alloc_large((size_t)d->c * sizeof(float))))
                 return rt_fail(&b->error, ATTN_E_NOMEM, "out of memory packing weights");
             args.buf[i] = packed[i];
         }

@@ -90,8 +90,8 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
         free(c);
         return ATTN_E_INVALID;
     }
-    c->k = malloc(pool);
-    c->v = malloc(pool);
+    c->k = rt_alloc_large(pool);
+    c->v = rt_alloc_large(pool);
     c->refs = calloc((size_t)c->n_blocks, sizeof *c->refs);
     c->free_list = malloc((size_t)c->n_blocks * sizeof *c->free_list);
     if (!c->k || !c->v || !c->refs || !c->free_list) {

@@ -20,6 +20,13 @@ RT_HIDDEN float rt_bf16_to_f32(uint16_t h);
 /* f rounded to dtype t and back to f32. */
 RT_HIDDEN float rt_round(attn_dtype t, float f);
 
+/* bytes (rounded up to 64) of 64-byte aligned memory, free()d as usual;
+ * from 2 MB on, 2 MB aligned and advised to the kernel as huge pages:
+ * streams through the KV cache and the packed weights then do not miss
+ * the TLB every 4 KB, and hardware prefetchers run on. NULL if out of
+ * memory. */
+RT_HIDDEN void *rt_alloc_large(size_t bytes);
+
 /* Field by field (structs may differ in padding). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
 
