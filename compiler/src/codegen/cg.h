@@ -40,11 +40,17 @@ typedef struct cg_gemm {
     int lanes, nr, mr, kc, mc;
 } cg_gemm;
 
+/* Calls with at most this many new tokens run a linear as a GEMV: every
+ * thread streams its panels once, all rows at a time, no x copy, no k
+ * blocks (measured switch point: README, "Speed"). */
+#define CG_GEMV_ROWS 8
+
 ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
 
 typedef struct cg_plan {
     cg_view *view; /* by node id */
     int *packed;   /* by node id: a linear's packed weight buffer */
+    int *split;    /* by node id: a split flash node's partial results */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
     bool *emit;         /* by node id: the node gets a kernel */
@@ -199,5 +205,11 @@ ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
+/* The split path of a flash node (cg_split.c): the partials, emitted
+ * inside the flash kernel for calls of at most split_tokens new tokens,
+ * and the kernel merging them; the size of the partials buffer. */
+ATTNC_HIDDEN void cg_emit_split_partials(cg *c, const ir_node *n);
+ATTNC_HIDDEN void cg_emit_split_merge(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const attn_config *cfg);
 
 #endif

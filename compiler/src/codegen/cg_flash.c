@@ -236,6 +236,15 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef slots[5] = {f.qt, f.ot, f.pb, f.m, f.l};
     for (int i = 0; i < 5; i++)
         LLVMSetAlignment(slots[i], 64);
+    if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
+        LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
+        LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "flash");
+        LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""), split, whole);
+        LLVMPositionBuilderAtEnd(c->b, split);
+        cg_emit_split_partials(c, n);
+        LLVMBuildRetVoid(c->b);
+        LLVMPositionBuilderAtEnd(c->b, whole);
+    }
 
     LLVMValueRef ntq = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, bq - 1), ""), cg_i64(c, bq), "");
     int64_t per_tile = f.k->ne[1].c * f.chunks;

@@ -38,8 +38,9 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target 
     attnc_status st = cg_plan_build(g, t, &plan);
     if (st != ATTNC_OK)
         return st;
-    /* a kernel per node at most, plus a load-time pack per linear */
-    size_t max_steps = 2 * (size_t)g->n_nodes;
+    /* two kernels per node at most (a split flash: its merge), plus a
+     * load-time pack per linear */
+    size_t max_steps = 3 * (size_t)g->n_nodes;
     const char **names = arena_alloc(&g->ctx->arena, max_steps * sizeof *names);
     attn_phase *phases = arena_alloc(&g->ctx->arena, max_steps * sizeof *phases);
     if (!names || !phases) {
@@ -84,6 +85,12 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target 
         phases[n_steps] = c.phase;
         emit_node(&c, n, name);
         names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
+        if (n->op == IR_OP_FLASH && n->split_tokens) {
+            snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", g->cfg.name, n->id);
+            phases[n_steps] = c.phase;
+            cg_emit_split_merge(&c, n, name);
+            names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
+        }
     }
     LLVMDisposeBuilder(c.b);
     char *why = NULL;

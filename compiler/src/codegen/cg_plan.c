@@ -51,9 +51,10 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
     p->packed = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->packed);
+    p->split = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->split);
     p->emit = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->emit);
     p->phase = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->phase);
-    if (!p->view || !p->emit || !p->phase || !p->packed) {
+    if (!p->view || !p->emit || !p->phase || !p->packed || !p->split) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory planning buffers");
         return ATTNC_E_NOMEM;
     }
@@ -95,7 +96,8 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             cg_gemm gm = cg_gemm_shape(n, tg);
             p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
             p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
-                                          ir_const(gm.np * gm.k * gm.nr));
+                                          ir_const(gm.np * gm.k * gm.nr *
+                                                   (int64_t)attn_dtype_size(c->dtype) / 4));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
             p->emit[n->id] = true;
             break;
@@ -130,11 +132,17 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             v->paged = true;
             p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
             break;
+        case IR_OP_FLASH:
+            if (n->split_tokens) /* per sequence, a fixed size (cg_split.c) */
+                p->split[n->id] = add_buffer(p, ATTN_BUF_SCRATCH, 0, true,
+                                             ir_const(cg_split_elements(n, c)));
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+            p->emit[n->id] = true;
+            break;
         case IR_OP_ROPE:
         case IR_OP_GQA_EXPAND:
         case IR_OP_QK:
         case IR_OP_PV:
-        case IR_OP_FLASH:
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;

@@ -52,6 +52,8 @@ struct ir_node {
     bool fused;          /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
     double softcap;      /* FLASH: 0 = none */
     bool causal;         /* FLASH: mask keys after each query (and outside the window) */
+    int64_t split_tokens; /* FLASH: calls with at most this many new tokens split the keys
+                             into chunks computed apart and merged (decode_split); 0 = never */
 };
 
 typedef struct ir_graph {

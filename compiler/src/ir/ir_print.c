@@ -106,6 +106,8 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             put(t, " window=%lld", (long long)c->sliding_window);
         if (n->args[1]->ne[1].c != c->heads)
             put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
+        if (n->split_tokens)
+            put(t, " split_kv<=%lld", (long long)n->split_tokens);
         break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP: put(t, " %.9g", n->factor); break;
@@ -118,6 +120,8 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_PV:
         if (n->args[1] && n->args[1]->ndim == 3 && n->args[1]->ne[1].c != c->heads)
             put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
+        if (n->split_tokens)
+            put(t, " split_kv<=%lld", (long long)n->split_tokens);
         break;
     case IR_OP_INPUT:
     case IR_OP_SPLIT_HEADS:

@@ -16,6 +16,10 @@ static const attnc_pass pipeline[] = {
     {"flash_attention",
      "scores, scale, softcap, mask, softmax and p.v become one tiled online-softmax node",
      pass_flash_attention},
+    {"decode_split",
+     "calls with few new tokens split the keys of flash attention across threads, merged in a "
+     "fixed order",
+     pass_decode_split},
     {"dce", "nodes whose values nobody uses are removed", pass_dce},
 };
 
