@@ -6,7 +6,8 @@
  * rows slot[t], converted to the cache dtype.
  *
  * Packing (load phase, once): W [N, K] becomes np panels of nr = 2 * lanes
- * output columns, laid out [panel][k][nr]. A panel's first vector holds
+ * output columns, laid out [panel][k][nr], in the weights' dtype (f16 and
+ * bf16 are widened to f32 in registers: exactly). A panel's first vector holds
  * columns c0.. and its second c1.. (lanes each): c1 = c0 + lanes, except
  * in rotated heads of the `half` style, where c1 = c0 + rotary_dim / 2 so
  * that the pairs RoPE turns meet in the same lanes of two registers. Past
@@ -146,7 +147,8 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
         c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
                            cg_i64(c, gm.nr), ""),
         ll.i, "");
-    cg_store(c, ATTN_DTYPE_F32, v, cg_buf_elem(c, dst, ATTN_DTYPE_F32, to));
+    /* in the weights' dtype: exact, the loader rounded them to it */
+    cg_store(c, c->g->cfg.dtype, v, cg_buf_elem(c, dst, c->g->cfg.dtype, to));
     cg_for_end(c, &lk);
     cg_for_end(c, &ll);
     cg_for_end(c, &lp);
@@ -262,22 +264,28 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
 }
 
 /* void micro_R(args, m, p, kb, a): rows m..m+R-1, panel p, k block kb;
- * x of these rows packed at a, mr floats per k. */
-static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
+ * x of these rows packed at a, mr floats per k. `direct` (the GEMV of
+ * few rows): all of k at once (kb = 0), x read in place, a = row m of x:
+ * each output is still one FMA chain over k in order, so results equal
+ * the blocked GEMM's bit for bit. */
+static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, bool direct) {
     const cg_gemm *gm = &gc->gm;
     char name[160];
-    snprintf(name, sizeof name, "%s_micro%d", kname, R);
+    snprintf(name, sizeof name, "%s_%s%d", kname, direct ? "gemv" : "micro", R);
     LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
     LLVMValueRef fn = cg_helper_begin(c, name, params, 5);
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
     LLVMValueRef x0 = LLVMGetParam(fn, 4);
     LLVMTypeRef buf_ty = LLVMArrayType2(c->vf, (uint64_t)(2 * R));
     LLVMValueRef sums = cg_slot(c, buf_ty, NULL);
-    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
-                                   LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
-    LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, 0), "first");
-    LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
-                                      cg_i64(c, gm->k), "last");
+    LLVMValueRef kn = direct ? cg_i64(c, gm->k)
+                             : cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
+                                            LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
+    LLVMValueRef first = direct ? LLVMConstInt(LLVMInt1TypeInContext(c->llctx), 1, false)
+                                : LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, 0), "first");
+    LLVMValueRef last = direct ? first
+                               : LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
+                                               cg_i64(c, gm->k), "last");
     LLVMValueRef col[2] = {map_field(c, gc->map, p, MAP_C0), map_field(c, gc->map, p, MAP_C1)};
     LLVMValueRef inside[2] = {lanes_below(c, col[0], gm->n), lanes_below(c, col[1], gm->n)};
 
@@ -292,8 +300,10 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
                 c, cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")), mask);
         }
     }
+    attn_dtype wdt = c->g->cfg.dtype;
+    LLVMTypeRef wet = wdt == ATTN_DTYPE_F32 ? c->f32 : wdt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
     LLVMValueRef w0 = cg_buf_elem(
-        c, gc->w_buf, ATTN_DTYPE_F32,
+        c, gc->w_buf, wdt,
         LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),
                      cg_i64(c, gm->nr), ""));
     cg_acc_loop l;
@@ -301,11 +311,12 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname) {
     cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
     LLVMValueRef k = l.i, *acc = l.acc;
     LLVMValueRef wk = LLVMBuildMul(c->b, k, cg_i64(c, gm->nr), "");
-    LLVMValueRef b0 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, wk));
-    LLVMValueRef b1 = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w0, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
+    LLVMValueRef b0 = cg_vload(c, wdt, cg_gep(c, wet, w0, wk));
+    LLVMValueRef b1 = cg_vload(c, wdt, cg_gep(c, wet, w0, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
     for (int r = 0; r < R; r++) {
-        LLVMValueRef xa = cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
-                                                             cg_i64(c, r), ""));
+        LLVMValueRef xa = direct ? cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, r * gm->k), ""))
+                                 : cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
+                                                                      cg_i64(c, r), ""));
         LLVMValueRef xb = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
         next[2 * r] = cg_fma(c, xb, b0, acc[2 * r]);
         next[2 * r + 1] = cg_fma(c, xb, b1, acc[2 * r + 1]);
@@ -374,13 +385,33 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         if (r < gc.gm.mr)
             sizes[n_sizes++] = r;
     for (int i = 0; i < n_sizes; i++)
-        fns[i] = micro(c, &gc, sizes[i], name);
+        fns[i] = micro(c, &gc, sizes[i], name, false);
+    LLVMValueRef gemv[CG_GEMV_ROWS];
+    for (int r = 1; r <= CG_GEMV_ROWS; r++)
+        gemv[r - 1] = micro(c, &gc, r, name, true);
     LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
     LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 5, false);
 
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
     cg_share(c, cg_i64(c, gc.gm.np), &lo, &hi);
+    /* few rows: a GEMV, each thread streaming its panels once for all rows */
+    LLVMBasicBlockRef gemm_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemm");
+    LLVMBasicBlockRef done_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv_done");
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, CG_GEMV_ROWS);
+    for (int r = 1; r <= CG_GEMV_ROWS; r++) {
+        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
+        LLVMAddCase(sw, cg_i64(c, r), bb);
+        LLVMPositionBuilderAtEnd(c->b, bb);
+        cg_loop lp = cg_for(c, lo, hi, "panel");
+        LLVMValueRef args[5] = {c->args, cg_i64(c, 0), lp.i, cg_i64(c, 0), c->base[gc.x_buf]};
+        LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 5, "");
+        cg_for_end(c, &lp);
+        LLVMBuildBr(c->b, done_bb);
+    }
+    LLVMPositionBuilderAtEnd(c->b, done_bb);
+    LLVMBuildRetVoid(c->b);
+    LLVMPositionBuilderAtEnd(c->b, gemm_bb);
     LLVMValueRef mslot = cg_slot(c, c->i64, cg_i64(c, 0));
     /* this thread's copy of the x block: [tile of mr rows][k][mr], so the
      * micro-kernel's broadcasts read one short contiguous run per k
