@@ -2,12 +2,14 @@
  * bandwidth, measured with probes compiled like the kernels) and `attnc
  * bench` (a spec JIT-run on random weights: checked against the reference
  * first, then timed, reported against the roofline of the same run). */
+#define _DEFAULT_SOURCE /* mkstemps */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -26,7 +28,7 @@ static const char roofline_usage[] =
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
-    "                   [--disable-pass P]...\n"
+    "                   [--dtype D] [--kv-dtype D] [--disable-pass P]...\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -42,6 +44,8 @@ static const char bench_usage[] =
     "  --part core      RoPE and attention: every kernel but the projections (with\n"
     "                   rope_epilogue, RoPE and the cache store run inside the q/k/v\n"
     "                   projection and count as block)\n"
+    "  --dtype D        weights f32, f16 or bf16 instead of the spec's dtype\n"
+    "  --kv-dtype D     K/V cache f32, f16 or bf16 instead of the spec's kv_cache.dtype\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --json           one JSON object per row: spec, mode, part, seq, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
@@ -222,6 +226,7 @@ int cmd_roofline(int argc, char **argv) {
 
 typedef struct bench {
     const char *spec;
+    const char *compiled; /* the spec compiled: spec, or a copy with other dtypes */
     attn_config cfg;
     attn_weights *w;
     bool decode, core;
@@ -259,6 +264,28 @@ static double tolerance(attn_dtype kv) {
     return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_F16 ? 2e-3 : 1.6e-2;
 }
 
+/* cfg as a spec in a fresh file made from path's template (ends in
+ * ".yaml" after the XXXXXX), for a compile with dtypes the spec lacks. */
+static int write_spec_copy(const attn_config *cfg, char *path) {
+    char *text = attnc_spec_to_yaml(cfg);
+    int fd = text ? mkstemps(path, 5) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f && fputs(text, f) >= 0;
+    if (f)
+        ok &= fclose(f) == 0;
+    else if (fd >= 0)
+        close(fd);
+    free(text);
+    if (!ok) {
+        if (fd >= 0)
+            remove(path);
+        fprintf(stderr, "attnc: error: bench: cannot write a spec with the requested dtypes to %s\n",
+                path);
+        return EXIT_INPUT;
+    }
+    return EXIT_OK;
+}
+
 /* n inputs of unit variance, as `attnc gen-input` makes them. */
 static float *random_input(int64_t n, uint64_t seed) {
     float *x = malloc((size_t)n * sizeof *x);
@@ -291,7 +318,7 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     o.disabled_passes = off;
     o.n_disabled_passes = n;
     char *msg = NULL;
-    attnc_status cst = attnc_jit_compile_file(b->spec, &o, &r->jit, &msg);
+    attnc_status cst = attnc_jit_compile_file(b->compiled, &o, &r->jit, &msg);
     if (cst != ATTNC_OK)
         return compile_error(cst, msg);
     free(msg);
@@ -489,6 +516,7 @@ static int bench_variant(const bench *b, const roofline *rl, const char *extra, 
 int cmd_bench(int argc, char **argv) {
     const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
     const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
+    const char *dtype_s = NULL, *kv_dtype_s = NULL;
     bench b = {0};
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -500,6 +528,8 @@ int cmd_bench(int argc, char **argv) {
         {"--runs", NULL, true, &runs_s, NULL, 0},
         {"--json", NULL, false, &json, NULL, 0},
         {"--ablation", NULL, false, &ablation, NULL, 0},
+        {"--dtype", NULL, true, &dtype_s, NULL, 0},
+        {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
         {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
         {0},
     };
@@ -528,6 +558,10 @@ int cmd_bench(int argc, char **argv) {
         (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)))
         return EXIT_USAGE;
+    attn_dtype dtype = ATTN_DTYPE_COUNT, kv_dtype = ATTN_DTYPE_COUNT;
+    if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, &dtype)) ||
+        (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, &kv_dtype)))
+        return EXIT_USAGE;
     if (!check_pass_names("bench", b.disabled, b.n_disabled))
         return EXIT_USAGE;
     b.spec = pos[0];
@@ -538,6 +572,17 @@ int cmd_bench(int argc, char **argv) {
     int rc = load_spec(b.spec, &b.cfg);
     if (rc != EXIT_OK)
         return rc;
+    char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml";
+    b.compiled = b.spec;
+    if (dtype != ATTN_DTYPE_COUNT || kv_dtype != ATTN_DTYPE_COUNT) {
+        if (dtype != ATTN_DTYPE_COUNT)
+            b.cfg.dtype = dtype;
+        if (kv_dtype != ATTN_DTYPE_COUNT)
+            b.cfg.kv_dtype = kv_dtype;
+        if ((rc = write_spec_copy(&b.cfg, tmp)) != EXIT_OK)
+            return rc;
+        b.compiled = tmp;
+    }
     int64_t need = b.decode ? cache + 1 : seq;
     if (need > b.cfg.kv_max_tokens) {
         fprintf(stderr, "attnc: error: bench: %lld tokens exceed kv_cache.max_tokens %lld of %s\n",
@@ -568,5 +613,7 @@ int cmd_bench(int argc, char **argv) {
             rc = bench_variant(&b, &rl, p, json, false);
     }
     attn_weights_free(b.w);
+    if (b.compiled != b.spec)
+        remove(tmp);
     return rc;
 }
