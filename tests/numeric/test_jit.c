@@ -164,6 +164,8 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
         c.scale_auto = false;
     }
     c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
+    /* weights in f16/bf16 are exact in the kernels (widened in registers) */
+    c.dtype = (attn_dtype)(i % 5 == 3 ? ATTN_DTYPE_BF16 : i % 7 == 4 ? ATTN_DTYPE_F16 : 0);
     c.kv_max_tokens = 512;
     /* mostly short runs; every 8th long */
     *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
@@ -189,25 +191,27 @@ static void jit_equals_reference_over_random_sweep(void **state) {
         double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i);
         if (!(e <= tolerance(c.kv_dtype)))
             fail_msg("sweep %d (heads %lld/%lld hd %lld T %lld chunk %lld rope %d/%d window %lld "
-                     "softcap %g causal %d kv %s): relative error %g",
+                     "softcap %g causal %d kv %s weights %s): relative error %g",
                      i, (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
                      (long long)T, (long long)chunk, c.rope_style, c.rope_scaling,
                      (long long)c.sliding_window, c.softcap, c.causal,
-                     attn_dtype_name(c.kv_dtype), e);
+                     attn_dtype_name(c.kv_dtype), attn_dtype_name(c.dtype), e);
     }
     tmpdir_remove(dir);
 }
 
 /* Bitwise equal for 1, 2 and 3 threads: over chunks (gemma2_9b), over
  * several GEMM row blocks and flash items in one call (seed, 300 tokens),
- * and with query-head groups wider than a flash item (falcon_7b). */
+ * with query-head groups wider than a flash item (falcon_7b), and calls of
+ * 7 tokens (the GEMV and split-KV paths) against up to 230 keys (several
+ * key chunks, dealt to threads differently for each count). */
 static void jit_results_do_not_depend_on_thread_count(void **state) {
     (void)state;
     const struct {
         const char *spec;
         int64_t T, chunk;
-    } cases[] = {{"gemma2_9b", 11, 4}, {"seed", 300, 300}, {"falcon_7b", 40, 40}};
-    for (int i = 0; i < 3; i++) {
+    } cases[] = {{"gemma2_9b", 11, 4}, {"seed", 300, 300}, {"falcon_7b", 40, 40}, {"seed", 230, 7}};
+    for (int i = 0; i < 4; i++) {
         const char *spec = spec_path(cases[i].spec);
         attn_config c = load(spec);
         attn_weights *w;
@@ -232,6 +236,82 @@ static void jit_results_do_not_depend_on_thread_count(void **state) {
     double e = jit_vs_ref(spec_path("seed"), NULL, 300, 300, 2, 9);
     if (!(e <= 1e-4))
         fail_msg("seed, 300 tokens: relative error %g", e);
+}
+
+/* Prefill then one-token decode steps (GEMV, split-KV attention) give the
+ * one-shot prefill's result (GEMM, flash attention): the projections are
+ * the same FMA chains bit for bit, attention differs only in summation
+ * order. Over specs, cache and weight dtypes, thread counts and decode
+ * lengths; and decode with decode_split off equals it as well. */
+static void decode_steps_equal_one_shot_prefill(void **state) {
+    (void)state;
+    const struct {
+        const char *spec;
+        attn_dtype dt, kv;
+        int64_t pre, steps;
+    } cases[] = {
+        {"seed", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 150, 6},
+        {"seed", ATTN_DTYPE_BF16, ATTN_DTYPE_F16, 70, 5},
+        {"mistral_7b", ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 20, 4},
+        {"gemma2_9b", ATTN_DTYPE_BF16, ATTN_DTYPE_F32, 9, 3},
+        {"qwen2_7b", ATTN_DTYPE_F32, ATTN_DTYPE_F16, 33, 3},
+        {"falcon_7b", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 17, 3},
+    };
+    char *dir = tmpdir_new();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_config c = load(spec_path(cases[i].spec));
+        c.dtype = cases[i].dt;
+        c.kv_dtype = cases[i].kv;
+        char *yaml = attnc_spec_to_yaml(&c);
+        const char *path = path_in(dir, "decode.yaml");
+        write_file(path, yaml, strlen(yaml));
+        free(yaml);
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 40 + i, &w, NULL), ATTN_OK);
+        int64_t T = cases[i].pre + cases[i].steps, D = c.d_model;
+        size_t n = (size_t)(T * D);
+        float *x = random_floats(n, 50 + i), *one = malloc(n * sizeof(float));
+        float *dec = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        attnc_jit *jit = compile(path, NULL);
+        run_jit(jit, w, T, x, one, T, 2);
+        run_ref(w, T, x, want);
+        for (int variant = 0; variant < 2; variant++) {
+            attnc_options o = attnc_options_default();
+            const char *off[] = {"decode_split"};
+            o.disabled_passes = off;
+            o.n_disabled_passes = variant;
+            attnc_jit *dj = variant ? compile(path, &o) : jit;
+            attn_block *b;
+            attn_cache *ca;
+            int32_t sq, np = (int32_t)cases[i].pre, one_tok = 1;
+            attn_block_options bo = attn_block_options_default();
+            bo.n_threads = 1 + (int)(i % 3);
+            assert_int_equal(attn_block_new(attnc_jit_kernels(dj), &bo, &b), ATTN_OK);
+            assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+            assert_int_equal(attn_cache_new(b, T, &ca), ATTN_OK);
+            assert_int_equal(attn_seq_new(ca, &sq), ATTN_OK);
+            assert_int_equal(attn_forward(b, ca, 1, &sq, &np, x, dec), ATTN_OK);
+            for (int64_t t = cases[i].pre; t < T; t++)
+                assert_int_equal(attn_forward(b, ca, 1, &sq, &one_tok, x + t * D, dec + t * D), ATTN_OK);
+            double e = rel_err(dec, one, n), r = rel_err(dec, want, n);
+            if (!(e <= 1e-5) || !(r <= tolerance(c.kv_dtype)))
+                fail_msg("%s (weights %s, cache %s, decode_split %s): decode vs one-shot %g, vs "
+                         "reference %g",
+                         cases[i].spec, attn_dtype_name(c.dtype), attn_dtype_name(c.kv_dtype),
+                         variant ? "off" : "on", e, r);
+            attn_cache_free(ca);
+            attn_block_free(b);
+            if (variant)
+                attnc_jit_free(dj);
+        }
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        free(x);
+        free(one);
+        free(dec);
+        free(want);
+    }
+    tmpdir_remove(dir);
 }
 
 static void jit_works_for_other_cpus(void **state) {
@@ -392,6 +472,7 @@ int main(void) {
         cmocka_unit_test(jit_equals_reference_with_each_pass_disabled),
         cmocka_unit_test(jit_equals_reference_over_random_sweep),
         cmocka_unit_test(jit_results_do_not_depend_on_thread_count),
+        cmocka_unit_test(decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),
         cmocka_unit_test(jit_reports_spec_errors_and_writes_dumps),
