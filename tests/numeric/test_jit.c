@@ -314,6 +314,39 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
     tmpdir_remove(dir);
 }
 
+/* bf16 weights: the GEMV (calls of at most 8 tokens) uses vdpbf16ps where
+ * the CPU has AVX512-BF16 and the exact widening path elsewhere (here:
+ * --cpu x86-64-v4); both agree with the reference within 1e-4. */
+static void bf16_weights_use_dot_products_where_present(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = load(spec_path("seed"));
+    c.dtype = ATTN_DTYPE_BF16;
+    char *yaml = attnc_spec_to_yaml(&c);
+    const char *path = path_in(dir, "seed_bf16.yaml");
+    write_file(path, yaml, strlen(yaml));
+    free(yaml);
+    char *cpuinfo = read_file("/proc/cpuinfo", NULL);
+    bool has = cpuinfo && strstr(cpuinfo, " avx512_bf16");
+    free(cpuinfo);
+    const char *cpus[] = {NULL, "x86-64-v4"};
+    for (int i = 0; i < 2; i++) {
+        attnc_options o = attnc_options_default();
+        o.cpu = cpus[i];
+        o.emit_asm = path_in(dir, "k.s");
+        double e = jit_vs_ref(path, &o, 40, 3, 2, 3); /* decode-sized calls: the GEMV */
+        if (!(e <= 1e-4))
+            fail_msg("bf16 weights, --cpu %s: relative error %g", cpus[i] ? cpus[i] : "host", e);
+        char *asm_text = read_file(o.emit_asm, NULL);
+        assert_non_null(asm_text);
+        bool dot = strstr(asm_text, "vdpbf16ps") != NULL;
+        free(asm_text);
+        if (dot != (i == 0 && has))
+            fail_msg("--cpu %s: vdpbf16ps %s", cpus[i] ? cpus[i] : "host", dot ? "used" : "not used");
+    }
+    tmpdir_remove(dir);
+}
+
 static void jit_works_for_other_cpus(void **state) {
     (void)state;
     const char *cpus[] = {"x86-64-v3", "x86-64", "generic"};
@@ -473,6 +506,7 @@ int main(void) {
         cmocka_unit_test(jit_equals_reference_over_random_sweep),
         cmocka_unit_test(jit_results_do_not_depend_on_thread_count),
         cmocka_unit_test(decode_steps_equal_one_shot_prefill),
+        cmocka_unit_test(bf16_weights_use_dot_products_where_present),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),
         cmocka_unit_test(jit_reports_spec_errors_and_writes_dumps),
