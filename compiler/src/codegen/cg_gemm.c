@@ -375,7 +375,7 @@ static LLVMValueRef gemv_bf16dot(cg *c, const gemm_ctx *gc, int R, const char *k
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), x0 = LLVMGetParam(fn, 4);
     ATTNC_ASSERT(gm->lanes == 16 && R <= 8);
     LLVMTypeRef bf = LLVMBFloatTypeInContext(c->llctx), v32bf = LLVMVectorType(bf, 32);
-    LLVMTypeRef v32i16 = LLVMVectorType(c->i16, 32), v16bf = LLVMVectorType(bf, 16);
+    LLVMTypeRef v32i16 = LLVMVectorType(c->i16, 32);
     unsigned dp_id = LLVMLookupIntrinsicID("llvm.x86.avx512bf16.dpbf16ps.512", 32);
     unsigned cv_id = LLVMLookupIntrinsicID("llvm.x86.avx512bf16.cvtne2ps2bf16.512", 37);
     ATTNC_ASSERT(dp_id && cv_id);
@@ -413,7 +413,6 @@ static LLVMValueRef gemv_bf16dot(cg *c, const gemm_ctx *gc, int R, const char *k
             hi[r] = LLVMBuildBitCast(c->b, h, c->vi, "");
             lo[r] = LLVMBuildBitCast(c->b, LLVMBuildCall2(c->b, cv_ty, cv, largs, 2, ""), c->vi, "");
         }
-        (void)v16bf;
         for (int i = 0; i < 2 * R; i++)
             next[i] = l.acc[i];
         for (int kp = 0; kp < 16; kp++) {
