@@ -6,10 +6,11 @@
  * SPLIT_MIN_KEYS): the cut depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); chunks are dealt
  * round-robin to the threads. Keys come in tiles of one vector width;
- * within a tile the K/V heads follow one another, so a tile's cache rows
- * (all heads of a token are one row) are read once, in order, for all
- * query heads of each group (converted to f32 into a stack tile unless the
- * cache is f32 and rows are whole vectors). For each row the tile's
+ * within a tile, K/V heads come in batches (as many as fit 128 KB of f32):
+ * a batch's rows of all the tile's keys are converted to f32 into a stack
+ * stage key by key (each cache row read in order, the next tile's rows
+ * prefetched), once for all query heads of each group; an f32 cache with
+ * whole-vector rows is read in place instead. For each row the tile's
  * scores are head_dim-wide dot products reduced together into one vector
  * (a score per lane), then an online softmax and p.v as vectors over
  * head_dim. The chunk's result per row is its max m, sum l and
