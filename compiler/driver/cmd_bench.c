@@ -576,17 +576,11 @@ int cmd_bench(int argc, char **argv) {
     int rc = load_spec(b.spec, &b.cfg);
     if (rc != EXIT_OK)
         return rc;
-    char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml";
-    b.compiled = b.spec;
-    if (dtype != ATTN_DTYPE_COUNT || kv_dtype != ATTN_DTYPE_COUNT) {
-        if (dtype != ATTN_DTYPE_COUNT)
-            b.cfg.dtype = dtype;
-        if (kv_dtype != ATTN_DTYPE_COUNT)
-            b.cfg.kv_dtype = kv_dtype;
-        if ((rc = write_spec_copy(&b.cfg, tmp)) != EXIT_OK)
-            return rc;
-        b.compiled = tmp;
-    }
+    bool other_dtypes = dtype != ATTN_DTYPE_COUNT || kv_dtype != ATTN_DTYPE_COUNT;
+    if (dtype != ATTN_DTYPE_COUNT)
+        b.cfg.dtype = dtype;
+    if (kv_dtype != ATTN_DTYPE_COUNT)
+        b.cfg.kv_dtype = kv_dtype;
     int64_t need = b.decode ? cache + 1 : seq;
     if (need > b.cfg.kv_max_tokens) {
         fprintf(stderr, "attnc: error: bench: %lld tokens exceed kv_cache.max_tokens %lld of %s\n",
@@ -597,6 +591,14 @@ int cmd_bench(int argc, char **argv) {
     attn_status st = attn_weights_random(&b.cfg, 1, &b.w, &m);
     if (st)
         return runtime_error(st, &m);
+    char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml"; /* the spec with the dtypes asked for */
+    b.compiled = b.spec;
+    if (other_dtypes && (rc = write_spec_copy(&b.cfg, tmp)) != EXIT_OK) {
+        attn_weights_free(b.w);
+        return rc;
+    }
+    if (other_dtypes)
+        b.compiled = tmp;
     roofline rl;
     if ((rc = measure_roofline(b.threads, 7, &rl)) == EXIT_OK) {
         if (!json) {

@@ -3,6 +3,7 @@
  * fusion pass with --ablation, decode rows, and usage/input errors. Not a
  * timing test: only that times are positive and ordered. */
 #include <cjson/cJSON.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,14 @@ static void bench_decode_rows(void **state) {
     cJSON_Delete(r[0]);
 }
 
+/* How many temporary specs of `bench --dtype/--kv-dtype` exist now. */
+static size_t temp_specs(void) {
+    glob_t g;
+    size_t n = glob("/tmp/attnc-bench-*", 0, NULL, &g) == 0 ? g.gl_pathc : 0;
+    globfree(&g);
+    return n;
+}
+
 static void bench_and_roofline_refuse_bad_arguments(void **state) {
     fixture *f = *state;
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "train"), 1);
@@ -150,6 +159,10 @@ static void bench_and_roofline_refuse_bad_arguments(void **state) {
     assert_non_null(strstr(err, "unknown_key.yaml:3:1: error"));
     free(err);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "100000"), 2); /* > max_tokens */
+    /* with other dtypes too, and no temporary spec is left behind */
+    size_t before = temp_specs();
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "100000", "--dtype", "bf16"), 2);
+    assert_int_equal(temp_specs(), before);
     for (const char *const *c = (const char *const[]){"bench", "roofline", NULL}; *c; c++) {
         assert_int_equal(ATTNC(f, *c, "--help"), 0);
         char *out = read_file(f->out, NULL);
