@@ -199,8 +199,10 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
                                          attn_weights **out, attn_msg *msg);
 /* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks),
  * each name preceded by prefix (NULL = none), from a safetensors file; the
- * stored values, converted to f32, are used as they are. Other tensors in
- * the file are ignored. */
+ * stored values, converted to f32 and rounded to cfg.dtype (nothing changes
+ * when they are stored in it), so the reference and the kernels, which keep
+ * weights in that dtype, use the same numbers. Other tensors in the file
+ * are ignored. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
 /* ATTN_E_FORMAT naming the first tensor (Hugging Face name) and element
@@ -260,7 +262,9 @@ ATTN_API void attn_block_free(attn_block *b);
 /* The last error's message for this block ("" if none). */
 ATTN_API const char *attn_block_error(const attn_block *b);
 /* Copies w (whose config must equal the table's), packing what the
- * kernels ask for. */
+ * kernels ask for in the config's weight dtype: values it cannot hold are
+ * rounded to nearest even (attn_weights_round does the same to w, for a
+ * reference run on the same numbers). */
 ATTN_API attn_status attn_block_set_weights(attn_block *b, const attn_weights *w);
 /* Loads weights by Hugging Face names (see attn_weights_load). */
 ATTN_API attn_status attn_block_load_safetensors(attn_block *b, const char *path,

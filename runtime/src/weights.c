@@ -165,6 +165,7 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
             goto fail;
     }
     attn_st_close(f);
+    attn_weights_round(w); /* the dtype the kernels keep them in (no-op when stored in it) */
     *out = w;
     return ATTN_OK;
 fail:
