@@ -206,6 +206,18 @@ ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
+/* What the flash kernels share (cg_flash.c). i1 lanes: keys (i32 vector)
+ * hidden from rows at positions pos (i32 vector) by n's causal mask and
+ * window, or already by `beyond`. */
+ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
+                                         LLVMValueRef beyond);
+/* Whether the key tile [j0, jlast] is cut for rows at positions
+ * pmin..pmax: keys at or past jend, or some key a row's mask or window
+ * hides (p.v must then skip weight-0 keys). */
+ATTNC_HIDDEN LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
+                                      LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax);
+/* cap * tanh(s / cap) with n's softcap, or s without one (vectors). */
+ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
 /* The split path of a flash node (cg_split.c): the partials, emitted
  * inside the flash kernel for calls of at most split_tokens new tokens,
  * and the kernel merging them; the size of the partials buffer. */

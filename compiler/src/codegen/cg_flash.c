@@ -110,32 +110,55 @@ static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
     cg_acc_loop_end(c, &l, cg_i64(c, f->hd), init, next);
     for (int j = 0; j < f->bks; j++)
         for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef x = next[j * f->rv + v];
-            if (f->n->softcap > 0)
-                x = LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, x, cg_vf32(c, 1.0 / f->n->softcap), "")),
-                                  cg_vf32(c, f->n->softcap), "");
+            LLVMValueRef x = cg_softcap(c, f->n, next[j * f->rv + v]);
             cg_vstore(c, ATTN_DTYPE_F32, x, line_ptr(c, f, f->pb, cg_i64(c, j0 + j), v));
         }
+}
+
+LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
+                            LLVMValueRef beyond) {
+    const attn_config *cfg = &c->g->cfg;
+    LLVMValueRef hidden = beyond;
+    if (n->causal) {
+        hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, pos, ""), "");
+        if (cfg->sliding_window > 0) {
+            LLVMValueRef first = LLVMBuildSub(
+                c->b, pos, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)cfg->sliding_window, false)), "");
+            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keys, first, ""), "");
+        }
+    }
+    return hidden;
+}
+
+LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef jend,
+                         LLVMValueRef pmin, LLVMValueRef pmax) {
+    const attn_config *cfg = &c->g->cfg;
+    LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (n->causal) {
+        cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
+        if (cfg->sliding_window > 0)
+            cut = LLVMBuildOr(c->b, cut,
+                              LLVMBuildICmp(c->b, LLVMIntSLE, j0, LLVMBuildSub(c->b, pmax, cg_i64(c, cfg->sliding_window), ""), ""), "");
+    }
+    return cut;
+}
+
+LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s) {
+    if (n->softcap <= 0)
+        return s;
+    return LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, s, cg_vf32(c, 1.0 / n->softcap), "")),
+                         cg_vf32(c, n->softcap), "");
 }
 
 /* -inf for the (key, row) pairs of the tile that are hidden: keys past
  * jend, and with a causal mask keys after the row (or before its window). */
 static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend, LLVMValueRef *posv) {
-    const attn_config *cfg = &c->g->cfg;
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef key = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
         LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
         LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, key, c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef hidden = beyond;
-            if (f->n->causal) {
-                hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keyv, posv[v], ""), "");
-                if (cfg->sliding_window > 0) {
-                    LLVMValueRef first = LLVMBuildSub(
-                        c->b, posv[v], cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)cfg->sliding_window, false)), "");
-                    hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keyv, first, ""), "");
-                }
-            }
+            LLVMValueRef hidden = cg_keys_hidden(c, f->n, keyv, posv[v], beyond);
             LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
             cg_vstore(c, ATTN_DTYPE_F32,
                       LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), cg_vload(c, ATTN_DTYPE_F32, at), ""), at);
@@ -311,13 +334,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, lt.i, cg_i64(c, f.bk), ""), "j0");
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f.bk - 1), "");
     /* some key of the tile is hidden from some row: guard p.v */
-    LLVMValueRef partial = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
-    if (n->causal) {
-        partial = LLVMBuildOr(c->b, partial, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
-        if (cfg->sliding_window > 0)
-            partial = LLVMBuildOr(c->b, partial,
-                                  LLVMBuildICmp(c->b, LLVMIntSLE, j0, LLVMBuildSub(c->b, pmax, cg_i64(c, cfg->sliding_window), ""), ""), "");
-    }
+    LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, jend, pmin, pmax);
     key_tile(c, &f, kvh, j0, jend, posv, partial);
     cg_for_end(c, &lt);
 

@@ -272,16 +272,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef j0 = LLVMBuildAdd(c->b, cj0, LLVMBuildMul(c->b, lt.i, cg_i64(c, L), ""), "j0");
     /* some key of the tile is hidden from some row: guard p.v */
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, L - 1), "");
-    LLVMValueRef partial = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, cj1, "");
-    if (n->causal) {
-        partial = LLVMBuildOr(c->b, partial, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, c->P, ""), "");
-        if (cfg->sliding_window > 0) {
-            LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
-            partial = LLVMBuildOr(
-                c->b, partial,
-                LLVMBuildICmp(c->b, LLVMIntSLE, j0, LLVMBuildSub(c->b, pmax, cg_i64(c, cfg->sliding_window), ""), ""), "");
-        }
-    }
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
+    LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, cj1, c->P, pmax);
     LLVMValueRef keys = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "keys");
     LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys, cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
 
@@ -345,20 +337,9 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         for (int64_t v = 1; v < s.nv; v++)
             acc[j] = cg_fma(c, qv[v], row_vec(c, &s, kdt, krow[j], v), acc[j]);
     }
-    LLVMValueRef sc = sum_across(c, acc);
-    if (n->softcap > 0)
-        sc = LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, sc, cg_vf32(c, 1.0 / n->softcap), "")),
-                           cg_vf32(c, n->softcap), "");
-    LLVMValueRef hidden = past;
-    if (n->causal) {
-        LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok, ""), c->i32, ""));
-        hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, posv, ""), "");
-        if (cfg->sliding_window > 0) {
-            LLVMValueRef first = LLVMBuildSub(
-                c->b, posv, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)cfg->sliding_window, false)), "");
-            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keys, first, ""), "");
-        }
-    }
+    LLVMValueRef sc = cg_softcap(c, n, sum_across(c, acc));
+    LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok, ""), c->i32, ""));
+    LLVMValueRef hidden = cg_keys_hidden(c, n, keys, posv, past);
     sc = LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), sc, "");
     /* online softmax over the row's keys so far */
     LLVMValueRef mp = cg_gep(c, c->f32, ms, r), lp = cg_gep(c, c->f32, ls, r);
