@@ -174,8 +174,9 @@ ATTNC_HIDDEN LLVMValueRef cg_vf32(cg *c, double v);
 ATTNC_HIDDEN LLVMValueRef cg_lane_ids(cg *c); /* <0, 1, .., lanes-1> i32 */
 ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p);          /* -> f32 */
 ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p); /* from f32 */
-/* f32 lanes where mask is set; others read as 0 / left alone. */
-ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, LLVMValueRef p, LLVMValueRef mask);
+/* Lanes where mask is set (read from p, dtype dt, as f32); others read as
+ * 0 / are left alone. */
+ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask);
 ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
 /* a * b + acc, fused where the target has FMA (results depend on the
  * target, not on threads). */

@@ -308,10 +308,8 @@ LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
     return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(e, (unsigned)n), "");
 }
 
-LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
-    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
-    LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
-    LLVMSetAlignment(v, (unsigned)attn_dtype_size(dt));
+/* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift. */
+static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
     switch (dt) {
     case ATTN_DTYPE_F32: return v;
     case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->vf, "");
@@ -323,26 +321,34 @@ LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
     return v;
 }
 
+LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
+    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
+    LLVMSetAlignment(v, (unsigned)attn_dtype_size(dt));
+    return widen(c, dt, v);
+}
+
 void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     cg_store(c, dt, v, p); /* cg_store handles vectors */
 }
 
-static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMValueRef *args, int n) {
+static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMValueRef *args, int n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMTypeRef tys[2] = {c->vf, c->ptr};
+    LLVMTypeRef tys[2] = {vt, c->ptr};
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2);
     LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, tys, 2);
     return LLVMBuildCall2(c->b, fty, fn, args, (unsigned)n, "");
 }
 
-LLVMValueRef cg_vload_masked(cg *c, LLVMValueRef p, LLVMValueRef mask) {
-    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, 4, false), mask, cg_vf32(c, 0)};
-    return masked_intrinsic(c, "llvm.masked.load", args, 4);
+LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask) {
+    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false), mask, LLVMConstNull(vt)};
+    return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, args, 4));
 }
 
 void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
     LLVMValueRef args[4] = {v, p, LLVMConstInt(c->i32, 4, false), mask};
-    masked_intrinsic(c, "llvm.masked.store", args, 4);
+    masked_intrinsic(c, "llvm.masked.store", c->vf, args, 4);
 }
 
 LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {

@@ -226,9 +226,10 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
     LLVMValueRef col[2] = {map_field(c, gc->map, p, MAP_C0), map_field(c, gc->map, p, MAP_C1)};
     for (int k = 0; k < 2; k++) {
         LLVMValueRef inside = lanes_below(c, col[k], gc->gm.n);
-        if (gc->bias_buf >= 0)
-            v[k] = LLVMBuildFAdd(c->b, v[k],
-                                 cg_vload_masked(c, cg_buf_elem(c, gc->bias_buf, ATTN_DTYPE_F32, col[k]), inside), "");
+        if (gc->bias_buf >= 0) {
+            LLVMValueRef bias = cg_buf_elem(c, gc->bias_buf, ATTN_DTYPE_F32, col[k]);
+            v[k] = LLVMBuildFAdd(c->b, v[k], cg_vload_masked(c, ATTN_DTYPE_F32, bias, inside), "");
+        }
         if (n->scale_cols) {
             LLVMValueRef scaled = lanes_below(c, col[k], n->scale_cols);
             v[k] = LLVMBuildFMul(c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->factor), cg_vf32(c, 1), ""), "");
@@ -330,8 +331,8 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
         for (int j = 0; j < 2; j++) {
             LLVMValueRef mask = LLVMBuildAnd(c->b, inside[j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
-            init[2 * r + j] = cg_vload_masked(
-                c, cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")), mask);
+            LLVMValueRef y = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], ""));
+            init[2 * r + j] = cg_vload_masked(c, ATTN_DTYPE_F32, y, mask);
         }
     }
     attn_dtype wdt = c->g->cfg.dtype;

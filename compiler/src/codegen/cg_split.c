@@ -22,13 +22,14 @@
  * count. For calls with more new tokens the flash kernel runs its own
  * path and the merge kernel returns at once. */
 #include <math.h>
+#include <string.h>
 
 #include "codegen/cg.h"
 
 enum {
     SPLIT_CHUNKS = 16,
     SPLIT_MIN_KEYS = 64,
-    SPLIT_STAGE_BYTES = 128 * 1024,
+    SPLIT_ROWS = 4,                           /* query rows of a K/V head computed together */
     SPLIT_MAX_VECTORS = ATTN_MAX_HEAD_DIM / 4 /* vectors of head_dim, 4 lanes at least */
 };
 
@@ -36,11 +37,9 @@ typedef struct split {
     const ir_node *n, *q, *k, *v;
     int64_t hd, hdp, nv, group, hk, rows_max; /* padded head_dim, its vectors; rows_max =
                                                  heads x split_tokens */
-    int lanes;
+    int lanes, rb, pv_part;                   /* rows per block; head_dim vectors per p.v pass */
     attn_dtype kdt, vdt;
-    bool in_place; /* K/V rows read from the cache as they are */
-    int64_t gb;    /* K/V heads staged at once */
-    int buf;       /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
+    int buf; /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
 } split;
 
 int64_t cg_split_elements(const ir_node *n, const attn_config *cfg) {
@@ -59,11 +58,10 @@ static split split_of(cg *c, const ir_node *n) {
     s.rows_max = cfg->heads * n->split_tokens;
     s.kdt = c->plan->view[s.k->id].dt;
     s.vdt = c->plan->view[s.v->id].dt;
-    /* f16/bf16 rows are converted once into the stage (measured faster
-     * than converting them for every query row) */
-    s.in_place = s.hd == s.hdp && s.kdt == ATTN_DTYPE_F32 && s.vdt == ATTN_DTYPE_F32;
-    s.gb = SPLIT_STAGE_BYTES / (s.lanes * s.hdp * 8);
-    s.gb = s.gb < 1 ? 1 : s.gb > s.hk ? s.hk : s.gb;
+    s.rb = s.group < SPLIT_ROWS ? (int)s.group : SPLIT_ROWS;
+    /* p.v keeps rb x pv_part accumulators: half the registers */
+    s.pv_part = c->target.regs / 2 / s.rb;
+    s.pv_part = s.pv_part < 1 ? 1 : s.pv_part > s.nv ? (int)s.nv : s.pv_part;
     s.buf = c->plan->split[n->id];
     /* rows of q, k, v and the output are contiguous over head_dim */
     const ir_node *rows[4] = {s.q, s.k, s.v, n};
@@ -74,8 +72,7 @@ static split split_of(cg *c, const ir_node *n) {
 
 /* The keys the call's rows see, [*jbeg, *jend), and their chunks: *nc of
  * *ck keys. Shared by both kernels, so they agree. */
-static void chunks(cg *c, const split *s, LLVMValueRef *jbeg, LLVMValueRef *jend, LLVMValueRef *ck,
-                   LLVMValueRef *nc) {
+static void chunks(cg *c, const split *s, LLVMValueRef *jbeg, LLVMValueRef *jend, LLVMValueRef *ck, LLVMValueRef *nc) {
     const attn_config *cfg = &c->g->cfg;
     *jbeg = c->jlo;
     *jend = c->T;
@@ -83,15 +80,13 @@ static void chunks(cg *c, const split *s, LLVMValueRef *jbeg, LLVMValueRef *jend
         *jbeg = cg_intrinsic(c, "llvm.smax", c->i64, *jbeg,
                              LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
-    LLVMValueRef per = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, SPLIT_CHUNKS - 1), ""),
-                                     cg_i64(c, SPLIT_CHUNKS), "");
-    per = LLVMBuildMul(c->b,
-                       LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, per, cg_i64(c, s->lanes - 1), ""),
-                                     cg_i64(c, s->lanes), ""),
-                       cg_i64(c, s->lanes), "");
+    LLVMValueRef per =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, SPLIT_CHUNKS - 1), ""), cg_i64(c, SPLIT_CHUNKS), "");
+    per = LLVMBuildMul(
+        c->b, LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, per, cg_i64(c, s->lanes - 1), ""), cg_i64(c, s->lanes), ""),
+        cg_i64(c, s->lanes), "");
     *ck = cg_intrinsic(c, "llvm.smax", c->i64, per, cg_i64(c, SPLIT_MIN_KEYS));
-    *nc = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, LLVMBuildSub(c->b, *ck, cg_i64(c, 1), ""), ""), *ck,
-                        "nc");
+    *nc = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, LLVMBuildSub(c->b, *ck, cg_i64(c, 1), ""), ""), *ck, "nc");
 }
 
 /* Element e of row r of chunk in the split buffer. */
@@ -101,44 +96,46 @@ static LLVMValueRef part_at(cg *c, const split *s, LLVMValueRef chunk, LLVMValue
     return cg_buf_elem(c, s->buf, ATTN_DTYPE_F32, off);
 }
 
-/* Lane j of the result is the sum of the lanes of v[j] (lanes vectors):
- * pairs of vectors fold their halves together, log2(lanes) times, and a
- * last shuffle puts the sums in key order. */
-static LLVMValueRef sum_across(cg *c, LLVMValueRef *v) {
-    int L = c->target.lanes, n = L, w = L;
-    LLVMValueRef cur[64];
-    int key[64][64]; /* key[i][seg]: whose sums segment seg of cur[i] holds */
-    for (int i = 0; i < L; i++) {
-        cur[i] = v[i];
-        key[i][0] = i;
-    }
-    while (w > 1) {
-        int h = w / 2, nseg = L / w;
-        for (int i = 0; i < n / 2; i++) {
-            LLVMValueRef lo_idx[64], hi_idx[64];
-            int nk[64];
-            for (int sg = 0; sg < nseg; sg++)
-                for (int ab = 0; ab < 2; ab++) {
-                    int to = (2 * sg + ab) * h, from = ab * L + sg * w;
-                    for (int l = 0; l < h; l++) {
-                        lo_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + l), false);
-                        hi_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + h + l), false);
-                    }
-                    nk[2 * sg + ab] = key[2 * i + ab][sg];
+/* Vectors being summed across their lanes: segment g (of lanes / segments
+ * lanes) of v holds partial sums of the dot product of key key[g]. */
+typedef struct fold {
+    LLVMValueRef v;
+    int key[64];
+} fold;
+
+/* Pairs f[2i], f[2i+1] (segments of w lanes) into f[i] (segments of w/2):
+ * the halves of each segment are added, the segments of both vectors
+ * interleaved. */
+static void fold_level(cg *c, fold *f, int n, int w) {
+    int L = c->target.lanes, h = w / 2, nseg = L / w;
+    for (int i = 0; i < n / 2; i++) {
+        LLVMValueRef lo_idx[64], hi_idx[64];
+        int nk[64];
+        for (int sg = 0; sg < nseg; sg++)
+            for (int ab = 0; ab < 2; ab++) {
+                int to = (2 * sg + ab) * h, from = ab * L + sg * w;
+                for (int l = 0; l < h; l++) {
+                    lo_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + l), false);
+                    hi_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + h + l), false);
                 }
-            LLVMValueRef a = cur[2 * i], b = cur[2 * i + 1];
-            cur[i] = LLVMBuildFAdd(c->b, LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(lo_idx, (unsigned)L), ""),
-                                   LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(hi_idx, (unsigned)L), ""), "");
-            for (int sg = 0; sg < 2 * nseg; sg++)
-                key[i][sg] = nk[sg];
-        }
-        n /= 2;
-        w = h;
+                nk[2 * sg + ab] = f[2 * i + ab].key[sg];
+            }
+        LLVMValueRef x = f[2 * i].v, y = f[2 * i + 1].v;
+        f[i].v = LLVMBuildFAdd(c->b, LLVMBuildShuffleVector(c->b, x, y, LLVMConstVector(lo_idx, (unsigned)L), ""),
+                               LLVMBuildShuffleVector(c->b, x, y, LLVMConstVector(hi_idx, (unsigned)L), ""), "");
+        memcpy(f[i].key, nk, sizeof(int) * (size_t)(2 * nseg));
     }
+}
+
+/* Folds the n vectors f (segments of w lanes) down to one whose lane j is
+ * the sum over all lanes of key j's vector. */
+static LLVMValueRef fold_finish(cg *c, fold *f, int n, int w) {
+    for (; n > 1; n /= 2, w /= 2)
+        fold_level(c, f, n, w);
     int perm[64];
-    for (int l = 0; l < L; l++)
-        perm[key[0][l]] = l;
-    return cg_shuffle(c, cur[0], perm, L);
+    for (int l = 0; l < c->target.lanes; l++)
+        perm[f[0].key[l]] = l;
+    return cg_shuffle(c, f[0].v, perm, c->target.lanes);
 }
 
 /* The largest lane of v (maxnum: NaN lanes are passed over, as the
@@ -153,74 +150,122 @@ static LLVMValueRef max_across(cg *c, LLVMValueRef v) {
     return LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, 0, false), "");
 }
 
-/* Copies head_dim elements of the row at p (dtype dt) to f32 at dst,
- * zero-padded to whole vectors. */
-static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst, double scale) {
+/* Vector v of the head_dim elements at p (dtype dt) as f32; lanes past
+ * head_dim read as 0. */
+static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, int64_t v) {
     LLVMTypeRef et = dt == ATTN_DTYPE_F32 ? c->f32 : dt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
-    for (int64_t v = 0; v < s->nv; v++) {
-        LLVMValueRef to = cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes));
-        if ((v + 1) * s->lanes <= s->hd) {
-            LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, p, cg_i64(c, v * s->lanes)));
-            if (scale != 1.0)
-                x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
-            cg_vstore(c, ATTN_DTYPE_F32, x, to);
-            continue;
-        }
-        for (int64_t d = v * s->lanes; d < s->hdp; d++) {
-            LLVMValueRef x = cg_f32(c, 0);
-            if (d < s->hd) {
-                x = cg_load(c, dt, cg_gep(c, et, p, cg_i64(c, d)));
-                if (scale != 1.0)
-                    x = LLVMBuildFMul(c->b, x, cg_f32(c, scale), "");
-            }
-            LLVMBuildStore(c->b, x, cg_gep(c, c->f32, dst, cg_i64(c, d)));
-        }
-    }
+    LLVMValueRef at = cg_gep(c, et, p, cg_i64(c, v * s->lanes));
+    if ((v + 1) * s->lanes <= s->hd)
+        return cg_vload(c, dt, at);
+    LLVMValueRef inside = LLVMBuildICmp(c->b, LLVMIntSLT, cg_lane_ids(c),
+                                        cg_splat(c, LLVMConstInt(c->i32, (unsigned)(s->hd - v * s->lanes), false)), "");
+    return cg_vload_masked(c, dt, at, inside);
 }
 
-/* Asks for the cache lines of the head_dim elements at p (dtype dt). */
-static void prefetch_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p) {
+/* The cache lines of the next tile's token rows (K or V, all heads), in
+ * memory order, handed out to the K/V heads of this tile: head h asks for
+ * lines [h * per, (h + 1) * per), spread over its loads, so the rows
+ * arrive while this tile computes and memory is read front to back. */
+typedef struct ahead {
+    LLVMValueRef rows; /* [lanes] pointers to the next tile's token rows */
+    int64_t row_lines, per;
+} ahead;
+
+static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
+    ahead a = {.rows = NULL};
+    /* a token's rows of all heads must be one run of memory */
+    if (!ir_dim_eq(c->plan->view[kv->id].nb[1], ir_const(s->hd)))
+        return a;
+    a.rows = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)s->lanes), NULL);
+    a.row_lines = (s->hk * s->hd * (int64_t)attn_dtype_size(dt) + 63) / 64;
+    a.per = (s->lanes * a.row_lines + s->hk - 1) / s->hk;
+    return a;
+}
+
+/* Prefetches of head kvh for load number it of n: those due by then. */
+static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int64_t n) {
+    if (!a->rows)
+        return;
     LLVMTypeRef ty = c->ptr;
     unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1);
     LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, &ty, 1);
-    int64_t bytes = s->hd * (int64_t)attn_dtype_size(dt);
-    for (int64_t at = 0; at < bytes; at += 64) {
-        LLVMValueRef args[4] = {cg_gep(c, LLVMInt8TypeInContext(c->llctx), p, cg_i64(c, at)),
-                                LLVMConstInt(c->i32, 0, false), LLVMConstInt(c->i32, 3, false),
-                                LLVMConstInt(c->i32, 1, false)};
+    int64_t last = c->target.lanes * a->row_lines - 1;
+    for (int64_t u = it * a->per / n; u < (it + 1) * a->per / n; u++) {
+        LLVMValueRef line = cg_intrinsic(
+            c, "llvm.smin", c->i64,
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, a->per), ""), cg_i64(c, u), ""), cg_i64(c, last));
+        LLVMValueRef row = LLVMBuildLoad2(
+            c->b, c->ptr, cg_gep(c, c->ptr, a->rows, LLVMBuildSDiv(c->b, line, cg_i64(c, a->row_lines), "")), "");
+        LLVMValueRef byte =
+            LLVMBuildMul(c->b, LLVMBuildSRem(c->b, line, cg_i64(c, a->row_lines), ""), cg_i64(c, 64), "");
+        /* read, locality 2: into L2, not L1 (measured faster than L1) */
+        LLVMValueRef args[4] = {cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, byte), LLVMConstInt(c->i32, 0, false),
+                                LLVMConstInt(c->i32, 2, false), LLVMConstInt(c->i32, 1, false)};
         LLVMBuildCall2(c->b, fty, fn, args, 4, "");
     }
 }
 
-/* Vector v of the row at p (dtype dt), as f32. */
-static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, int64_t v) {
-    LLVMTypeRef et = dt == ATTN_DTYPE_F32 ? c->f32 : dt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
-    return cg_vload(c, dt, cg_gep(c, et, p, cg_i64(c, v * s->lanes)));
+/* p itself, through a volatile slot: the optimizer cannot tell loads
+ * through it from other memory, so it neither forwards stored values to
+ * them nor merges them across the p.v passes (which kept rows x lanes
+ * splats live and spilled them); they stay broadcasting loads. */
+static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
+    LLVMValueRef slot = cg_slot(c, c->ptr, NULL);
+    LLVMSetVolatile(LLVMBuildStore(c->b, p, slot), 1);
+    LLVMValueRef q = LLVMBuildLoad2(c->b, c->ptr, slot, "");
+    LLVMSetVolatile(q, 1);
+    return q;
 }
 
-/* o[row] = o * alpha + sum_j p[j] v[j] over one tile; `guarded`: a key of
- * weight 0 adds nothing even if its v is not finite (as in flash). */
-static void pv_row(cg *c, const split *s, LLVMValueRef orow, const LLVMValueRef *vrow, LLVMValueRef p,
-                   LLVMValueRef alpha, bool guarded) {
-    LLVMValueRef acc[SPLIT_MAX_VECTORS];
-    for (int64_t v = 0; v < s->nv; v++)
-        acc[v] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow, cg_i64(c, v * s->lanes))),
-                               cg_splat(c, alpha), "");
-    for (int j = 0; j < s->lanes; j++) {
-        int idx[64];
-        for (int l = 0; l < s->lanes; l++)
-            idx[l] = j;
-        LLVMValueRef pj = cg_shuffle(c, p, idx, s->lanes);
-        LLVMValueRef zero = guarded ? LLVMBuildFCmp(c->b, LLVMRealOEQ, pj, cg_vf32(c, 0), "") : NULL;
-        for (int64_t v = 0; v < s->nv; v++) {
-            LLVMValueRef vv = row_vec(c, s, s->in_place ? s->vdt : ATTN_DTYPE_F32, vrow[j], v);
-            LLVMValueRef sum = cg_fma(c, pj, vv, acc[v]);
-            acc[v] = guarded ? LLVMBuildSelect(c->b, zero, acc[v], sum, "") : sum;
+/* The block's rows: o = o * alpha + sum_j p[j] v[j] over one tile, pv_part
+ * vectors of head_dim at a time for all rows (each V vector converted
+ * once); `guarded`: a key of weight 0 adds nothing even if its v is not
+ * finite (as in flash). All loads of a pass come before its stores, so a
+ * row twice in the block (the last, repeated) stores the same values. */
+static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow, LLVMValueRef ps,
+                     const LLVMValueRef *alpha, const ahead *av, LLVMValueRef kvh, bool guarded) {
+    int L = s->lanes;
+    int64_t it = 0;
+    ps = opaque_ptr(c, ps);
+    for (int64_t v0 = 0; v0 < s->nv; v0 += s->pv_part) {
+        int64_t nvp = s->nv - v0 < s->pv_part ? s->nv - v0 : s->pv_part;
+        LLVMValueRef acc[SPLIT_ROWS][64];
+        for (int i = 0; i < s->rb; i++)
+            for (int64_t v = 0; v < nvp; v++)
+                acc[i][v] = LLVMBuildFMul(
+                    c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L))),
+                    cg_splat(c, alpha[i]), "");
+        for (int j = 0; j < L; j++) {
+            LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
+            for (int i = 0; i < s->rb; i++) {
+                pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
+                zero[i] = guarded ? LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "") : NULL;
+            }
+            for (int64_t v = 0; v < nvp; v++, it++) {
+                ahead_step(c, av, kvh, it, L * s->nv);
+                LLVMValueRef vv = row_vec(c, s, s->vdt, vrow[j], v0 + v);
+                for (int i = 0; i < s->rb; i++) {
+                    LLVMValueRef sum = cg_fma(c, pj[i], vv, acc[i][v]);
+                    acc[i][v] = guarded ? LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "") : sum;
+                }
+            }
         }
+        for (int i = 0; i < s->rb; i++)
+            for (int64_t v = 0; v < nvp; v++)
+                cg_vstore(c, ATTN_DTYPE_F32, acc[i][v], cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
     }
-    for (int64_t v = 0; v < s->nv; v++)
-        cg_vstore(c, ATTN_DTYPE_F32, acc[v], cg_gep(c, c->f32, orow, cg_i64(c, v * s->lanes)));
+}
+
+/* Copies head_dim elements of the row at p (dtype dt), times scale, to f32
+ * at dst, zero-padded to whole vectors. */
+static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst, double scale) {
+    for (int64_t v = 0; v < s->nv; v++) {
+        LLVMValueRef x = row_vec(c, s, dt, p, v);
+        if (scale != 1.0)
+            x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
+        cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes)));
+    }
 }
 
 void cg_emit_split_partials(cg *c, const ir_node *n) {
@@ -230,17 +275,13 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     ATTNC_ASSERT(s.nv <= SPLIT_MAX_VECTORS && L <= 64);
     LLVMValueRef qs = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
     LLVMValueRef os = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
-    /* K and V stages in one array, V 17 cache lines past a multiple of 4 KB
-     * after K: stores to one and loads from the other never share the low
-     * address bits a store-to-load check compares */
-    int64_t stage = (L * s.gb * s.hdp + 1023) / 1024 * 1024 + 17 * 16;
-    LLVMValueRef kt = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(stage + L * s.gb * s.hdp)), NULL);
-    LLVMValueRef vt = cg_gep(c, c->f32, kt, cg_i64(c, stage));
+    LLVMValueRef ps = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(SPLIT_ROWS * L)), NULL);
     LLVMValueRef ms = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
     LLVMValueRef ls = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
-    LLVMValueRef slots[3] = {qs, os, kt};
+    LLVMValueRef slots[3] = {qs, os, ps};
     for (int i = 0; i < 3; i++)
         LLVMSetAlignment(slots[i], 64);
+    ahead ak = ahead_of(c, &s, s.k, s.kdt), av = ahead_of(c, &s, s.v, s.vdt);
 
     LLVMValueRef jbeg, jend, ck, nc;
     chunks(c, &s, &jbeg, &jend, &ck, &nc);
@@ -261,7 +302,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
     stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at), n->factor);
     for (int64_t v = 0; v < s.nv; v++)
-        cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
+        cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
+                  cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
     LLVMBuildStore(c->b, cg_f32(c, -INFINITY), cg_gep(c, c->f32, ms, lr.i));
     LLVMBuildStore(c->b, cg_f32(c, 0), cg_gep(c, c->f32, ls, lr.i));
     cg_for_end(c, &lr);
@@ -276,99 +318,127 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, cj1, c->P, pmax);
     LLVMValueRef keys = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "keys");
     LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys, cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
-
-    /* K/V heads in batches of gb: unless read in place, a batch's rows of all
-     * the tile's keys are staged first, key by key (cache rows in order, one
-     * contiguous run per key), then its heads are computed from the stage */
-    cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, (s.hk + s.gb - 1) / s.gb), "kvbatch");
-    LLVMValueRef g0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, s.gb), "g0");
-    LLVMValueRef gn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, s.gb), LLVMBuildSub(c->b, cg_i64(c, s.hk), g0, ""));
-    if (!s.in_place) {
-        cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, L), "stage_key");
-        /* keys past the chunk read its last key (masked below) */
-        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, lj.i, ""),
-                                       LLVMBuildSub(c->b, cj1, cg_i64(c, 1), ""));
-        cg_loop lh = cg_for(c, cg_i64(c, 0), gn, "stage_head");
-        LLVMValueRef ki[3] = {cg_i64(c, 0), LLVMBuildAdd(c->b, g0, lh.i, ""), kj};
-        LLVMValueRef to = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lj.i, cg_i64(c, s.gb), ""), lh.i, ""),
-                                       cg_i64(c, s.hdp), "");
-        stage_row(c, &s, s.kdt, cg_addr(c, s.k, ki), cg_gep(c, c->f32, kt, to), 1.0);
-        stage_row(c, &s, s.vdt, cg_addr(c, s.v, ki), cg_gep(c, c->f32, vt, to), 1.0);
-        /* the same rows of the next tile, on their way while this one computes */
-        ki[2] = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, ki[2], cg_i64(c, L), ""),
-                             LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
-        prefetch_row(c, &s, s.kdt, cg_addr(c, s.k, ki));
-        prefetch_row(c, &s, s.vdt, cg_addr(c, s.v, ki));
-        cg_for_end(c, &lh);
-        cg_for_end(c, &lj);
+    /* the next tile's token rows (past the keys: the last key again) */
+    for (int j = 0; j < L; j++) {
+        LLVMValueRef ki[3] = {cg_i64(c, 0), cg_i64(c, 0),
+                              cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, L + j), ""),
+                                           LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""))};
+        const ahead *a[2] = {&ak, &av};
+        const ir_node *kv[2] = {s.k, s.v};
+        for (int w = 0; w < 2; w++)
+            if (a[w]->rows)
+                LLVMBuildStore(c->b, cg_addr(c, kv[w], ki), cg_gep(c, c->ptr, a[w]->rows, cg_i64(c, j)));
     }
-    cg_loop lgi = cg_for(c, cg_i64(c, 0), gn, "kvh");
-    LLVMValueRef kvh = LLVMBuildAdd(c->b, g0, lgi.i, "kvh");
+
+    /* K/V head by K/V head, its rows read straight from the cache */
+    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hk), "kvh");
+    LLVMValueRef kvh = lh.i;
     LLVMValueRef krow[64], vrow[64];
     for (int j = 0; j < L; j++) {
-        if (s.in_place) {
-            LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
-                                           LLVMBuildSub(c->b, cj1, cg_i64(c, 1), ""));
-            LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
-            krow[j] = cg_addr(c, s.k, ki);
-            vrow[j] = cg_addr(c, s.v, ki);
-        } else {
-            LLVMValueRef e = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, cg_i64(c, (int64_t)j * s.gb), lgi.i, ""),
-                                          cg_i64(c, s.hdp), "");
-            krow[j] = cg_gep(c, c->f32, kt, e);
-            vrow[j] = cg_gep(c, c->f32, vt, e);
+        /* keys past the chunk read its last key (masked below) */
+        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
+                                       LLVMBuildSub(c->b, cj1, cg_i64(c, 1), ""));
+        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
+        krow[j] = cg_addr(c, s.k, ki);
+        vrow[j] = cg_addr(c, s.v, ki);
+    }
+    /* the group's rows (token tok, head kvh * group + hh) in blocks of rb;
+     * the last block repeats the last row where it runs out */
+    LLVMValueRef nrows = LLVMBuildMul(c->b, c->S, cg_i64(c, s.group), "");
+    LLVMValueRef nblk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nrows, cg_i64(c, s.rb - 1), ""), cg_i64(c, s.rb), "");
+    cg_loop lb = cg_for(c, cg_i64(c, 0), nblk, "rowblk");
+    LLVMValueRef tok[SPLIT_ROWS], r[SPLIT_ROWS], orow[SPLIT_ROWS];
+    for (int i = 0; i < s.rb; i++) {
+        LLVMValueRef gi = cg_intrinsic(
+            c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, s.rb), ""), cg_i64(c, i), ""),
+            LLVMBuildSub(c->b, nrows, cg_i64(c, 1), ""));
+        tok[i] = LLVMBuildSDiv(c->b, gi, cg_i64(c, s.group), "tok");
+        r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok[i], cg_i64(c, cfg->heads), ""),
+                            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, s.group), ""),
+                                         LLVMBuildSRem(c->b, gi, cg_i64(c, s.group), ""), ""),
+                            "r");
+        orow[i] = cg_gep(c, c->f32, os, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""));
+    }
+    /* scores, 4 keys x the block's rows at a time: each K vector converted
+     * once, each q vector loaded once (through a pointer the optimizer
+     * cannot follow, so it does not keep all of q live across the tile);
+     * the dot products folded as soon as a pair is complete (the same
+     * tree as one fold of all lanes), so few vectors stay live */
+    int grp = L < 4 ? L : 4;
+    fold part[SPLIT_ROWS][8];
+    int np = 0, width[8];
+    for (int j = 0; j < L; j += grp) {
+        LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][4];
+        for (int64_t v = 0; v < s.nv; v++) {
+            LLVMValueRef kv[4];
+            for (int jj = 0; jj < grp; jj++) {
+                ahead_step(c, &ak, kvh, j * s.nv + v * grp + jj, L * s.nv);
+                kv[jj] = row_vec(c, &s, s.kdt, krow[j + jj], v);
+            }
+            for (int i = 0; i < s.rb; i++) {
+                LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""), cg_i64(c, v * L), "");
+                LLVMValueRef qv = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, qb, qe));
+                for (int jj = 0; jj < grp; jj++)
+                    acc[i][jj] = v ? cg_fma(c, qv, kv[jj], acc[i][jj]) : LLVMBuildFMul(c->b, qv, kv[jj], "");
+            }
+        }
+        for (int i = 0; i < s.rb; i++) {
+            fold f[4];
+            for (int jj = 0; jj < grp; jj++) {
+                f[jj].v = acc[i][jj];
+                f[jj].key[0] = j + jj;
+            }
+            fold_level(c, f, grp, L);
+            if (grp == 4)
+                fold_level(c, f, 2, L / 2);
+            part[i][np] = f[0];
+        }
+        width[np++] = L / grp;
+        while (np >= 2 && width[np - 1] == width[np - 2]) {
+            for (int i = 0; i < s.rb; i++)
+                fold_level(c, &part[i][np - 2], 2, width[np - 1]);
+            width[np - 2] /= 2;
+            np--;
         }
     }
-    /* the group's rows: token tok, head kvh * group + hh */
-    cg_loop lr2 = cg_for(c, cg_i64(c, 0), LLVMBuildMul(c->b, c->S, cg_i64(c, s.group), ""), "row");
-    LLVMValueRef tok = LLVMBuildSDiv(c->b, lr2.i, cg_i64(c, s.group), "tok");
-    LLVMValueRef r = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, tok, cg_i64(c, cfg->heads), ""),
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, s.group), ""), LLVMBuildSRem(c->b, lr2.i, cg_i64(c, s.group), ""), ""),
-        "r");
-    LLVMValueRef base = LLVMBuildMul(c->b, r, cg_i64(c, s.hdp), "");
-    LLVMValueRef qrow = cg_gep(c, c->f32, qs, base), orow = cg_gep(c, c->f32, os, base);
-    LLVMValueRef qv[SPLIT_MAX_VECTORS], acc[64];
-    for (int64_t v = 0; v < s.nv; v++)
-        qv[v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, qrow, cg_i64(c, v * L)));
-    for (int j = 0; j < L; j++) {
-        attn_dtype kdt = s.in_place ? s.kdt : ATTN_DTYPE_F32;
-        acc[j] = LLVMBuildFMul(c->b, qv[0], row_vec(c, &s, kdt, krow[j], 0), "");
-        for (int64_t v = 1; v < s.nv; v++)
-            acc[j] = cg_fma(c, qv[v], row_vec(c, &s, kdt, krow[j], v), acc[j]);
+    /* online softmax per row: every row's m and l are read before any is
+     * written (a repeated row writes the same values) */
+    LLVMValueRef alpha[SPLIT_ROWS], mnew[SPLIT_ROWS], lnew[SPLIT_ROWS];
+    for (int i = 0; i < s.rb; i++) {
+        LLVMValueRef sc = cg_softcap(c, n, fold_finish(c, part[i], np, width[0]));
+        LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok[i], ""), c->i32, ""));
+        sc = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY), sc, "");
+        LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
+        mnew[i] = cg_intrinsic(c, "llvm.maxnum", c->f32, mold, max_across(c, sc));
+        /* a row that has seen only hidden keys keeps max -inf: use 0 then */
+        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew[i], cg_f32(c, -INFINITY), ""),
+                                            cg_f32(c, 0), mnew[i], "");
+        alpha[i] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold, muse, ""));
+        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sc, cg_splat(c, muse), ""));
+        LLVMValueRef l =
+            LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ls, r[i]), ""), alpha[i], "");
+        LLVMValueRef psum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0), p);
+        LLVMSetFastMathFlags(psum, LLVMFastMathAllowReassoc);
+        lnew[i] = LLVMBuildFAdd(c->b, l, psum, "");
+        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
     }
-    LLVMValueRef sc = cg_softcap(c, n, sum_across(c, acc));
-    LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok, ""), c->i32, ""));
-    LLVMValueRef hidden = cg_keys_hidden(c, n, keys, posv, past);
-    sc = LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), sc, "");
-    /* online softmax over the row's keys so far */
-    LLVMValueRef mp = cg_gep(c, c->f32, ms, r), lp = cg_gep(c, c->f32, ls, r);
-    LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, mp, "");
-    LLVMValueRef mnew = cg_intrinsic(c, "llvm.maxnum", c->f32, mold, max_across(c, sc));
-    /* a row that has seen only hidden keys keeps max -inf: use 0 then */
-    LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, cg_f32(c, -INFINITY), ""),
-                                        cg_f32(c, 0), mnew, "");
-    LLVMValueRef alpha = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold, muse, ""));
-    LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sc, cg_splat(c, muse), ""));
-    LLVMValueRef l = LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, lp, ""), alpha, "");
-    LLVMValueRef psum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0), p);
-    LLVMSetFastMathFlags(psum, LLVMFastMathAllowReassoc);
-    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, l, psum, ""), lp);
-    LLVMBuildStore(c->b, mnew, mp);
+    for (int i = 0; i < s.rb; i++) {
+        LLVMBuildStore(c->b, lnew[i], cg_gep(c, c->f32, ls, r[i]));
+        LLVMBuildStore(c->b, mnew[i], cg_gep(c, c->f32, ms, r[i]));
+    }
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
     LLVMBuildCondBr(c->b, partial, guarded, plain);
     LLVMPositionBuilderAtEnd(c->b, guarded);
-    pv_row(c, &s, orow, vrow, p, alpha, true);
+    pv_block(c, &s, orow, vrow, ps, alpha, &av, kvh, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
-    pv_row(c, &s, orow, vrow, p, alpha, false);
+    pv_block(c, &s, orow, vrow, ps, alpha, &av, kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
-    cg_for_end(c, &lr2);
-    cg_for_end(c, &lgi);
     cg_for_end(c, &lb);
+    cg_for_end(c, &lh);
     cg_for_end(c, &lt);
 
     /* the chunk's m, l, o per row */
@@ -413,13 +483,15 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     M = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, M, cg_f32(c, -INFINITY), ""), cg_f32(c, 0), M, "");
     LLVMBuildStore(c->b, cg_f32(c, 0), lslot);
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
-    LLVMValueRef w = cg_exp_nonpos(c, LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));
+    LLVMValueRef w =
+        cg_exp_nonpos(c, LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));
     LLVMBuildStore(c->b, w, cg_gep(c, c->f32, wts, lc2.i));
     LLVMValueRef lw = LLVMBuildFMul(c->b, w, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 1), ""), "");
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""), lslot);
     cg_for_end(c, &lc2);
     LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, lslot, ""), "");
-    LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""), LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
+    LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""),
+                          LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
     LLVMValueRef orow = cg_addr(c, n, oi);
     /* out = sum_c w_c o_c / sum_c w_c l_c, whole vectors of head_dim, then the rest */
     int64_t full = s.hd / s.lanes;
