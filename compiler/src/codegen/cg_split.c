@@ -6,15 +6,16 @@
  * SPLIT_MIN_KEYS): the cut depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); chunks are dealt
  * round-robin to the threads. Keys come in tiles of one vector width;
- * within a tile, K/V heads come in batches (as many as fit 128 KB of f32):
- * a batch's rows of all the tile's keys are converted to f32 into a stack
- * stage key by key (each cache row read in order, the next tile's rows
- * prefetched), once for all query heads of each group; an f32 cache with
- * whole-vector rows is read in place instead. For each row the tile's
- * scores are head_dim-wide dot products reduced together into one vector
- * (a score per lane), then an online softmax and p.v as vectors over
- * head_dim. The chunk's result per row is its max m, sum l and
- * unnormalized output o, stored to the node's split buffer.
+ * within a tile, K/V head by K/V head, the rows are read straight from the
+ * cache and converted in registers, for blocks of up to SPLIT_ROWS query
+ * rows of the head's group at once: the scores of 4 keys x the block's
+ * rows are head_dim-wide dot products (each K vector converted once),
+ * folded into one vector of a score per lane; then an online softmax per
+ * row and p.v for the block's rows (each V vector converted once). While a
+ * tile computes, the next tile's token rows are prefetched into L2 in
+ * memory order, each K/V head asking for its share between its loads. The
+ * chunk's result per row is its max m, sum l and unnormalized output o,
+ * stored to the node's split buffer.
  *
  * The merge kernel (a step of its own, after all items) combines each
  * row's chunks in chunk order: out = sum_c e^(m_c - M) o_c / sum_c
@@ -208,8 +209,9 @@ static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int6
 
 /* p itself, through a volatile slot: the optimizer cannot tell loads
  * through it from other memory, so it neither forwards stored values to
- * them nor merges them across the p.v passes (which kept rows x lanes
- * splats live and spilled them); they stay broadcasting loads. */
+ * them nor merges loads of the same element made far apart (which kept
+ * all of q, or rows x lanes splats of p, live across a tile and spilled
+ * them); they stay loads folded into the FMAs. */
 static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
     LLVMValueRef slot = cg_slot(c, c->ptr, NULL);
     LLVMSetVolatile(LLVMBuildStore(c->b, p, slot), 1);
