@@ -178,6 +178,8 @@ ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p
  * 0 / are left alone. */
 ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask);
 ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* Asks for the cache line at p (a read; locality 3: into L1 .. 0: none). */
+ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
 /* a * b + acc, fused where the target has FMA (results depend on the
  * target, not on threads). */
 ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);

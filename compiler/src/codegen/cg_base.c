@@ -351,6 +351,15 @@ void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) 
     masked_intrinsic(c, "llvm.masked.store", c->vf, args, 4);
 }
 
+void cg_prefetch(cg *c, LLVMValueRef p, int locality) {
+    LLVMTypeRef ty = c->ptr;
+    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, 0, false), LLVMConstInt(c->i32, (unsigned)locality, false),
+                            LLVMConstInt(c->i32, 1, false)};
+    LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, &ty, 1), LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1),
+                   args, 4, "");
+}
+
 LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
     LLVMTypeRef ty = LLVMTypeOf(a);
     unsigned id = LLVMLookupIntrinsicID("llvm.fmuladd", 12);

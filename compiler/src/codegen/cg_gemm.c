@@ -388,13 +388,16 @@ static LLVMValueRef gemv_bf16dot(cg *c, const gemm_ctx *gc, int R, const char *k
     LLVMValueRef inside[2] = {lanes_below(c, col[0], gm->n), lanes_below(c, col[1], gm->n)};
     LLVMValueRef w0 = cg_buf_elem(c, gc->w_buf, ATTN_DTYPE_BF16,
                                   LLVMBuildMul(c->b, p, cg_i64(c, gm->k * gm->nr), ""));
+    /* up to 4 rows, the lo products go to sums of their own (summed at
+     * the end): two shorter dependency chains instead of one */
+    int na = R <= 4 ? 4 * R : 2 * R;
     LLVMValueRef acc[16], init[16];
-    for (int i = 0; i < 2 * R; i++)
+    for (int i = 0; i < na; i++)
         acc[i] = init[i] = cg_vf32(c, 0);
     int64_t nblk = gm->k / 32;
     if (nblk > 0) { /* blocks of 32 k: 16 pairs */
         cg_acc_loop l;
-        cg_acc_loop_begin(c, &l, "kblock", c->vf, 2 * R);
+        cg_acc_loop_begin(c, &l, "kblock", c->vf, na);
         LLVMValueRef k0 = LLVMBuildMul(c->b, l.i, cg_i64(c, 32), "");
         LLVMValueRef hi[8], lo[8], next[16];
         for (int r = 0; r < R; r++) {
@@ -414,7 +417,7 @@ static LLVMValueRef gemv_bf16dot(cg *c, const gemm_ctx *gc, int R, const char *k
             hi[r] = LLVMBuildBitCast(c->b, h, c->vi, "");
             lo[r] = LLVMBuildBitCast(c->b, LLVMBuildCall2(c->b, cv_ty, cv, largs, 2, ""), c->vi, "");
         }
-        for (int i = 0; i < 2 * R; i++)
+        for (int i = 0; i < na; i++)
             next[i] = l.acc[i];
         for (int kp = 0; kp < 16; kp++) {
             LLVMValueRef k = LLVMBuildAdd(c->b, k0, cg_i64(c, 2 * kp), "");
@@ -441,14 +444,15 @@ static LLVMValueRef gemv_bf16dot(cg *c, const gemm_ctx *gc, int R, const char *k
                                       LLVMBuildBitCast(c->b, cg_shuffle(c, lo[r], lane, 16), v32bf, "")};
                 for (int h = 0; h < 2; h++)
                     for (int e = 0; e < 2; e++) {
-                        LLVMValueRef args[3] = {next[2 * r + h], a[h], xs[e]};
-                        next[2 * r + h] = LLVMBuildCall2(c->b, dp_ty, dp, args, 3, "");
+                        int at = e && na > 2 * R ? 2 * R + 2 * r + h : 2 * r + h;
+                        LLVMValueRef args[3] = {next[at], a[h], xs[e]};
+                        next[at] = LLVMBuildCall2(c->b, dp_ty, dp, args, 3, "");
                     }
             }
         }
         cg_acc_loop_end(c, &l, cg_i64(c, nblk), init, next);
         for (int i = 0; i < 2 * R; i++)
-            acc[i] = next[i];
+            acc[i] = na > 2 * R ? LLVMBuildFAdd(c->b, next[i], next[2 * R + i], "") : next[i];
     }
     for (int64_t k = nblk * 32; k < gm->k; k++) { /* the last k, exactly */
         LLVMValueRef wk = cg_gep(c, c->i16, w0, cg_i64(c, k * gm->nr));

@@ -187,23 +187,16 @@ static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
 static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int64_t n) {
     if (!a->rows)
         return;
-    LLVMTypeRef ty = c->ptr;
-    unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1);
-    LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, &ty, 1);
     int64_t last = c->target.lanes * a->row_lines - 1;
     for (int64_t u = it * a->per / n; u < (it + 1) * a->per / n; u++) {
-        LLVMValueRef line = cg_intrinsic(
-            c, "llvm.smin", c->i64,
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, a->per), ""), cg_i64(c, u), ""), cg_i64(c, last));
+        LLVMValueRef line = cg_intrinsic(c, "llvm.smin", c->i64,
+                                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, a->per), ""), cg_i64(c, u), ""),
+                                         cg_i64(c, last));
         LLVMValueRef row = LLVMBuildLoad2(
             c->b, c->ptr, cg_gep(c, c->ptr, a->rows, LLVMBuildSDiv(c->b, line, cg_i64(c, a->row_lines), "")), "");
-        LLVMValueRef byte =
-            LLVMBuildMul(c->b, LLVMBuildSRem(c->b, line, cg_i64(c, a->row_lines), ""), cg_i64(c, 64), "");
-        /* read, locality 2: into L2, not L1 (measured faster than L1) */
-        LLVMValueRef args[4] = {cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, byte), LLVMConstInt(c->i32, 0, false),
-                                LLVMConstInt(c->i32, 2, false), LLVMConstInt(c->i32, 1, false)};
-        LLVMBuildCall2(c->b, fty, fn, args, 4, "");
+        LLVMValueRef byte = LLVMBuildMul(c->b, LLVMBuildSRem(c->b, line, cg_i64(c, a->row_lines), ""), cg_i64(c, 64), "");
+        /* into L2, not L1 (measured faster than L1) */
+        cg_prefetch(c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, byte), 2);
     }
 }
 
