@@ -202,7 +202,7 @@ int cmd_roofline(int argc, char **argv) {
     if ((threads_s && !parse_int("roofline", "--threads", threads_s, 1, 1024, &threads)) ||
         (runs_s && !parse_int("roofline", "--runs", runs_s, 1, 1000, &runs)))
         return EXIT_USAGE;
-    roofline r;
+    roofline r = {0};
     int rc = measure_roofline((int)threads, (int)runs, &r);
     if (rc != EXIT_OK)
         return rc;

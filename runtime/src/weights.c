@@ -182,7 +182,7 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
     char names[W_COUNT][512];
     int n = 0;
     for (int i = 0; i < W_COUNT; i++) {
-        int64_t sh[2];
+        int64_t sh[2] = {0, 0};
         int nd = w_shape(&w->cfg, i, sh);
         if (!nd)
             continue;
