@@ -4,8 +4,8 @@
  * The keys any row sees, [jbeg, jend), are cut into at most SPLIT_CHUNKS
  * chunks of ck keys (a multiple of the vector width, at least
  * SPLIT_MIN_KEYS): the cut depends on the key count only. A work item is
- * one chunk, with all query rows (new tokens x heads); chunks are dealt
- * round-robin to the threads. Keys come in tiles of one vector width;
+ * one chunk, with all query rows (new tokens x heads); each thread takes
+ * a run of consecutive chunks. Keys come in tiles of one vector width;
  * within a tile, K/V head by K/V head, the rows are read straight from the
  * cache and converted in registers, for blocks of up to SPLIT_ROWS query
  * rows of the head's group at once: the scores of 4 keys x the block's
@@ -281,12 +281,12 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef jbeg, jend, ck, nc;
     chunks(c, &s, &jbeg, &jend, &ck, &nc);
     LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, cfg->heads), "rows");
-    /* chunk = ith + i * nth */
-    LLVMValueRef mine = LLVMBuildSDiv(
-        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, nc, c->ith, ""), LLVMBuildSub(c->b, c->nth, cg_i64(c, 1), ""), ""),
-        c->nth, "");
-    cg_loop li = cg_for(c, cg_i64(c, 0), mine, "item");
-    LLVMValueRef chunk = LLVMBuildAdd(c->b, c->ith, LLVMBuildMul(c->b, li.i, c->nth, ""), "chunk");
+    /* a thread's chunks are consecutive, so the prefetch of the next tile
+     * runs on into its next chunk */
+    LLVMValueRef clo, chi;
+    cg_share(c, nc, &clo, &chi);
+    cg_loop li = cg_for(c, clo, chi, "chunk");
+    LLVMValueRef chunk = li.i;
     LLVMValueRef cj0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, chunk, ck, ""), "cj0");
     LLVMValueRef cj1 = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, cj0, ck, ""), jend);
 
