@@ -160,6 +160,8 @@ ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef
 ATTNC_HIDDEN LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx);
 /* Base pointer of buffer k plus an element offset, for element type dt. */
 ATTNC_HIDDEN LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off);
+/* The LLVM element type of dtype dt in memory (bf16: i16). */
+ATTNC_HIDDEN LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt);
 ATTNC_HIDDEN LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p); /* -> f32 */
 ATTNC_HIDDEN void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p);
 

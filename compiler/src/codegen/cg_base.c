@@ -160,7 +160,7 @@ void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi) {
     *hi = LLVMBuildSDiv(c->b, b, c->nth, "hi");
 }
 
-static LLVMTypeRef elem_type(cg *c, attn_dtype dt) {
+LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt) {
     switch (dt) {
     case ATTN_DTYPE_F32: return c->f32;
     case ATTN_DTYPE_F16: return c->f16;
@@ -173,7 +173,7 @@ static LLVMTypeRef elem_type(cg *c, attn_dtype dt) {
 
 LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
     ATTNC_ASSERT(k >= 0 && k < c->n_buffers);
-    return LLVMBuildInBoundsGEP2(c->b, elem_type(c, dt), c->base[k], &off, 1, "");
+    return LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, dt), c->base[k], &off, 1, "");
 }
 
 LLVMValueRef cg_first_key(cg *c) {
@@ -211,7 +211,7 @@ LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
 }
 
 LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
-    LLVMValueRef v = LLVMBuildLoad2(c->b, elem_type(c, dt), p, "");
+    LLVMValueRef v = LLVMBuildLoad2(c->b, cg_elem_type(c, dt), p, "");
     switch (dt) {
     case ATTN_DTYPE_F32: return v;
     case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->f32, "");
@@ -322,7 +322,7 @@ static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
 }
 
 LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
-    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
+    LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
     LLVMSetAlignment(v, (unsigned)attn_dtype_size(dt));
     return widen(c, dt, v);
@@ -341,7 +341,7 @@ static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LL
 }
 
 LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask) {
-    LLVMTypeRef vt = LLVMVectorType(elem_type(c, dt), (unsigned)c->target.lanes);
+    LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false), mask, LLVMConstNull(vt)};
     return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, args, 4));
 }

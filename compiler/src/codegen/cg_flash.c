@@ -41,7 +41,7 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
 
 /* Splat of element d of the K or V row at p (any cache dtype). */
 static LLVMValueRef bcast(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef d) {
-    LLVMTypeRef et = dt == ATTN_DTYPE_F32 ? c->f32 : dt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
+    LLVMTypeRef et = cg_elem_type(c, dt);
     return cg_splat(c, cg_load(c, dt, LLVMBuildInBoundsGEP2(c->b, et, p, &d, 1, "")));
 }
 

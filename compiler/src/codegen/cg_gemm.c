@@ -341,7 +341,7 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         }
     }
     attn_dtype wdt = c->g->cfg.dtype;
-    LLVMTypeRef wet = wdt == ATTN_DTYPE_F32 ? c->f32 : wdt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
+    LLVMTypeRef wet = cg_elem_type(c, wdt);
     LLVMValueRef w0 = cg_buf_elem(
         c, gc->w_buf, wdt,
         LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),

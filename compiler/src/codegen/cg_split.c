@@ -128,11 +128,15 @@ static void fold_level(cg *c, fold *f, int n, int w) {
     }
 }
 
-/* Folds the n vectors f (segments of w lanes) down to one whose lane j is
- * the sum over all lanes of key j's vector. */
-static LLVMValueRef fold_finish(cg *c, fold *f, int n, int w) {
+/* Folds the n vectors f (segments of w lanes) pairwise down to f[0],
+ * segments of w / n lanes. */
+static void fold_down(cg *c, fold *f, int n, int w) {
     for (; n > 1; n /= 2, w /= 2)
         fold_level(c, f, n, w);
+}
+
+/* f[0] of one-lane segments as a vector whose lane j is key j's sum. */
+static LLVMValueRef fold_finish(cg *c, const fold *f) {
     int perm[64];
     for (int l = 0; l < c->target.lanes; l++)
         perm[f[0].key[l]] = l;
@@ -154,7 +158,7 @@ static LLVMValueRef max_across(cg *c, LLVMValueRef v) {
 /* Vector v of the head_dim elements at p (dtype dt) as f32; lanes past
  * head_dim read as 0. */
 static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, int64_t v) {
-    LLVMTypeRef et = dt == ATTN_DTYPE_F32 ? c->f32 : dt == ATTN_DTYPE_F16 ? c->f16 : c->i16;
+    LLVMTypeRef et = cg_elem_type(c, dt);
     LLVMValueRef at = cg_gep(c, et, p, cg_i64(c, v * s->lanes));
     if ((v + 1) * s->lanes <= s->hd)
         return cg_vload(c, dt, at);
@@ -383,9 +387,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
                 f[jj].v = acc[i][jj];
                 f[jj].key[0] = j + jj;
             }
-            fold_level(c, f, grp, L);
-            if (grp == 4)
-                fold_level(c, f, 2, L / 2);
+            fold_down(c, f, grp, L);
             part[i][np] = f[0];
         }
         width[np++] = L / grp;
@@ -400,7 +402,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
      * written (a repeated row writes the same values) */
     LLVMValueRef alpha[SPLIT_ROWS], mnew[SPLIT_ROWS], lnew[SPLIT_ROWS];
     for (int i = 0; i < s.rb; i++) {
-        LLVMValueRef sc = cg_softcap(c, n, fold_finish(c, part[i], np, width[0]));
+        fold_down(c, part[i], np, width[0]);
+        LLVMValueRef sc = cg_softcap(c, n, fold_finish(c, part[i]));
         LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok[i], ""), c->i32, ""));
         sc = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY), sc, "");
         LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
