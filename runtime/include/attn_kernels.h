@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 3
+#define ATTN_KERNELS_ABI 4
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -80,8 +80,9 @@ typedef enum attn_buf_role {
     ATTN_BUF_INPUT,   /* x [S, d_model] f32 */
     ATTN_BUF_OUTPUT,  /* y [S, d_model] f32 */
     ATTN_BUF_WEIGHT,  /* f32, weight id in `weight` */
-    ATTN_BUF_CACHE_K, /* the block pool: [blocks * block_tokens, kv_groups, head_dim], kv_dtype */
-    ATTN_BUF_CACHE_V,
+    ATTN_BUF_CACHE_K, /* the block pool, kv_dtype: [blocks, kv_groups * head_dim, block_tokens]
+                         (in a block, each column's tokens side by side) */
+    ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim] */
     ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
                          its new tokens) or, if per_sequence, of one sequence, whose T
                          then counts keys from the first visible one: T - max(0,

@@ -314,10 +314,11 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
     int64_t last = s->len / c->bt;
     if (s->len % c->bt && c->refs[s->table[last]] > 1) { /* copy on write */
         int32_t old = s->table[last], fresh = take_block(c);
-        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes;
-        size_t from = (size_t)old * (size_t)c->bt * c->row_bytes;
-        size_t to = (size_t)fresh * (size_t)c->bt * c->row_bytes;
-        memcpy((char *)c->k + to, (char *)c->k + from, bytes);
+        /* V's first rows; K's tokens are spread over the block (a column's
+         * tokens side by side: attn_kernels.h), so all of it */
+        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes, block = (size_t)c->bt * c->row_bytes;
+        size_t from = (size_t)old * block, to = (size_t)fresh * block;
+        memcpy((char *)c->k + to, (char *)c->k + from, block);
         memcpy((char *)c->v + to, (char *)c->v + from, bytes);
         put_block(c, old);
         s->table[last] = fresh;

@@ -168,6 +168,10 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
     /* weights in f16/bf16 are exact in the kernels (widened in registers) */
     c.dtype = (attn_dtype)(i % 5 == 3 ? ATTN_DTYPE_BF16 : i % 7 == 4 ? ATTN_DTYPE_F16 : 0);
     c.kv_max_tokens = 512;
+    /* cache blocks of whole key tiles (16, 32, 48) or not (1, 7, 20): the
+     * split kernel reads a tile's keys as one vector or gathers them */
+    static const int64_t blocks[] = {16, 1, 32, 7, 48, 20};
+    c.kv_block_tokens = blocks[(i / 3) % 6];
     /* mostly short runs; every 8th long */
     *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
     *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
@@ -192,11 +196,11 @@ static void jit_equals_reference_over_random_sweep(void **state) {
         double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i);
         if (!(e <= tolerance(c.kv_dtype)))
             fail_msg("sweep %d (heads %lld/%lld hd %lld T %lld chunk %lld rope %d/%d window %lld "
-                     "softcap %g causal %d kv %s weights %s): relative error %g",
+                     "softcap %g causal %d kv %s blocks of %lld weights %s): relative error %g",
                      i, (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
                      (long long)T, (long long)chunk, c.rope_style, c.rope_scaling,
                      (long long)c.sliding_window, c.softcap, c.causal,
-                     attn_dtype_name(c.kv_dtype), attn_dtype_name(c.dtype), e);
+                     attn_dtype_name(c.kv_dtype), (long long)c.kv_block_tokens, attn_dtype_name(c.dtype), e);
     }
     tmpdir_remove(dir);
 }

@@ -17,7 +17,8 @@ typedef struct cg_view {
     attn_dtype dt;
     ir_dim off;
     ir_dim nb[IR_MAX_DIMS];
-    bool paged;      /* the cache: dim 2 is a token j read through the block table */
+    bool paged;      /* the cache: dim 2 is a token j read through the block table,
+                        nb[2] its stride within its block (cg_cache_strides) */
     bool batch_rows; /* outermost dim is S over the whole batch: sequence-phase
                         kernels add tok0 to it */
     bool from_first_key; /* per-sequence scratch: its T dims hold keys jlo..T-1
@@ -156,6 +157,14 @@ ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);
 /* This thread's share [lo, hi) of n items. */
 ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);
 
+/* The pool layout (attn_kernels.h): in a block, column col (K/V head x
+ * head_dim + d) of the token at offset o is element col * col_stride +
+ * o * tok_stride; K (which 0) keeps a column's tokens side by side, V
+ * (which 1) a token's columns. */
+ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, int64_t *tok_stride);
+/* Pointer to column col of cache row slot (block * block_tokens + o) of
+ * cache which, buffer buf. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col);
 /* Pointer to element idx[0..ndim) of node n's view. */
 ATTNC_HIDDEN LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx);
 /* Base pointer of buffer k plus an element offset, for element type dt. */
@@ -180,6 +189,8 @@ ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p
  * 0 / are left alone. */
 ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask);
 ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* The elements (dtype dt) at the lanes' pointers ptrs (<lanes x ptr>), as f32. */
+ATTNC_HIDDEN LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs);
 /* Asks for the cache line at p (a read; locality 3: into L1 .. 0: none). */
 ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
 /* a * b + acc, fused where the target has FMA (results depend on the

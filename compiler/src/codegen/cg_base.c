@@ -184,13 +184,37 @@ LLVMValueRef cg_first_key(cg *c) {
     return cg_intrinsic(c, "llvm.smax", c->i64, j, cg_i64(c, 0));
 }
 
-/* Cache row of the sequence's token j: through the block table. */
-static LLVMValueRef cache_row(cg *c, LLVMValueRef j) {
+void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, int64_t *tok_stride) {
+    int64_t kvd = cfg->kv_groups * cfg->head_dim;
+    *col_stride = which ? 1 : cfg->kv_block_tokens;
+    *tok_stride = which ? kvd : 1;
+}
+
+/* Element offset of token offset o of pool block blk with column strides
+ * col_stride: the block's start plus o's place in it. */
+static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t tok_stride) {
+    const attn_config *cfg = &c->g->cfg;
+    LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cfg->kv_block_tokens * cfg->kv_groups * cfg->head_dim), "");
+    return LLVMBuildAdd(c->b, start, LLVMBuildMul(c->b, o, cg_i64(c, tok_stride), ""), "");
+}
+
+LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col) {
+    int64_t cs, ts, bt = c->g->cfg.kv_block_tokens;
+    cg_cache_strides(&c->g->cfg, which, &cs, &ts);
+    LLVMValueRef off = block_off(c, LLVMBuildSDiv(c->b, slot, cg_i64(c, bt), ""),
+                                 LLVMBuildSRem(c->b, slot, cg_i64(c, bt), ""), ts);
+    off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, col, cg_i64(c, cs), ""), "");
+    return cg_buf_elem(c, buf, dt, off);
+}
+
+/* Offset of the sequence's token j in the pool (a view's dim 2, stride
+ * tok_stride within its block): through the block table. */
+static LLVMValueRef paged_off(cg *c, LLVMValueRef j, int64_t tok_stride) {
     LLVMValueRef bt = cg_i64(c, c->g->cfg.kv_block_tokens);
     LLVMValueRef blk_idx = LLVMBuildSDiv(c->b, j, bt, "");
     LLVMValueRef p = LLVMBuildInBoundsGEP2(c->b, c->i32, c->table, &blk_idx, 1, "");
     LLVMValueRef blk = LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, p, "block"), c->i64, "");
-    return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, bt, ""), LLVMBuildSRem(c->b, j, bt, ""), "row");
+    return block_off(c, blk, LLVMBuildSRem(c->b, j, bt, ""), tok_stride);
 }
 
 LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
@@ -199,9 +223,12 @@ LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
     LLVMValueRef off = dim_with_t(c, v->off, t);
     for (int d = 0; d < n->ndim; d++) {
         LLVMValueRef i = idx[d];
-        if (v->paged && d == 2)
-            i = cache_row(c, i);
-        else if (v->batch_rows && d == n->ndim - 1 && c->phase == ATTN_PHASE_SEQUENCE)
+        if (v->paged && d == 2) {
+            ATTNC_ASSERT(v->nb[2].s == 0 && v->nb[2].t == 0 && v->nb[2].st == 0);
+            off = LLVMBuildAdd(c->b, off, paged_off(c, i, v->nb[2].c), "");
+            continue;
+        }
+        if (v->batch_rows && d == n->ndim - 1 && c->phase == ATTN_PHASE_SEQUENCE)
             i = LLVMBuildAdd(c->b, i, c->tok0, "");
         else if (v->from_first_key && ir_dim_eq(n->ne[d], ir_sym_t()))
             i = LLVMBuildSub(c->b, i, c->jlo, "");
@@ -332,9 +359,10 @@ void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     cg_store(c, dt, v, p); /* cg_store handles vectors */
 }
 
-static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMValueRef *args, int n) {
+static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt, LLVMValueRef *args,
+                                     int n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    LLVMTypeRef tys[2] = {vt, c->ptr};
+    LLVMTypeRef tys[2] = {vt, pt};
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2);
     LLVMTypeRef fty = LLVMIntrinsicGetType(c->llctx, id, tys, 2);
     return LLVMBuildCall2(c->b, fty, fn, args, (unsigned)n, "");
@@ -343,12 +371,20 @@ static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LL
 LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask) {
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false), mask, LLVMConstNull(vt)};
-    return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, args, 4));
+    return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, c->ptr, args, 4));
+}
+
+LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
+    unsigned n = (unsigned)c->target.lanes;
+    LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), n);
+    LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false),
+                            LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)), LLVMGetUndef(vt)};
+    return widen(c, dt, masked_intrinsic(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
 }
 
 void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
     LLVMValueRef args[4] = {v, p, LLVMConstInt(c->i32, 4, false), mask};
-    masked_intrinsic(c, "llvm.masked.store", c->vf, args, 4);
+    masked_intrinsic(c, "llvm.masked.store", c->vf, c->ptr, args, 4);
 }
 
 void cg_prefetch(cg *c, LLVMValueRef p, int locality) {

@@ -33,10 +33,8 @@ void cg_emit_copy(cg *c, const ir_node *n, const char *name) {
         LLVMValueRef src[3] = {ld.i, src_h, lt.i}, dst[3] = {ld.i, lh.i, lt.i};
         LLVMValueRef to;
         if (append) {
-            LLVMValueRef off = LLVMBuildAdd(
-                c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, heads), ""), lh.i, ""), cg_i64(c, hd), ""),
-                ld.i, "");
-            to = cg_buf_elem(c, c->plan->view[n->id].buf, n->dt, off);
+            LLVMValueRef col = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lh.i, cg_i64(c, hd), ""), ld.i, "");
+            to = cg_cache_elem(c, n->cache, c->plan->view[n->id].buf, n->dt, row, col);
         } else {
             to = cg_addr(c, n, dst);
         }

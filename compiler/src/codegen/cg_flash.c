@@ -24,7 +24,6 @@ typedef struct flash {
     const ir_node *n, *q, *k, *v;
     int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
     int lanes, rv, rows, bk, bks, dc; /* keys per tile, per score pass */
-    attn_dtype kdt, vdt;
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
 } flash;
@@ -39,10 +38,13 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
                                      cg_i64(c, (int64_t)v * f->lanes), ""));
 }
 
-/* Splat of element d of the K or V row at p (any cache dtype). */
-static LLVMValueRef bcast(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef d) {
-    LLVMTypeRef et = cg_elem_type(c, dt);
-    return cg_splat(c, cg_load(c, dt, LLVMBuildInBoundsGEP2(c->b, et, p, &d, 1, "")));
+/* Splat of element d (stride: the view's nb[0]) of the K or V row at p
+ * (any cache dtype). */
+static LLVMValueRef bcast(cg *c, const ir_node *kv, LLVMValueRef p, LLVMValueRef d) {
+    const cg_view *v = &c->plan->view[kv->id];
+    ATTNC_ASSERT(v->nb[0].s == 0 && v->nb[0].t == 0 && v->nb[0].st == 0);
+    LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, v->nb[0].c), "");
+    return cg_splat(c, cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), p, &i, 1, "")));
 }
 
 /* Row r of an item: its head and token (valid when *ok). */
@@ -77,7 +79,7 @@ static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alp
                 zero[v] = LLVMBuildFCmp(c->b, LLVMRealOEQ, p[v], cg_vf32(c, 0), "");
         }
         for (int dd = 0; dd < f->dc; dd++) {
-            LLVMValueRef vb = bcast(c, f->vdt, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""));
+            LLVMValueRef vb = bcast(c, f->v, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""));
             for (int v = 0; v < f->rv; v++) {
                 LLVMValueRef *a = &acc[dd * f->rv + v], sum = cg_fma(c, p[v], vb, *a);
                 *a = guarded ? LLVMBuildSelect(c->b, zero[v], *a, sum, "") : sum;
@@ -103,7 +105,7 @@ static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
     for (int v = 0; v < f->rv; v++)
         qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, l.i, v));
     for (int j = 0; j < f->bks; j++) {
-        LLVMValueRef kb = bcast(c, f->kdt, krow[j], l.i);
+        LLVMValueRef kb = bcast(c, f->k, krow[j], l.i);
         for (int v = 0; v < f->rv; v++)
             next[j * f->rv + v] = cg_fma(c, kb, qv[v], l.acc[j * f->rv + v]);
     }
@@ -243,8 +245,6 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.dc /= 2;
     if (c->target.regs < 32 && f.dc > 4)
         f.dc = 4;
-    f.kdt = c->plan->view[f.k->id].dt;
-    f.vdt = c->plan->view[f.v->id].dt;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
 
     cg_kernel_begin(c, name);

@@ -254,10 +254,19 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
         LLVMAddCase(sw, LLVMConstInt(c->i64, k ? DST_CACHE_V : DST_CACHE_K, false), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);
         LLVMValueRef slot = LLVMBuildLoad2(c->b, c->i64, cg_gep(c, c->i64, c->slot, t), "slot");
-        LLVMValueRef row = LLVMBuildMul(c->b, slot, cg_i64(c, c->g->cfg.kv_groups * c->g->cfg.head_dim), "");
-        for (int j = 0; j < 2; j++)
-            cg_vstore(c, gc->kv_dt, v[j],
-                      cg_buf_elem(c, gc->cache_buf[k], gc->kv_dt, LLVMBuildAdd(c->b, row, dcol[j], "")));
+        int64_t cs, ts;
+        cg_cache_strides(&c->g->cfg, k, &cs, &ts);
+        for (int j = 0; j < 2; j++) {
+            if (cs == 1) { /* the token's columns side by side */
+                cg_vstore(c, gc->kv_dt, v[j], cg_cache_elem(c, k, gc->cache_buf[k], gc->kv_dt, slot, dcol[j]));
+                continue;
+            }
+            for (int l = 0; l < gc->gm.lanes; l++) {
+                LLVMValueRef cl = LLVMBuildAdd(c->b, dcol[j], cg_i64(c, l), "");
+                cg_store(c, gc->kv_dt, LLVMBuildExtractElement(c->b, v[j], LLVMConstInt(c->i32, (unsigned)l, false), ""),
+                         cg_cache_elem(c, k, gc->cache_buf[k], gc->kv_dt, slot, cl));
+            }
+        }
         LLVMBuildBr(c->b, done);
     }
     LLVMPositionBuilderAtEnd(c->b, own);

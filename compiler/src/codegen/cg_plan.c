@@ -130,6 +130,13 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
                     p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, false, ir_const(0));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
             v->paged = true;
+            {
+                int64_t cs, ts;
+                cg_cache_strides(c, n->cache, &cs, &ts);
+                v->nb[0] = ir_const(cs);
+                v->nb[1] = ir_const(c->head_dim * cs);
+                v->nb[2] = ir_const(ts);
+            }
             p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
             break;
         case IR_OP_FLASH:

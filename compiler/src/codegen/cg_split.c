@@ -5,17 +5,19 @@
  * chunks of ck keys (a multiple of the vector width, at least
  * SPLIT_MIN_KEYS): the cut depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); each thread takes
- * a run of consecutive chunks. Keys come in tiles of one vector width;
- * within a tile, K/V head by K/V head, the rows are read straight from the
- * cache and converted in registers, for blocks of up to SPLIT_ROWS query
- * rows of the head's group at once: the scores of 4 keys x the block's
- * rows are head_dim-wide dot products (each K vector converted once),
- * folded into one vector of a score per lane; then an online softmax per
- * row and p.v for the block's rows (each V vector converted once). While a
- * tile computes, the next tile's token rows are prefetched into L2 in
- * memory order, each K/V head asking for its share between its loads. The
- * chunk's result per row is its max m, sum l and unnormalized output o,
- * stored to the node's split buffer.
+ * a run of consecutive chunks. Keys come in tiles of one vector width,
+ * starting at multiples of it; within a tile, K/V head by K/V head, K and
+ * V are read straight from the cache and converted in registers, for
+ * blocks of up to SPLIT_ROWS query rows of the head's group at once. The
+ * cache keeps each K column's tokens side by side (attn_kernels.h), so
+ * the tile's keys of one dimension d are one vector: the scores of the
+ * block's rows are sum_d q[d] k[d][keys], a broadcast q element times
+ * that vector, lane j key j's score (a gather where a block does not
+ * hold whole tiles). Then an online softmax per row and p.v for the
+ * block's rows (each V vector converted once). While a tile computes,
+ * the next tile's K and V are prefetched into L2, each K/V head asking
+ * for its share between its loads. The chunk's result per row is its max
+ * m, sum l and unnormalized output o, stored to the node's split buffer.
  *
  * The merge kernel (a step of its own, after all items) combines each
  * row's chunks in chunk order: out = sum_c e^(m_c - M) o_c / sum_c
@@ -31,6 +33,7 @@ enum {
     SPLIT_CHUNKS = 16,
     SPLIT_MIN_KEYS = 64,
     SPLIT_ROWS = 4,                           /* query rows of a K/V head computed together */
+    SPLIT_CHAINS = 16,                        /* score sums in flight: rows x chains per row */
     SPLIT_MAX_VECTORS = ATTN_MAX_HEAD_DIM / 4 /* vectors of head_dim, 4 lanes at least */
 };
 
@@ -40,6 +43,8 @@ typedef struct split {
                                                  heads x split_tokens */
     int lanes, rb, pv_part;                   /* rows per block; head_dim vectors per p.v pass */
     attn_dtype kdt, vdt;
+    int64_t kd;                               /* elements from k[d] to k[d + 1] of a key */
+    bool kvec;                                /* a tile's keys of one d are one vector in memory */
     int buf; /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
 } split;
 
@@ -64,22 +69,30 @@ static split split_of(cg *c, const ir_node *n) {
     s.pv_part = c->target.regs / 2 / s.rb;
     s.pv_part = s.pv_part < 1 ? 1 : s.pv_part > s.nv ? (int)s.nv : s.pv_part;
     s.buf = c->plan->split[n->id];
-    /* rows of q, k, v and the output are contiguous over head_dim */
-    const ir_node *rows[4] = {s.q, s.k, s.v, n};
-    for (int i = 0; i < 4; i++)
+    /* rows of q, v and the output are contiguous over head_dim */
+    const ir_node *rows[3] = {s.q, s.v, n};
+    for (int i = 0; i < 3; i++)
         ATTNC_ASSERT(ir_dim_eq(c->plan->view[rows[i]->id].nb[0], ir_const(1)));
+    const cg_view *kv = &c->plan->view[s.k->id];
+    ATTNC_ASSERT(kv->nb[0].s == 0 && kv->nb[0].t == 0 && kv->nb[0].st == 0);
+    s.kd = kv->nb[0].c;
+    /* tiles start at multiples of lanes: whole tiles in each block */
+    s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) && cfg->kv_block_tokens % s.lanes == 0;
     return s;
 }
 
-/* The keys the call's rows see, [*jbeg, *jend), and their chunks: *nc of
- * *ck keys. Shared by both kernels, so they agree. */
-static void chunks(cg *c, const split *s, LLVMValueRef *jbeg, LLVMValueRef *jend, LLVMValueRef *ck, LLVMValueRef *nc) {
+/* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nc
+ * of *ck keys from *jbeg, jfirst rounded down to a multiple of lanes.
+ * Shared by both kernels, so they agree. */
+static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg, LLVMValueRef *jend,
+                   LLVMValueRef *ck, LLVMValueRef *nc) {
     const attn_config *cfg = &c->g->cfg;
-    *jbeg = c->jlo;
+    *jfirst = c->jlo;
     *jend = c->T;
     if (s->n->causal && cfg->sliding_window > 0)
-        *jbeg = cg_intrinsic(c, "llvm.smax", c->i64, *jbeg,
-                             LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
+        *jfirst = cg_intrinsic(c, "llvm.smax", c->i64, *jfirst,
+                               LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
+    *jbeg = LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
     LLVMValueRef per =
         LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, SPLIT_CHUNKS - 1), ""), cg_i64(c, SPLIT_CHUNKS), "");
@@ -95,52 +108,6 @@ static LLVMValueRef part_at(cg *c, const split *s, LLVMValueRef chunk, LLVMValue
     LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, chunk, cg_i64(c, s->rows_max), ""), r, "");
     LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, s->hd + 2), ""), cg_i64(c, e), "");
     return cg_buf_elem(c, s->buf, ATTN_DTYPE_F32, off);
-}
-
-/* Vectors being summed across their lanes: segment g (of lanes / segments
- * lanes) of v holds partial sums of the dot product of key key[g]. */
-typedef struct fold {
-    LLVMValueRef v;
-    int key[64];
-} fold;
-
-/* Pairs f[2i], f[2i+1] (segments of w lanes) into f[i] (segments of w/2):
- * the halves of each segment are added, the segments of both vectors
- * interleaved. */
-static void fold_level(cg *c, fold *f, int n, int w) {
-    int L = c->target.lanes, h = w / 2, nseg = L / w;
-    for (int i = 0; i < n / 2; i++) {
-        LLVMValueRef lo_idx[64], hi_idx[64];
-        int nk[64];
-        for (int sg = 0; sg < nseg; sg++)
-            for (int ab = 0; ab < 2; ab++) {
-                int to = (2 * sg + ab) * h, from = ab * L + sg * w;
-                for (int l = 0; l < h; l++) {
-                    lo_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + l), false);
-                    hi_idx[to + l] = LLVMConstInt(c->i32, (unsigned)(from + h + l), false);
-                }
-                nk[2 * sg + ab] = f[2 * i + ab].key[sg];
-            }
-        LLVMValueRef x = f[2 * i].v, y = f[2 * i + 1].v;
-        f[i].v = LLVMBuildFAdd(c->b, LLVMBuildShuffleVector(c->b, x, y, LLVMConstVector(lo_idx, (unsigned)L), ""),
-                               LLVMBuildShuffleVector(c->b, x, y, LLVMConstVector(hi_idx, (unsigned)L), ""), "");
-        memcpy(f[i].key, nk, sizeof(int) * (size_t)(2 * nseg));
-    }
-}
-
-/* Folds the n vectors f (segments of w lanes) pairwise down to f[0],
- * segments of w / n lanes. */
-static void fold_down(cg *c, fold *f, int n, int w) {
-    for (; n > 1; n /= 2, w /= 2)
-        fold_level(c, f, n, w);
-}
-
-/* f[0] of one-lane segments as a vector whose lane j is key j's sum. */
-static LLVMValueRef fold_finish(cg *c, const fold *f) {
-    int perm[64];
-    for (int l = 0; l < c->target.lanes; l++)
-        perm[f[0].key[l]] = l;
-    return cg_shuffle(c, f[0].v, perm, c->target.lanes);
 }
 
 /* The largest lane of v (maxnum: NaN lanes are passed over, as the
@@ -280,10 +247,10 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef slots[3] = {qs, os, ps};
     for (int i = 0; i < 3; i++)
         LLVMSetAlignment(slots[i], 64);
-    ahead ak = ahead_of(c, &s, s.k, s.kdt), av = ahead_of(c, &s, s.v, s.vdt);
+    ahead av = ahead_of(c, &s, s.v, s.vdt);
 
-    LLVMValueRef jbeg, jend, ck, nc;
-    chunks(c, &s, &jbeg, &jend, &ck, &nc);
+    LLVMValueRef jfirst, jbeg, jend, ck, nc;
+    chunks(c, &s, &jfirst, &jbeg, &jend, &ck, &nc);
     LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, cfg->heads), "rows");
     /* a thread's chunks are consecutive, so the prefetch of the next tile
      * runs on into its next chunk */
@@ -314,32 +281,42 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     /* some key of the tile is hidden from some row: guard p.v */
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, L - 1), "");
     LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
+    /* keys before jfirst (the first tile's) are outside every row's window */
     LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, cj1, c->P, pmax);
     LLVMValueRef keys = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "keys");
     LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys, cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
-    /* the next tile's token rows (past the keys: the last key again) */
-    for (int j = 0; j < L; j++) {
+    /* the next tile's V token rows (past the keys: the last key again), its
+     * first key (past the keys: this tile's) */
+    for (int j = 0; av.rows && j < L; j++) {
         LLVMValueRef ki[3] = {cg_i64(c, 0), cg_i64(c, 0),
                               cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, L + j), ""),
                                            LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""))};
-        const ahead *a[2] = {&ak, &av};
-        const ir_node *kv[2] = {s.k, s.v};
-        for (int w = 0; w < 2; w++)
-            if (a[w]->rows)
-                LLVMBuildStore(c->b, cg_addr(c, kv[w], ki), cg_gep(c, c->ptr, a[w]->rows, cg_i64(c, j)));
+        LLVMBuildStore(c->b, cg_addr(c, s.v, ki), cg_gep(c, c->ptr, av.rows, cg_i64(c, j)));
     }
+    LLVMValueRef jnext = LLVMBuildAdd(c->b, j0, cg_i64(c, L), "");
+    jnext = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, jnext, jend, ""), jnext, j0, "jnext");
 
-    /* K/V head by K/V head, its rows read straight from the cache */
+    /* K/V head by K/V head, read straight from the cache */
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hk), "kvh");
     LLVMValueRef kvh = lh.i;
-    LLVMValueRef krow[64], vrow[64];
+    LLVMValueRef krow[64], vrow[64], kt = NULL, kt_next = NULL, kptrs = NULL;
     for (int j = 0; j < L; j++) {
-        /* keys past the chunk read its last key (masked below) */
+        /* keys outside [jfirst, cj1) read the nearest one (masked below;
+         * blocks before jfirst may have been released) */
         LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
                                        LLVMBuildSub(c->b, cj1, cg_i64(c, 1), ""));
-        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
+        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, cg_intrinsic(c, "llvm.smax", c->i64, kj, jfirst)};
         krow[j] = cg_addr(c, s.k, ki);
         vrow[j] = cg_addr(c, s.v, ki);
+    }
+    if (s.kvec) { /* the tile's keys in the block of j0, side by side */
+        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, j0}, kn[3] = {cg_i64(c, 0), kvh, jnext};
+        kt = cg_addr(c, s.k, ki);
+        kt_next = cg_addr(c, s.k, kn);
+    } else {
+        kptrs = LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L));
+        for (int j = 0; j < L; j++)
+            kptrs = LLVMBuildInsertElement(c->b, kptrs, krow[j], LLVMConstInt(c->i32, (unsigned)j, false), "");
     }
     /* the group's rows (token tok, head kvh * group + hh) in blocks of rb;
      * the last block repeats the last row where it runs out */
@@ -358,52 +335,39 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
                             "r");
         orow[i] = cg_gep(c, c->f32, os, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""));
     }
-    /* scores, 4 keys x the block's rows at a time: each K vector converted
-     * once, each q vector loaded once (through a pointer the optimizer
-     * cannot follow, so it does not keep all of q live across the tile);
-     * the dot products folded as soon as a pair is complete (the same
-     * tree as one fold of all lanes), so few vectors stay live */
-    int grp = L < 4 ? L : 4;
-    fold part[SPLIT_ROWS][8];
-    int np = 0, width[8];
-    for (int j = 0; j < L; j += grp) {
-        LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][4];
-        for (int64_t v = 0; v < s.nv; v++) {
-            LLVMValueRef kv[4];
-            for (int jj = 0; jj < grp; jj++) {
-                ahead_step(c, &ak, kvh, j * s.nv + v * grp + jj, L * s.nv);
-                kv[jj] = row_vec(c, &s, s.kdt, krow[j + jj], v);
-            }
-            for (int i = 0; i < s.rb; i++) {
-                LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""), cg_i64(c, v * L), "");
-                LLVMValueRef qv = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, qb, qe));
-                for (int jj = 0; jj < grp; jj++)
-                    acc[i][jj] = v ? cg_fma(c, qv, kv[jj], acc[i][jj]) : LLVMBuildFMul(c->b, qv, kv[jj], "");
-            }
+    /* scores: for each d, the tile's keys converted once, times each row's
+     * q[d] (loaded through a pointer the optimizer cannot follow, so it
+     * stays an FMA's broadcast operand instead of a register kept across
+     * the tile); chains sums per row (d mod chains) hide the FMA latency */
+    int chains = SPLIT_CHAINS / s.rb < s.hd ? SPLIT_CHAINS / s.rb : (int)s.hd;
+    int64_t es = (int64_t)attn_dtype_size(s.kdt);
+    int64_t line_d = s.kd * es >= 64 ? 1 : 64 / (s.kd * es); /* d rows per cache line */
+    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS];
+    for (int64_t d = 0; d < s.hd; d++) {
+        LLVMValueRef kv;
+        if (s.kvec) {
+            if (d % line_d == 0) /* the next tile's line of this d, into L2 */
+                cg_prefetch(c, cg_gep(c, cg_elem_type(c, s.kdt), kt_next, cg_i64(c, d * s.kd)), 2);
+            kv = cg_vload(c, s.kdt, cg_gep(c, cg_elem_type(c, s.kdt), kt, cg_i64(c, d * s.kd)));
+        } else {
+            LLVMValueRef off = cg_i64(c, d * s.kd);
+            kv = cg_vgather(c, s.kdt, LLVMBuildGEP2(c->b, cg_elem_type(c, s.kdt), kptrs, &off, 1, ""));
         }
+        int u = (int)(d % chains);
         for (int i = 0; i < s.rb; i++) {
-            fold f[4];
-            for (int jj = 0; jj < grp; jj++) {
-                f[jj].v = acc[i][jj];
-                f[jj].key[0] = j + jj;
-            }
-            fold_down(c, f, grp, L);
-            part[i][np] = f[0];
-        }
-        width[np++] = L / grp;
-        while (np >= 2 && width[np - 1] == width[np - 2]) {
-            for (int i = 0; i < s.rb; i++)
-                fold_level(c, &part[i][np - 2], 2, width[np - 1]);
-            width[np - 2] /= 2;
-            np--;
+            LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""), cg_i64(c, d), "");
+            LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, qb, qe), ""));
+            acc[i][u] = d < chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
         }
     }
     /* online softmax per row: every row's m and l are read before any is
      * written (a repeated row writes the same values) */
     LLVMValueRef alpha[SPLIT_ROWS], mnew[SPLIT_ROWS], lnew[SPLIT_ROWS];
     for (int i = 0; i < s.rb; i++) {
-        fold_down(c, part[i], np, width[0]);
-        LLVMValueRef sc = cg_softcap(c, n, fold_finish(c, part[i]));
+        for (int w = 1; w < chains; w *= 2) /* pairwise: (0+1)+(2+3).. */
+            for (int u = 0; u + w < chains; u += 2 * w)
+                acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + w], "");
+        LLVMValueRef sc = cg_softcap(c, n, acc[i][0]);
         LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok[i], ""), c->i32, ""));
         sc = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY), sc, "");
         LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
@@ -464,8 +428,8 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMPositionBuilderAtEnd(c->b, out);
     LLVMBuildRetVoid(c->b);
     LLVMPositionBuilderAtEnd(c->b, run);
-    LLVMValueRef jbeg, jend, ck, nc;
-    chunks(c, &s, &jbeg, &jend, &ck, &nc);
+    LLVMValueRef jfirst, jbeg, jend, ck, nc;
+    chunks(c, &s, &jfirst, &jbeg, &jend, &ck, &nc);
     LLVMValueRef lo, hi;
     cg_share(c, LLVMBuildMul(c->b, c->S, cg_i64(c, H), ""), &lo, &hi);
     cg_loop lr = cg_for(c, lo, hi, "row"); /* row = token * heads + head */
