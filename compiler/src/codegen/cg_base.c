@@ -190,8 +190,8 @@ void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, in
     *tok_stride = which ? kvd : 1;
 }
 
-/* Element offset of token offset o of pool block blk with column strides
- * col_stride: the block's start plus o's place in it. */
+/* Element offset of token offset o (tok_stride apart) of pool block blk:
+ * the block's start plus o's place in it. */
 static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t tok_stride) {
     const attn_config *cfg = &c->g->cfg;
     LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cfg->kv_block_tokens * cfg->kv_groups * cfg->head_dim), "");

@@ -15,9 +15,10 @@
  * that vector, lane j key j's score (a gather where a block does not
  * hold whole tiles). Then an online softmax per row and p.v for the
  * block's rows (each V vector converted once). While a tile computes,
- * the next tile's K and V are prefetched into L2, each K/V head asking
- * for its share between its loads. The chunk's result per row is its max
- * m, sum l and unnormalized output o, stored to the node's split buffer.
+ * the next tile's K and V are prefetched into L2 between the loads: each
+ * K/V head its own K (where blocks hold whole tiles) and a share of the V
+ * rows in memory order. The chunk's result per row is its max m, sum l and
+ * unnormalized output o, stored to the node's split buffer.
  *
  * The merge kernel (a step of its own, after all items) combines each
  * row's chunks in chunk order: out = sum_c e^(m_c - M) o_c / sum_c
@@ -25,7 +26,6 @@
  * count. For calls with more new tokens the flash kernel runs its own
  * path and the merge kernel returns at once. */
 #include <math.h>
-#include <string.h>
 
 #include "codegen/cg.h"
 
@@ -134,10 +134,11 @@ static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p
     return cg_vload_masked(c, dt, at, inside);
 }
 
-/* The cache lines of the next tile's token rows (K or V, all heads), in
- * memory order, handed out to the K/V heads of this tile: head h asks for
- * lines [h * per, (h + 1) * per), spread over its loads, so the rows
- * arrive while this tile computes and memory is read front to back. */
+/* The cache lines of the next tile's V token rows (all heads), in memory
+ * order, handed out to the K/V heads of this tile: head h asks for lines
+ * [h * per, (h + 1) * per), spread over its p.v loads, so the rows arrive
+ * while this tile computes and memory is read front to back. (Each head
+ * asks for its own K of the next tile during its scores.) */
 typedef struct ahead {
     LLVMValueRef rows; /* [lanes] pointers to the next tile's token rows */
     int64_t row_lines, per;
