@@ -224,8 +224,9 @@ LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx) {
     for (int d = 0; d < n->ndim; d++) {
         LLVMValueRef i = idx[d];
         if (v->paged && d == 2) {
-            ATTNC_ASSERT(v->nb[2].s == 0 && v->nb[2].t == 0 && v->nb[2].st == 0);
-            off = LLVMBuildAdd(c->b, off, paged_off(c, i, v->nb[2].c), "");
+            int64_t ts;
+            ATTNC_ASSERT(ir_dim_is_const(v->nb[2], &ts));
+            off = LLVMBuildAdd(c->b, off, paged_off(c, i, ts), "");
             continue;
         }
         if (v->batch_rows && d == n->ndim - 1 && c->phase == ATTN_PHASE_SEQUENCE)

@@ -42,8 +42,9 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
  * (any cache dtype). */
 static LLVMValueRef bcast(cg *c, const ir_node *kv, LLVMValueRef p, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
-    ATTNC_ASSERT(v->nb[0].s == 0 && v->nb[0].t == 0 && v->nb[0].st == 0);
-    LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, v->nb[0].c), "");
+    int64_t stride;
+    ATTNC_ASSERT(ir_dim_is_const(v->nb[0], &stride));
+    LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
     return cg_splat(c, cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), p, &i, 1, "")));
 }
 

@@ -74,8 +74,7 @@ static split split_of(cg *c, const ir_node *n) {
     for (int i = 0; i < 3; i++)
         ATTNC_ASSERT(ir_dim_eq(c->plan->view[rows[i]->id].nb[0], ir_const(1)));
     const cg_view *kv = &c->plan->view[s.k->id];
-    ATTNC_ASSERT(kv->nb[0].s == 0 && kv->nb[0].t == 0 && kv->nb[0].st == 0);
-    s.kd = kv->nb[0].c;
+    ATTNC_ASSERT(ir_dim_is_const(kv->nb[0], &s.kd));
     /* tiles start at multiples of lanes: whole tiles in each block */
     s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) && cfg->kv_block_tokens % s.lanes == 0;
     return s;

@@ -39,7 +39,7 @@ bool ir_dim_eq(ir_dim a, ir_dim b) {
     return a.c == b.c && a.s == b.s && a.t == b.t && a.st == b.st;
 }
 
-static bool is_const(ir_dim d, int64_t *v) {
+bool ir_dim_is_const(ir_dim d, int64_t *v) {
     if (d.s || d.t || d.st)
         return false;
     *v = d.c;
@@ -112,7 +112,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             if (i == 3 && o->op == n->args[2]->op)
                 return WHY("operands %%%d and %%%d are of one kind", n->args[2]->id, o->id);
         }
-        if (!is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
+        if (!ir_dim_is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
             return WHY("scaled columns %lld exceed the %lld outputs", (long long)n->scale_cols,
                        (long long)v);
         if (n->rope_cols < 0 || n->rope_cols > v || n->rope_cols % c->head_dim ||
@@ -129,7 +129,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_SLICE:
         if (!want_ndim(a, 2, why, why_len))
             return false;
-        if (!is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 || n->offset + n->cols > v)
+        if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 || n->offset + n->cols > v)
             return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
                        (long long)(n->offset + n->cols), (long long)v);
         set_shape(n, 2, ir_const(n->cols), a->ne[1], z);
@@ -137,7 +137,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_SPLIT_HEADS:
         if (!want_ndim(a, 2, why, why_len))
             return false;
-        if (!is_const(a->ne[0], &v) || v % c->head_dim)
+        if (!ir_dim_is_const(a->ne[0], &v) || v % c->head_dim)
             return WHY("%lld columns are not a whole number of heads of %lld", (long long)v,
                        (long long)c->head_dim);
         set_shape(n, 3, hd, ir_const(v / c->head_dim), a->ne[1]);
@@ -166,7 +166,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_GQA_EXPAND:
         if (!want_ndim(a, 3, why, why_len))
             return false;
-        if (!ir_dim_eq(a->ne[0], hd) || !is_const(a->ne[1], &v) || c->heads % v ||
+        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_is_const(a->ne[1], &v) || c->heads % v ||
             !ir_dim_eq(a->ne[2], T))
             return WHY("operand %%%d is not [head_dim, kv heads dividing heads, T]", a->id);
         set_shape(n, 3, hd, ir_const(c->heads), T); /* widened to f32 */
@@ -182,7 +182,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             if (!want_ndim(kv, 3, why, why_len))
                 return false;
             if (!ir_dim_eq(kv->ne[0], hd) || !ir_dim_eq(kv->ne[2], T) ||
-                !is_const(kv->ne[1], &w) || c->heads % w ||
+                !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
                 (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
                 return WHY("keys/values %%%d are not [head_dim, kv heads, T]", kv->id);
         }
@@ -211,7 +211,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_MERGE_HEADS:
         if (!want_ndim(a, 3, why, why_len))
             return false;
-        if (!is_const(a->ne[0], &v) || !is_const(a->ne[1], &w) || !ir_dim_eq(a->ne[2], S))
+        if (!ir_dim_is_const(a->ne[0], &v) || !ir_dim_is_const(a->ne[1], &w) || !ir_dim_eq(a->ne[2], S))
             return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
         set_shape(n, 2, ir_const(v * w), S, z);
         return true;

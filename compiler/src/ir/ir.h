@@ -72,6 +72,8 @@ ATTNC_HIDDEN ir_dim ir_const(int64_t c);
 ATTNC_HIDDEN ir_dim ir_sym_s(void); /* S */
 ATTNC_HIDDEN ir_dim ir_sym_t(void); /* T */
 ATTNC_HIDDEN bool ir_dim_eq(ir_dim a, ir_dim b);
+/* d holds no symbol: *v = its value. */
+ATTNC_HIDDEN bool ir_dim_is_const(ir_dim d, int64_t *v);
 
 /* Lowers a validated spec into the unfused, textbook graph. */
 ATTNC_HIDDEN attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
