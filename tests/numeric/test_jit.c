@@ -319,6 +319,45 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The split kernel's softmax reference moves only when a score passes it
+ * (then the row's sum and output are rescaled). Inputs that grow along the
+ * sequence (x_t times 1 + t/8) give keys whose scores keep passing it, so
+ * calls of 7 tokens against up to 230 keys rescale again and again; the
+ * results still match the reference, with f32 and f16 caches. */
+static void split_decode_follows_growing_scores(void **state) {
+    (void)state;
+    const attn_dtype kvs[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16};
+    char *dir = tmpdir_new();
+    for (int i = 0; i < 2; i++) {
+        attn_config c = load(spec_path("seed"));
+        c.kv_dtype = kvs[i];
+        char *yaml = attnc_spec_to_yaml(&c);
+        const char *path = path_in(dir, "grow.yaml");
+        write_file(path, yaml, strlen(yaml));
+        free(yaml);
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 70 + (uint64_t)i, &w, NULL), ATTN_OK);
+        int64_t T = 230, D = c.d_model;
+        size_t n = (size_t)(T * D);
+        float *x = random_floats(n, 80 + (uint64_t)i), *y = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < D; d++)
+                x[t * D + d] *= 1.0f + (float)t / 8;
+        attnc_jit *jit = compile(path, NULL);
+        run_jit(jit, w, T, x, y, 7, 2);
+        run_ref(w, T, x, want);
+        double e = rel_err(y, want, n);
+        if (!(e <= tolerance(c.kv_dtype)))
+            fail_msg("cache %s: relative error %g", attn_dtype_name(c.kv_dtype), e);
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        free(x);
+        free(y);
+        free(want);
+    }
+    tmpdir_remove(dir);
+}
+
 /* bf16 weights: the GEMV (calls of at most 8 tokens) uses vdpbf16ps where
  * the CPU has AVX512-BF16 and the exact widening path elsewhere (here:
  * --cpu x86-64-v4); both agree with the reference within 1e-4. */
@@ -511,6 +550,7 @@ int main(void) {
         cmocka_unit_test(jit_equals_reference_over_random_sweep),
         cmocka_unit_test(jit_results_do_not_depend_on_thread_count),
         cmocka_unit_test(decode_steps_equal_one_shot_prefill),
+        cmocka_unit_test(split_decode_follows_growing_scores),
         cmocka_unit_test(bf16_weights_use_dot_products_where_present),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),

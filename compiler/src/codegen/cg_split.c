@@ -13,12 +13,14 @@
  * the tile's keys of one dimension d are one vector: the scores of the
  * block's rows are sum_d q[d] k[d][keys], a broadcast q element times
  * that vector, lane j key j's score (a gather where a block does not
- * hold whole tiles). Then an online softmax per row and p.v for the
+ * hold whole tiles). Then an online softmax per row (against a
+ * reference m that moves only when a score passes it) and p.v for the
  * block's rows (each V vector converted once). While a tile computes,
  * the next tile's K and V are prefetched into L2 between the loads: each
  * K/V head its own K (where blocks hold whole tiles) and a share of the V
- * rows in memory order. The chunk's result per row is its max m, sum l and
- * unnormalized output o, stored to the node's split buffer.
+ * rows in memory order. The chunk's result per row is its reference m
+ * (at least its max), sum l and unnormalized output o, stored to the
+ * node's split buffer.
  *
  * The merge kernel (a step of its own, after all items) combines each
  * row's chunks in chunk order: out = sum_c e^(m_c - M) o_c / sum_c
@@ -34,6 +36,7 @@ enum {
     SPLIT_MIN_KEYS = 64,
     SPLIT_ROWS = 4,                           /* query rows of a K/V head computed together */
     SPLIT_CHAINS = 16,                        /* score sums in flight: rows x chains per row */
+    SPLIT_SLACK = 8,                          /* softmax reference: a tile's max + this */
     SPLIT_MAX_VECTORS = ATTN_MAX_HEAD_DIM / 4 /* vectors of head_dim, 4 lanes at least */
 };
 
@@ -184,13 +187,13 @@ static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
     return q;
 }
 
-/* The block's rows: o = o * alpha + sum_j p[j] v[j] over one tile, pv_part
+/* The block's rows: o += sum_j p[j] v[j] over one tile, pv_part
  * vectors of head_dim at a time for all rows (each V vector converted
  * once); `guarded`: a key of weight 0 adds nothing even if its v is not
  * finite (as in flash). All loads of a pass come before its stores, so a
  * row twice in the block (the last, repeated) stores the same values. */
 static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow, LLVMValueRef ps,
-                     const LLVMValueRef *alpha, const ahead *av, LLVMValueRef kvh, bool guarded) {
+                     const ahead *av, LLVMValueRef kvh, bool guarded) {
     int L = s->lanes;
     int64_t it = 0;
     ps = opaque_ptr(c, ps);
@@ -199,9 +202,7 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
         LLVMValueRef acc[SPLIT_ROWS][64];
         for (int i = 0; i < s->rb; i++)
             for (int64_t v = 0; v < nvp; v++)
-                acc[i][v] = LLVMBuildFMul(
-                    c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L))),
-                    cg_splat(c, alpha[i]), "");
+                acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
         for (int j = 0; j < L; j++) {
             LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
             for (int i = 0; i < s->rb; i++) {
@@ -221,6 +222,12 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
             for (int64_t v = 0; v < nvp; v++)
                 cg_vstore(c, ATTN_DTYPE_F32, acc[i][v], cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
     }
+}
+
+/* The softmax reference m to subtract: a row that has seen only hidden
+ * keys keeps m = -inf, and uses 0 (its p and alpha are then 0, not NaN). */
+static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, cg_f32(c, -INFINITY), ""), cg_f32(c, 0), m, "");
 }
 
 /* Copies head_dim elements of the row at p (dtype dt), times scale, to f32
@@ -243,7 +250,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef os = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
     LLVMValueRef ps = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(SPLIT_ROWS * L)), NULL);
     LLVMValueRef ms = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
-    LLVMValueRef ls = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
+    /* l per row as a vector of lane sums, added up at the chunk's end */
+    LLVMValueRef ls = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * L)), NULL);
     LLVMValueRef slots[3] = {qs, os, ps};
     for (int i = 0; i < 3; i++)
         LLVMSetAlignment(slots[i], 64);
@@ -271,7 +279,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
                   cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
     LLVMBuildStore(c->b, cg_f32(c, -INFINITY), cg_gep(c, c->f32, ms, lr.i));
-    LLVMBuildStore(c->b, cg_f32(c, 0), cg_gep(c, c->f32, ls, lr.i));
+    cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, lr.i, cg_i64(c, L), "")));
     cg_for_end(c, &lr);
 
     LLVMValueRef nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, cj1, cj0, ""), cg_i64(c, L - 1), ""),
@@ -360,43 +368,75 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
             acc[i][u] = d < chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
         }
     }
-    /* online softmax per row: every row's m and l are read before any is
-     * written (a repeated row writes the same values) */
-    LLVMValueRef alpha[SPLIT_ROWS], mnew[SPLIT_ROWS], lnew[SPLIT_ROWS];
+    /* online softmax per row against a reference m that moves only when a
+     * score passes it: then to the tile's max + SPLIT_SLACK, and l and o
+     * are rescaled (every row's m, l and o are read before any is
+     * written: a repeated row writes the same values). Otherwise no max is
+     * taken and nothing is rescaled; p = e^(s - m) <= 1 either way. */
+    LLVMValueRef sc[SPLIT_ROWS], mold[SPLIT_ROWS], lold[SPLIT_ROWS], grow = NULL;
+    LLVMTypeRef mask_ty = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)L);
     for (int i = 0; i < s.rb; i++) {
         for (int w = 1; w < chains; w *= 2) /* pairwise: (0+1)+(2+3).. */
             for (int u = 0; u + w < chains; u += 2 * w)
                 acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + w], "");
-        LLVMValueRef sc = cg_softcap(c, n, acc[i][0]);
         LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok[i], ""), c->i32, ""));
-        sc = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY), sc, "");
-        LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
-        mnew[i] = cg_intrinsic(c, "llvm.maxnum", c->f32, mold, max_across(c, sc));
-        /* a row that has seen only hidden keys keeps max -inf: use 0 then */
-        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew[i], cg_f32(c, -INFINITY), ""),
-                                            cg_f32(c, 0), mnew[i], "");
-        alpha[i] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold, muse, ""));
-        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sc, cg_splat(c, muse), ""));
-        LLVMValueRef l =
-            LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ls, r[i]), ""), alpha[i], "");
-        LLVMValueRef psum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0), p);
-        LLVMSetFastMathFlags(psum, LLVMFastMathAllowReassoc);
-        lnew[i] = LLVMBuildFAdd(c->b, l, psum, "");
-        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+        sc[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY),
+                                cg_softcap(c, n, acc[i][0]), "");
+        mold[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
+        lold[i] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, r[i], cg_i64(c, L), "")));
+        LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
+                                      LLVMBuildFCmp(c->b, LLVMRealOGT, sc[i], cg_splat(c, mold[i]), ""), NULL);
+        grow = i ? LLVMBuildOr(c->b, grow, g, "") : g;
+    }
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef moved = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rescale");
+    LLVMBasicBlockRef kept = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
+    LLVMBuildCondBr(c->b, grow, moved, kept);
+    LLVMPositionBuilderAtEnd(c->b, moved);
+    LLVMValueRef mnew[SPLIT_ROWS], lnew[SPLIT_ROWS], alpha[SPLIT_ROWS];
+    for (int i = 0; i < s.rb; i++) {
+        LLVMValueRef top = LLVMBuildFAdd(c->b, max_across(c, sc[i]), cg_f32(c, SPLIT_SLACK), "");
+        mnew[i] = cg_intrinsic(c, "llvm.maxnum", c->f32, mold[i], top);
+        alpha[i] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold[i], finite_m(c, mnew[i]), ""));
+        lnew[i] = LLVMBuildFMul(c->b, lold[i], cg_splat(c, alpha[i]), "");
+    }
+    for (int64_t v = 0; v < s.nv; v++) {
+        LLVMValueRef o[SPLIT_ROWS];
+        for (int i = 0; i < s.rb; i++)
+            o[i] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, v * L))),
+                                 cg_splat(c, alpha[i]), "");
+        for (int i = 0; i < s.rb; i++)
+            cg_vstore(c, ATTN_DTYPE_F32, o[i], cg_gep(c, c->f32, orow[i], cg_i64(c, v * L)));
+    }
+    for (int i = 0; i < s.rb; i++)
+        LLVMBuildStore(c->b, mnew[i], cg_gep(c, c->f32, ms, r[i]));
+    LLVMBuildBr(c->b, kept);
+    LLVMPositionBuilderAtEnd(c->b, kept);
+    LLVMValueRef m[SPLIT_ROWS], l[SPLIT_ROWS];
+    for (int i = 0; i < s.rb; i++) {
+        LLVMBasicBlockRef bb[2] = {moved, from};
+        LLVMValueRef mv[2] = {mnew[i], mold[i]}, lv[2] = {lnew[i], lold[i]};
+        m[i] = LLVMBuildPhi(c->b, c->f32, "m");
+        l[i] = LLVMBuildPhi(c->b, c->vf, "l");
+        LLVMAddIncoming(m[i], mv, bb, 2);
+        LLVMAddIncoming(l[i], lv, bb, 2);
     }
     for (int i = 0; i < s.rb; i++) {
-        LLVMBuildStore(c->b, lnew[i], cg_gep(c, c->f32, ls, r[i]));
-        LLVMBuildStore(c->b, mnew[i], cg_gep(c, c->f32, ms, r[i]));
+        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sc[i], cg_splat(c, finite_m(c, m[i])), ""));
+        l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
+        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
     }
+    for (int i = 0; i < s.rb; i++)
+        cg_vstore(c, ATTN_DTYPE_F32, l[i], cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, r[i], cg_i64(c, L), "")));
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
     LLVMBuildCondBr(c->b, partial, guarded, plain);
     LLVMPositionBuilderAtEnd(c->b, guarded);
-    pv_block(c, &s, orow, vrow, ps, alpha, &av, kvh, true);
+    pv_block(c, &s, orow, vrow, ps, &av, kvh, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
-    pv_block(c, &s, orow, vrow, ps, alpha, &av, kvh, false);
+    pv_block(c, &s, orow, vrow, ps, &av, kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
     cg_for_end(c, &lb);
@@ -406,7 +446,10 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     /* the chunk's m, l, o per row */
     cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
     LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""), part_at(c, &s, chunk, lw.i, 0));
-    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ls, lw.i), ""), part_at(c, &s, chunk, lw.i, 1));
+    LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
+                                     cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, lw.i, cg_i64(c, L), ""))));
+    LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
+    LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, 1));
     LLVMValueRef src = cg_gep(c, c->f32, os, LLVMBuildMul(c->b, lw.i, cg_i64(c, s.hdp), ""));
     LLVMValueRef dst = part_at(c, &s, chunk, lw.i, 2);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hd), "d");
