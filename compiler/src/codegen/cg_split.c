@@ -224,6 +224,11 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
     }
 }
 
+/* Row `row` of a per-row f32 slot of `width` floats a row. */
+static LLVMValueRef row_at(cg *c, LLVMValueRef slot, LLVMValueRef row, int64_t width) {
+    return cg_gep(c, c->f32, slot, LLVMBuildMul(c->b, row, cg_i64(c, width), ""));
+}
+
 /* The softmax reference m to subtract: a row that has seen only hidden
  * keys keeps m = -inf, and uses 0 (its p and alpha are then 0, not NaN). */
 static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
@@ -279,7 +284,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
                   cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
     LLVMBuildStore(c->b, cg_f32(c, -INFINITY), cg_gep(c, c->f32, ms, lr.i));
-    cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, lr.i, cg_i64(c, L), "")));
+    cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), row_at(c, ls, lr.i, L));
     cg_for_end(c, &lr);
 
     LLVMValueRef nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, cj1, cj0, ""), cg_i64(c, L - 1), ""),
@@ -341,7 +346,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
                             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, s.group), ""),
                                          LLVMBuildSRem(c->b, gi, cg_i64(c, s.group), ""), ""),
                             "r");
-        orow[i] = cg_gep(c, c->f32, os, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""));
+        orow[i] = row_at(c, os, r[i], s.hdp);
     }
     /* scores: for each d, the tile's keys converted once, times each row's
      * q[d] (loaded through a pointer the optimizer cannot follow, so it
@@ -383,7 +388,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         sc[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY),
                                 cg_softcap(c, n, acc[i][0]), "");
         mold[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
-        lold[i] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, r[i], cg_i64(c, L), "")));
+        lold[i] = cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, r[i], L));
         LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
                                       LLVMBuildFCmp(c->b, LLVMRealOGT, sc[i], cg_splat(c, mold[i]), ""), NULL);
         grow = i ? LLVMBuildOr(c->b, grow, g, "") : g;
@@ -427,7 +432,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
     }
     for (int i = 0; i < s.rb; i++)
-        cg_vstore(c, ATTN_DTYPE_F32, l[i], cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, r[i], cg_i64(c, L), "")));
+        cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, r[i], L));
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
@@ -447,10 +452,10 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
     LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""), part_at(c, &s, chunk, lw.i, 0));
     LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
-                                     cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ls, LLVMBuildMul(c->b, lw.i, cg_i64(c, L), ""))));
+                                     cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
     LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
     LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, 1));
-    LLVMValueRef src = cg_gep(c, c->f32, os, LLVMBuildMul(c->b, lw.i, cg_i64(c, s.hdp), ""));
+    LLVMValueRef src = row_at(c, os, lw.i, s.hdp);
     LLVMValueRef dst = part_at(c, &s, chunk, lw.i, 2);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hd), "d");
     LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, src, ld.i), ""), cg_gep(c, c->f32, dst, ld.i));
@@ -485,7 +490,7 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc), mslot);
     cg_for_end(c, &lc);
     LLVMValueRef M = LLVMBuildLoad2(c->b, c->f32, mslot, "M");
-    M = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, M, cg_f32(c, -INFINITY), ""), cg_f32(c, 0), M, "");
+    M = finite_m(c, M);
     LLVMBuildStore(c->b, cg_f32(c, 0), lslot);
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
     LLVMValueRef w =
