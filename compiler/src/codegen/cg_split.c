@@ -136,14 +136,15 @@ static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p
     return cg_vload_masked(c, dt, at, inside);
 }
 
-/* The cache lines of the next tile's V token rows (all heads), in memory
- * order, handed out to the K/V heads of this tile: head h asks for lines
- * [h * per, (h + 1) * per), spread over its p.v loads, so the rows arrive
- * while this tile computes and memory is read front to back. (Each head
- * asks for its own K of the next tile during its scores.) */
+/* The next tile's V token rows (all heads, each one run of memory),
+ * handed out to the K/V heads of this tile: head h asks for the lines of
+ * rows [h * per_rows, (h + 1) * per_rows) (the last row again past the
+ * tile's), spread over its p.v loads, so the rows arrive while this tile
+ * computes and memory is read front to back. (Each head asks for its own
+ * K of the next tile during its scores.) */
 typedef struct ahead {
     LLVMValueRef rows; /* [lanes] pointers to the next tile's token rows */
-    int64_t row_lines, per;
+    int64_t row_lines, per_rows;
 } ahead;
 
 static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
@@ -153,7 +154,7 @@ static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
         return a;
     a.rows = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)s->lanes), NULL);
     a.row_lines = (s->hk * s->hd * (int64_t)attn_dtype_size(dt) + 63) / 64;
-    a.per = (s->lanes * a.row_lines + s->hk - 1) / s->hk;
+    a.per_rows = (s->lanes + s->hk - 1) / s->hk;
     return a;
 }
 
@@ -161,16 +162,14 @@ static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
 static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int64_t n) {
     if (!a->rows)
         return;
-    int64_t last = c->target.lanes * a->row_lines - 1;
-    for (int64_t u = it * a->per / n; u < (it + 1) * a->per / n; u++) {
-        LLVMValueRef line = cg_intrinsic(c, "llvm.smin", c->i64,
-                                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, a->per), ""), cg_i64(c, u), ""),
-                                         cg_i64(c, last));
-        LLVMValueRef row = LLVMBuildLoad2(
-            c->b, c->ptr, cg_gep(c, c->ptr, a->rows, LLVMBuildSDiv(c->b, line, cg_i64(c, a->row_lines), "")), "");
-        LLVMValueRef byte = LLVMBuildMul(c->b, LLVMBuildSRem(c->b, line, cg_i64(c, a->row_lines), ""), cg_i64(c, 64), "");
+    int64_t lines = a->per_rows * a->row_lines;
+    for (int64_t k = it * lines / n; k < (it + 1) * lines / n; k++) {
+        LLVMValueRef ri = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, a->per_rows), ""),
+                                       cg_i64(c, k / a->row_lines), "");
+        ri = cg_intrinsic(c, "llvm.smin", c->i64, ri, cg_i64(c, c->target.lanes - 1));
+        LLVMValueRef row = LLVMBuildLoad2(c->b, c->ptr, cg_gep(c, c->ptr, a->rows, ri), "");
         /* into L2, not L1 (measured faster than L1) */
-        cg_prefetch(c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, byte), 2);
+        cg_prefetch(c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, cg_i64(c, k % a->row_lines * 64)), 2);
     }
 }
 
@@ -205,16 +204,26 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
                 acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
         for (int j = 0; j < L; j++) {
             LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
-            for (int i = 0; i < s->rb; i++) {
+            for (int i = 0; guarded && i < s->rb; i++) {
                 pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
-                zero[i] = guarded ? LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "") : NULL;
+                zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
             }
             for (int64_t v = 0; v < nvp; v++, it++) {
                 ahead_step(c, av, kvh, it, L * s->nv);
                 LLVMValueRef vv = row_vec(c, s, s->vdt, vrow[j], v0 + v);
                 for (int i = 0; i < s->rb; i++) {
-                    LLVMValueRef sum = cg_fma(c, pj[i], vv, acc[i][v]);
-                    acc[i][v] = guarded ? LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "") : sum;
+                    if (guarded) {
+                        LLVMValueRef sum = cg_fma(c, pj[i], vv, acc[i][v]);
+                        acc[i][v] = LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "");
+                        continue;
+                    }
+                    /* p[j] loaded for each FMA, volatile so the loads are
+                     * not merged: each is the FMA's broadcast operand
+                     * (measured 3% faster than one broadcast register per
+                     * row and key) */
+                    LLVMValueRef pl = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
+                    LLVMSetVolatile(pl, 1);
+                    acc[i][v] = cg_fma(c, cg_splat(c, pl), vv, acc[i][v]);
                 }
             }
         }
@@ -244,6 +253,180 @@ static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVM
             x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
         cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes)));
     }
+}
+
+/* A tile of keys [j0, j0 + lanes): the keys the rows see are [jfirst,
+ * cj1) (keys past cj1 in `past`); jnext is the next tile's first key (or
+ * j0 again past the last); `partial` if some key is hidden from some row. */
+typedef struct tile {
+    LLVMValueRef j0, jnext, jfirst, cj1, keys, past, partial;
+} tile;
+
+/* One unit of a tile's work: K/V head kvh and a block of up to rb rows
+ * of its group (token tok, head kvh * group + hh; the last block repeats
+ * the last row where it runs out), row r = tok * heads + head, its output
+ * row orow. */
+typedef struct unit {
+    LLVMValueRef kvh, tok[SPLIT_ROWS], r[SPLIT_ROWS], orow[SPLIT_ROWS];
+} unit;
+
+/* Unit u of nblk row blocks per K/V head and nrows rows per group. */
+static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LLVMValueRef nrows, LLVMValueRef os) {
+    unit w;
+    w.kvh = LLVMBuildSDiv(c->b, u, nblk, "kvh");
+    LLVMValueRef blk = LLVMBuildSRem(c->b, u, nblk, "");
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef gi = cg_intrinsic(
+            c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, cg_i64(c, s->rb), ""), cg_i64(c, i), ""),
+            LLVMBuildSub(c->b, nrows, cg_i64(c, 1), ""));
+        w.tok[i] = LLVMBuildSDiv(c->b, gi, cg_i64(c, s->group), "tok");
+        w.r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.tok[i], cg_i64(c, c->g->cfg.heads), ""),
+                              LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.kvh, cg_i64(c, s->group), ""),
+                                           LLVMBuildSRem(c->b, gi, cg_i64(c, s->group), ""), ""),
+                              "r");
+        w.orow[i] = row_at(c, os, w.r[i], s->hdp);
+    }
+    return w;
+}
+
+/* The row of key j of the tile in kv (K or V), head kvh: keys outside
+ * [jfirst, cj1) read the nearest one (masked; blocks before jfirst may
+ * have been released). */
+static LLVMValueRef key_row(cg *c, const ir_node *kv, const tile *t, LLVMValueRef kvh, int j) {
+    LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, t->j0, cg_i64(c, j), ""),
+                                   LLVMBuildSub(c->b, t->cj1, cg_i64(c, 1), ""));
+    LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, cg_intrinsic(c, "llvm.smax", c->i64, kj, t->jfirst)};
+    return cg_addr(c, kv, ki);
+}
+
+/* Unit w's scores of tile t, x[i] row i's: for each d, the tile's
+ * keys converted once, times each row's q[d] (loaded through a pointer
+ * the optimizer cannot follow, so it stays an FMA's broadcast operand
+ * instead of a register kept across the tile); chains sums per row
+ * (d mod chains) hide the FMA latency. Hidden keys score -inf. */
+static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef qs, LLVMValueRef *x) {
+    int L = s->lanes;
+    LLVMTypeRef et = cg_elem_type(c, s->kdt);
+    LLVMValueRef kt = NULL, kpf = NULL, kptrs = NULL;
+    if (s->kvec) { /* the tile's keys in the block of j0, side by side */
+        LLVMValueRef ki[3] = {cg_i64(c, 0), w->kvh, t->j0}, kn[3] = {cg_i64(c, 0), w->kvh, t->jnext};
+        kt = cg_addr(c, s->k, ki);
+        /* the next tile's K through an opaque pointer too: else the line
+         * addresses are hoisted out of the loop, kept live and spilled */
+        kpf = opaque_ptr(c, cg_addr(c, s->k, kn));
+    } else {
+        kptrs = LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L));
+        for (int j = 0; j < L; j++)
+            kptrs = LLVMBuildInsertElement(c->b, kptrs, key_row(c, s->k, t, w->kvh, j),
+                                           LLVMConstInt(c->i32, (unsigned)j, false), "");
+    }
+    int chains = SPLIT_CHAINS / s->rb < s->hd ? SPLIT_CHAINS / s->rb : (int)s->hd;
+    int64_t es = (int64_t)attn_dtype_size(s->kdt);
+    int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
+    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS];
+    for (int64_t d = 0; d < s->hd; d++) {
+        LLVMValueRef kv;
+        if (s->kvec) {
+            if (d % line_d == 0) /* the next tile's line of this d, into L2 */
+                cg_prefetch(c, cg_gep(c, et, kpf, cg_i64(c, d * s->kd)), 2);
+            kv = cg_vload(c, s->kdt, cg_gep(c, et, kt, cg_i64(c, d * s->kd)));
+        } else {
+            LLVMValueRef off = cg_i64(c, d * s->kd);
+            kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, et, kptrs, &off, 1, ""));
+        }
+        int u = (int)(d % chains);
+        for (int i = 0; i < s->rb; i++) {
+            LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w->r[i], cg_i64(c, s->hdp), ""), cg_i64(c, d), "");
+            LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, qb, qe), ""));
+            acc[i][u] = d < chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
+        }
+    }
+    for (int i = 0; i < s->rb; i++) {
+        for (int v = 1; v < chains; v *= 2) /* pairwise: (0+1)+(2+3).. */
+            for (int u = 0; u + v < chains; u += 2 * v)
+                acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + v], "");
+        LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
+        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past), cg_vf32(c, -INFINITY),
+                               cg_softcap(c, s->n, acc[i][0]), "");
+    }
+}
+
+/* Unit w's online softmax of its scores x, per row against a
+ * reference m that moves only when a score passes it: then to the
+ * tile's max + SPLIT_SLACK, and l and o are rescaled (every row's m, l
+ * and o are read before any is written: a repeated row writes the same
+ * values). Otherwise no max is taken and nothing is rescaled; p = e^(s -
+ * m) <= 1 either way, to ps. */
+static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef const *x, LLVMValueRef ms,
+                         LLVMValueRef ls, LLVMValueRef ps) {
+    int L = s->lanes;
+    LLVMValueRef mold[SPLIT_ROWS], lold[SPLIT_ROWS], grow = NULL;
+    LLVMTypeRef mask_ty = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)L);
+    for (int i = 0; i < s->rb; i++) {
+        mold[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, w->r[i]), "");
+        lold[i] = cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, w->r[i], L));
+        LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
+                                      LLVMBuildFCmp(c->b, LLVMRealOGT, x[i], cg_splat(c, mold[i]), ""), NULL);
+        grow = i ? LLVMBuildOr(c->b, grow, g, "") : g;
+    }
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef moved = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rescale");
+    LLVMBasicBlockRef kept = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
+    LLVMBuildCondBr(c->b, grow, moved, kept);
+    LLVMPositionBuilderAtEnd(c->b, moved);
+    LLVMValueRef mnew[SPLIT_ROWS], lnew[SPLIT_ROWS], alpha[SPLIT_ROWS];
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef top = LLVMBuildFAdd(c->b, max_across(c, x[i]), cg_f32(c, SPLIT_SLACK), "");
+        mnew[i] = cg_intrinsic(c, "llvm.maxnum", c->f32, mold[i], top);
+        alpha[i] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold[i], finite_m(c, mnew[i]), ""));
+        lnew[i] = LLVMBuildFMul(c->b, lold[i], cg_splat(c, alpha[i]), "");
+    }
+    for (int64_t v = 0; v < s->nv; v++) {
+        LLVMValueRef o[SPLIT_ROWS];
+        for (int i = 0; i < s->rb; i++)
+            o[i] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w->orow[i], cg_i64(c, v * L))),
+                                 cg_splat(c, alpha[i]), "");
+        for (int i = 0; i < s->rb; i++)
+            cg_vstore(c, ATTN_DTYPE_F32, o[i], cg_gep(c, c->f32, w->orow[i], cg_i64(c, v * L)));
+    }
+    for (int i = 0; i < s->rb; i++)
+        LLVMBuildStore(c->b, mnew[i], cg_gep(c, c->f32, ms, w->r[i]));
+    LLVMBuildBr(c->b, kept);
+    LLVMPositionBuilderAtEnd(c->b, kept);
+    LLVMValueRef m[SPLIT_ROWS], l[SPLIT_ROWS];
+    for (int i = 0; i < s->rb; i++) {
+        LLVMBasicBlockRef bb[2] = {moved, from};
+        LLVMValueRef mv[2] = {mnew[i], mold[i]}, lv[2] = {lnew[i], lold[i]};
+        m[i] = LLVMBuildPhi(c->b, c->f32, "m");
+        l[i] = LLVMBuildPhi(c->b, c->vf, "l");
+        LLVMAddIncoming(m[i], mv, bb, 2);
+        LLVMAddIncoming(l[i], lv, bb, 2);
+    }
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, x[i], cg_splat(c, finite_m(c, m[i])), ""));
+        l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
+        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+    }
+    for (int i = 0; i < s->rb; i++)
+        cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, w->r[i], L));
+}
+
+/* Unit w's p.v over tile t, guarded where the tile is partial. */
+static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, const ahead *av) {
+    LLVMValueRef vrow[64];
+    for (int j = 0; j < s->lanes; j++)
+        vrow[j] = key_row(c, s->v, t, w->kvh, j);
+    LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
+    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
+    LLVMBuildCondBr(c->b, t->partial, guarded, plain);
+    LLVMPositionBuilderAtEnd(c->b, guarded);
+    pv_block(c, s, w->orow, vrow, ps, av, w->kvh, true);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, plain);
+    pv_block(c, s, w->orow, vrow, ps, av, w->kvh, false);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 void cg_emit_split_partials(cg *c, const ir_node *n) {
@@ -309,143 +492,20 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef jnext = LLVMBuildAdd(c->b, j0, cg_i64(c, L), "");
     jnext = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, jnext, jend, ""), jnext, j0, "jnext");
 
-    /* K/V head by K/V head, read straight from the cache */
-    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hk), "kvh");
-    LLVMValueRef kvh = lh.i;
-    LLVMValueRef krow[64], vrow[64], kt = NULL, kt_next = NULL, kptrs = NULL;
-    for (int j = 0; j < L; j++) {
-        /* keys outside [jfirst, cj1) read the nearest one (masked below;
-         * blocks before jfirst may have been released) */
-        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
-                                       LLVMBuildSub(c->b, cj1, cg_i64(c, 1), ""));
-        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, cg_intrinsic(c, "llvm.smax", c->i64, kj, jfirst)};
-        krow[j] = cg_addr(c, s.k, ki);
-        vrow[j] = cg_addr(c, s.v, ki);
-    }
-    if (s.kvec) { /* the tile's keys in the block of j0, side by side */
-        LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, j0}, kn[3] = {cg_i64(c, 0), kvh, jnext};
-        kt = cg_addr(c, s.k, ki);
-        kt_next = cg_addr(c, s.k, kn);
-    } else {
-        kptrs = LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L));
-        for (int j = 0; j < L; j++)
-            kptrs = LLVMBuildInsertElement(c->b, kptrs, krow[j], LLVMConstInt(c->i32, (unsigned)j, false), "");
-    }
-    /* the group's rows (token tok, head kvh * group + hh) in blocks of rb;
-     * the last block repeats the last row where it runs out */
+    tile t = {.j0 = j0, .jnext = jnext, .jfirst = jfirst, .cj1 = cj1, .keys = keys, .past = past, .partial = partial};
+
+    /* the tile's units, (K/V head, row block), in order (software
+     * pipelining them, unit u's scores between unit u - 1's softmax and
+     * p.v, measured no faster with the cache in L3) */
     LLVMValueRef nrows = LLVMBuildMul(c->b, c->S, cg_i64(c, s.group), "");
     LLVMValueRef nblk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nrows, cg_i64(c, s.rb - 1), ""), cg_i64(c, s.rb), "");
-    cg_loop lb = cg_for(c, cg_i64(c, 0), nblk, "rowblk");
-    LLVMValueRef tok[SPLIT_ROWS], r[SPLIT_ROWS], orow[SPLIT_ROWS];
-    for (int i = 0; i < s.rb; i++) {
-        LLVMValueRef gi = cg_intrinsic(
-            c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, s.rb), ""), cg_i64(c, i), ""),
-            LLVMBuildSub(c->b, nrows, cg_i64(c, 1), ""));
-        tok[i] = LLVMBuildSDiv(c->b, gi, cg_i64(c, s.group), "tok");
-        r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok[i], cg_i64(c, cfg->heads), ""),
-                            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, s.group), ""),
-                                         LLVMBuildSRem(c->b, gi, cg_i64(c, s.group), ""), ""),
-                            "r");
-        orow[i] = row_at(c, os, r[i], s.hdp);
-    }
-    /* scores: for each d, the tile's keys converted once, times each row's
-     * q[d] (loaded through a pointer the optimizer cannot follow, so it
-     * stays an FMA's broadcast operand instead of a register kept across
-     * the tile); chains sums per row (d mod chains) hide the FMA latency */
-    int chains = SPLIT_CHAINS / s.rb < s.hd ? SPLIT_CHAINS / s.rb : (int)s.hd;
-    int64_t es = (int64_t)attn_dtype_size(s.kdt);
-    int64_t line_d = s.kd * es >= 64 ? 1 : 64 / (s.kd * es); /* d rows per cache line */
-    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS];
-    for (int64_t d = 0; d < s.hd; d++) {
-        LLVMValueRef kv;
-        if (s.kvec) {
-            if (d % line_d == 0) /* the next tile's line of this d, into L2 */
-                cg_prefetch(c, cg_gep(c, cg_elem_type(c, s.kdt), kt_next, cg_i64(c, d * s.kd)), 2);
-            kv = cg_vload(c, s.kdt, cg_gep(c, cg_elem_type(c, s.kdt), kt, cg_i64(c, d * s.kd)));
-        } else {
-            LLVMValueRef off = cg_i64(c, d * s.kd);
-            kv = cg_vgather(c, s.kdt, LLVMBuildGEP2(c->b, cg_elem_type(c, s.kdt), kptrs, &off, 1, ""));
-        }
-        int u = (int)(d % chains);
-        for (int i = 0; i < s.rb; i++) {
-            LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r[i], cg_i64(c, s.hdp), ""), cg_i64(c, d), "");
-            LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, qb, qe), ""));
-            acc[i][u] = d < chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
-        }
-    }
-    /* online softmax per row against a reference m that moves only when a
-     * score passes it: then to the tile's max + SPLIT_SLACK, and l and o
-     * are rescaled (every row's m, l and o are read before any is
-     * written: a repeated row writes the same values). Otherwise no max is
-     * taken and nothing is rescaled; p = e^(s - m) <= 1 either way. */
-    LLVMValueRef sc[SPLIT_ROWS], mold[SPLIT_ROWS], lold[SPLIT_ROWS], grow = NULL;
-    LLVMTypeRef mask_ty = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)L);
-    for (int i = 0; i < s.rb; i++) {
-        for (int w = 1; w < chains; w *= 2) /* pairwise: (0+1)+(2+3).. */
-            for (int u = 0; u + w < chains; u += 2 * w)
-                acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + w], "");
-        LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, tok[i], ""), c->i32, ""));
-        sc[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, n, keys, posv, past), cg_vf32(c, -INFINITY),
-                                cg_softcap(c, n, acc[i][0]), "");
-        mold[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, r[i]), "");
-        lold[i] = cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, r[i], L));
-        LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
-                                      LLVMBuildFCmp(c->b, LLVMRealOGT, sc[i], cg_splat(c, mold[i]), ""), NULL);
-        grow = i ? LLVMBuildOr(c->b, grow, g, "") : g;
-    }
-    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b);
-    LLVMBasicBlockRef moved = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rescale");
-    LLVMBasicBlockRef kept = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
-    LLVMBuildCondBr(c->b, grow, moved, kept);
-    LLVMPositionBuilderAtEnd(c->b, moved);
-    LLVMValueRef mnew[SPLIT_ROWS], lnew[SPLIT_ROWS], alpha[SPLIT_ROWS];
-    for (int i = 0; i < s.rb; i++) {
-        LLVMValueRef top = LLVMBuildFAdd(c->b, max_across(c, sc[i]), cg_f32(c, SPLIT_SLACK), "");
-        mnew[i] = cg_intrinsic(c, "llvm.maxnum", c->f32, mold[i], top);
-        alpha[i] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold[i], finite_m(c, mnew[i]), ""));
-        lnew[i] = LLVMBuildFMul(c->b, lold[i], cg_splat(c, alpha[i]), "");
-    }
-    for (int64_t v = 0; v < s.nv; v++) {
-        LLVMValueRef o[SPLIT_ROWS];
-        for (int i = 0; i < s.rb; i++)
-            o[i] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, v * L))),
-                                 cg_splat(c, alpha[i]), "");
-        for (int i = 0; i < s.rb; i++)
-            cg_vstore(c, ATTN_DTYPE_F32, o[i], cg_gep(c, c->f32, orow[i], cg_i64(c, v * L)));
-    }
-    for (int i = 0; i < s.rb; i++)
-        LLVMBuildStore(c->b, mnew[i], cg_gep(c, c->f32, ms, r[i]));
-    LLVMBuildBr(c->b, kept);
-    LLVMPositionBuilderAtEnd(c->b, kept);
-    LLVMValueRef m[SPLIT_ROWS], l[SPLIT_ROWS];
-    for (int i = 0; i < s.rb; i++) {
-        LLVMBasicBlockRef bb[2] = {moved, from};
-        LLVMValueRef mv[2] = {mnew[i], mold[i]}, lv[2] = {lnew[i], lold[i]};
-        m[i] = LLVMBuildPhi(c->b, c->f32, "m");
-        l[i] = LLVMBuildPhi(c->b, c->vf, "l");
-        LLVMAddIncoming(m[i], mv, bb, 2);
-        LLVMAddIncoming(l[i], lv, bb, 2);
-    }
-    for (int i = 0; i < s.rb; i++) {
-        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sc[i], cg_splat(c, finite_m(c, m[i])), ""));
-        l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
-        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
-    }
-    for (int i = 0; i < s.rb; i++)
-        cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, r[i], L));
-    LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
-    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
-    LLVMBuildCondBr(c->b, partial, guarded, plain);
-    LLVMPositionBuilderAtEnd(c->b, guarded);
-    pv_block(c, &s, orow, vrow, ps, &av, kvh, true);
-    LLVMBuildBr(c->b, done);
-    LLVMPositionBuilderAtEnd(c->b, plain);
-    pv_block(c, &s, orow, vrow, ps, &av, kvh, false);
-    LLVMBuildBr(c->b, done);
-    LLVMPositionBuilderAtEnd(c->b, done);
-    cg_for_end(c, &lb);
-    cg_for_end(c, &lh);
+    cg_loop lu = cg_for(c, cg_i64(c, 0), LLVMBuildMul(c->b, nblk, cg_i64(c, s.hk), ""), "unit");
+    unit w = unit_of(c, &s, lu.i, nblk, nrows, os);
+    LLVMValueRef x[SPLIT_ROWS];
+    unit_scores(c, &s, &t, &w, qs, x);
+    unit_softmax(c, &s, &w, x, ms, ls, ps);
+    unit_pv(c, &s, &t, &w, ps, &av);
+    cg_for_end(c, &lu);
     cg_for_end(c, &lt);
 
     /* the chunk's m, l, o per row */
