@@ -2,8 +2,9 @@
  * pass): calls with at most split_tokens new tokens per sequence.
  *
  * The keys any row sees, [jbeg, jend), are cut into at most SPLIT_CHUNKS
- * chunks of ck keys (a multiple of the vector width, at least
- * SPLIT_MIN_KEYS): the cut depends on the key count only. A work item is
+ * chunks of whole tiles of the vector width, their sizes within one tile
+ * of each other (at least SPLIT_MIN_KEYS keys where there are that
+ * many): the cut depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); each thread takes
  * a run of consecutive chunks. Keys come in tiles of one vector width,
  * starting at multiples of it; within a tile, K/V head by K/V head, K and
@@ -83,11 +84,13 @@ static split split_of(cg *c, const ir_node *n) {
     return s;
 }
 
-/* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nc
- * of *ck keys from *jbeg, jfirst rounded down to a multiple of lanes.
- * Shared by both kernels, so they agree. */
+/* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nt
+ * tiles of lanes keys from *jbeg (jfirst rounded down to a multiple of
+ * lanes), cut into *nc chunks of whole tiles whose sizes differ by one
+ * tile at most (at least SPLIT_MIN_KEYS keys a chunk where there are that
+ * many). Shared by both kernels, so they agree. */
 static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg, LLVMValueRef *jend,
-                   LLVMValueRef *ck, LLVMValueRef *nc) {
+                   LLVMValueRef *nt, LLVMValueRef *nc) {
     const attn_config *cfg = &c->g->cfg;
     *jfirst = c->jlo;
     *jend = c->T;
@@ -96,13 +99,20 @@ static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jb
                                LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
     *jbeg = LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
-    LLVMValueRef per =
-        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, SPLIT_CHUNKS - 1), ""), cg_i64(c, SPLIT_CHUNKS), "");
-    per = LLVMBuildMul(
-        c->b, LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, per, cg_i64(c, s->lanes - 1), ""), cg_i64(c, s->lanes), ""),
-        cg_i64(c, s->lanes), "");
-    *ck = cg_intrinsic(c, "llvm.smax", c->i64, per, cg_i64(c, SPLIT_MIN_KEYS));
-    *nc = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, LLVMBuildSub(c->b, *ck, cg_i64(c, 1), ""), ""), *ck, "nc");
+    *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""), cg_i64(c, s->lanes), "nt");
+    int64_t min_tiles = SPLIT_MIN_KEYS / s->lanes > 1 ? SPLIT_MIN_KEYS / s->lanes : 1;
+    LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, *nt, cg_i64(c, min_tiles - 1), ""), cg_i64(c, min_tiles), "");
+    *nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
+}
+
+/* The first key of chunk ch of nc over nt tiles from jbeg: tile
+ * nt * ch / nc, so the chunks' sizes differ by one tile at most (a cut
+ * of whole chunks of the rounded-up size left the last one short: with
+ * two threads one took up to an eighth more keys than the other). */
+static LLVMValueRef chunk_key(cg *c, const split *s, LLVMValueRef jbeg, LLVMValueRef nt, LLVMValueRef nc,
+                              LLVMValueRef ch) {
+    LLVMValueRef tile = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, nt, ch, ""), nc, "");
+    return LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, tile, cg_i64(c, s->lanes), ""), "");
 }
 
 /* Element e of row r of chunk in the split buffer. */
@@ -445,8 +455,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         LLVMSetAlignment(slots[i], 64);
     ahead av = ahead_of(c, &s, s.v, s.vdt);
 
-    LLVMValueRef jfirst, jbeg, jend, ck, nc;
-    chunks(c, &s, &jfirst, &jbeg, &jend, &ck, &nc);
+    LLVMValueRef jfirst, jbeg, jend, nt_all, nc;
+    chunks(c, &s, &jfirst, &jbeg, &jend, &nt_all, &nc);
     LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, cfg->heads), "rows");
     /* a thread's chunks are consecutive, so the prefetch of the next tile
      * runs on into its next chunk */
@@ -454,8 +464,9 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     cg_share(c, nc, &clo, &chi);
     cg_loop li = cg_for(c, clo, chi, "chunk");
     LLVMValueRef chunk = li.i;
-    LLVMValueRef cj0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, chunk, ck, ""), "cj0");
-    LLVMValueRef cj1 = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, cj0, ck, ""), jend);
+    LLVMValueRef cj0 = chunk_key(c, &s, jbeg, nt_all, nc, chunk);
+    LLVMValueRef cj1 = cg_intrinsic(c, "llvm.smin", c->i64,
+                                    chunk_key(c, &s, jbeg, nt_all, nc, LLVMBuildAdd(c->b, chunk, cg_i64(c, 1), "")), jend);
 
     /* the rows' queries (scaled) and empty results; row = token * heads + head */
     cg_loop lr = cg_for(c, cg_i64(c, 0), rows, "r");
@@ -536,8 +547,8 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMPositionBuilderAtEnd(c->b, out);
     LLVMBuildRetVoid(c->b);
     LLVMPositionBuilderAtEnd(c->b, run);
-    LLVMValueRef jfirst, jbeg, jend, ck, nc;
-    chunks(c, &s, &jfirst, &jbeg, &jend, &ck, &nc);
+    LLVMValueRef jfirst, jbeg, jend, nt, nc;
+    chunks(c, &s, &jfirst, &jbeg, &jend, &nt, &nc);
     LLVMValueRef lo, hi;
     cg_share(c, LLVMBuildMul(c->b, c->S, cg_i64(c, H), ""), &lo, &hi);
     cg_loop lr = cg_for(c, lo, hi, "row"); /* row = token * heads + head */
