@@ -36,6 +36,9 @@ static const char bench_usage[] =
     "if the error exceeds the documented tolerance: 1e-4 relative with an f32\n"
     "cache, 2e-3 f16, 1.6e-2 bf16), measures the roofline, then times a warm-up\n"
     "and --runs (default 7, at least 5) runs and prints the median, min and max.\n"
+    "Just before each run every thread reads its part of 256 MiB, as the roofline\n"
+    "does, which empties the caches (decode then makes one untimed call, so the\n"
+    "timed one finds the caches as a decode loop leaves them).\n"
     "\n"
     "  --mode prefill   (default) one sequence of --seq tokens (default 2048) into an\n"
     "                   empty cache\n"
@@ -50,7 +53,8 @@ static const char bench_usage[] =
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --json           one JSON object per row: spec, mode, part, seq, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
-    "                   gflops, gbps, peak_gflops, read_gbps, pct_peak, pct_read\n"
+    "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
+    "                   before the runs), pct_peak, pct_read\n"
     "\n"
     "Useful work counted (S new tokens, T = P + S keys, H heads, hd head_dim,\n"
     "D d_model, kv = kv_groups * hd):\n"
@@ -60,7 +64,9 @@ static const char bench_usage[] =
     "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
     "  bytes block = core + weights (spec dtype) + x and y\n"
     "GFLOP/s and GB/s are these over the median time; %peak is against the FMA\n"
-    "peak, %read against the read bandwidth measured in the same run.\n";
+    "peak of the roofline; %read is the median over the runs of each run's GB/s\n"
+    "against the read just before it (a shared machine's bandwidth can change\n"
+    "within seconds; the roofline's read, printed first, is one moment).\n";
 
 typedef struct stat3 {
     double median, min, max;
@@ -82,30 +88,82 @@ typedef struct roofline {
     stat3 fma, read; /* GFLOP/s, GB/s */
 } roofline;
 
-static int measure_roofline(int threads, int runs, roofline *r) {
-    attnc_jit *jit = NULL;
+/* The probes, compiled like the kernels, and the array the read probe
+ * sums (on huge pages where the system allows, advice only, as the
+ * runtime's KV pool and packed weights are: the bandwidth they can
+ * reach), kept for bench's read before each run. */
+typedef struct probes {
+    attnc_jit *jit;
     attnc_probes pr;
+    float *data;
+    int threads;
+} probes;
+
+enum {
+    PROBE_FLOATS = (1 << 30) / sizeof(float),  /* the roofline's read: 1 GiB */
+    PROBE_RUN_FLOATS = (1 << 28) / sizeof(float) /* before each bench run: 256 MiB */
+};
+
+static void probes_close(probes *p) {
+    attnc_jit_free(p->jit);
+    free(p->data);
+    *p = (probes){0};
+}
+
+static int probes_open(int threads, probes *p) {
+    *p = (probes){.threads = threads};
     char *msg = NULL;
-    attnc_status cst = attnc_probes_compile(&jit, &pr, &msg);
+    attnc_status cst = attnc_probes_compile(&p->jit, &p->pr, &msg);
     if (cst != ATTNC_OK)
         return compile_error(cst, msg);
     free(msg);
-    int64_t n = (INT64_C(1) << 30) / (int64_t)sizeof(float);
-    float *data = NULL, *io = NULL;
+    if (posix_memalign((void **)&p->data, 2 << 20, PROBE_FLOATS * sizeof *p->data)) {
+        p->data = NULL;
+        probes_close(p);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
+    (void)madvise(p->data, PROBE_FLOATS * sizeof *p->data, MADV_HUGEPAGE);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < (int64_t)PROBE_FLOATS; i++) /* first touch, in parallel */
+        p->data[i] = 1.0f;
+    return EXIT_OK;
+}
+
+/* One read of data[0..n) by all threads, GB/s; -1 if some thread's sum
+ * (its part is hi - lo ones) says not every element was read. */
+static double probe_read(const probes *p, int64_t n) {
+    double t0 = 0, t1 = 0;
+    int wrong = 0;
+#pragma omp parallel num_threads(p->threads) reduction(+ : wrong)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo = n / 64 * t / nt * 64, hi = n / 64 * (t + 1) / nt * 64;
+#pragma omp barrier
+#pragma omp master
+        t0 = now_seconds();
+        double sum = p->pr.read(p->data + lo, hi - lo);
+#pragma omp barrier
+#pragma omp master
+        t1 = now_seconds();
+        wrong += fabs(sum - (double)(hi - lo)) > 1e-5 * (double)(hi - lo);
+    }
+    return wrong ? -1 : (double)n * sizeof(float) / (t1 - t0) / 1e9;
+}
+
+static int read_probe_error(void) {
+    fprintf(stderr, "attnc: error: the read probe's sums were off\n");
+    return EXIT_INTERNAL;
+}
+
+static int measure_roofline(const probes *p, int runs, roofline *r) {
+    float *io = NULL;
     double *fma = malloc((size_t)runs * sizeof *fma), *rd = malloc((size_t)runs * sizeof *rd);
-    if (posix_memalign((void **)&data, 2 << 20, (size_t)n * sizeof *data) ||
-        posix_memalign((void **)&io, 64, (size_t)threads * 64 * sizeof *io) || !fma || !rd) {
-        attnc_jit_free(jit);
-        free(data);
-        free(io);
+    if (posix_memalign((void **)&io, 64, (size_t)p->threads * 64 * sizeof *io) || !fma || !rd) {
         free(fma);
         free(rd);
         return runtime_error(ATTN_E_NOMEM, NULL);
     }
-    /* on huge pages where the system allows (advice only), as the
-     * runtime's KV pool and packed weights are: the bandwidth they can reach */
-    (void)madvise(data, (size_t)n * sizeof *data, MADV_HUGEPAGE);
-    r->threads = threads;
+    r->threads = p->threads;
     int64_t iters = 1 << 16;
     /* calibrate: about 0.2 s per fma run */
     for (double dt = 0; dt < 0.05 && iters < (INT64_C(1) << 40);) {
@@ -113,14 +171,14 @@ static int measure_roofline(int threads, int runs, roofline *r) {
         double t0 = now_seconds();
         io[0] = 0.999999f;
         io[1] = 1e-6f;
-        pr.fma(io, iters);
+        p->pr.fma(io, iters);
         dt = now_seconds() - t0;
         if (dt >= 0.05)
             iters = (int64_t)((double)iters * 0.2 / dt);
     }
     for (int k = 0; k < runs; k++) {
         double t0 = 0, t1 = 0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(p->threads)
         {
             int t = omp_get_thread_num();
             float *mine = io + 64 * t;
@@ -129,50 +187,22 @@ static int measure_roofline(int threads, int runs, roofline *r) {
 #pragma omp barrier
 #pragma omp master
             t0 = now_seconds();
-            pr.fma(mine, iters);
+            p->pr.fma(mine, iters);
 #pragma omp barrier
 #pragma omp master
             t1 = now_seconds();
         }
-        fma[k] = (double)threads * (double)iters * (double)pr.flops_per_iter / (t1 - t0) / 1e9;
+        fma[k] = (double)p->threads * (double)iters * (double)p->pr.flops_per_iter / (t1 - t0) / 1e9;
     }
-    /* each thread's part is hi - lo ones: its sum tells that every element
-     * was read (within float rounding of a sum of up to n ones) */
-    int wrong = 0;
-    for (int k = -1; k < runs; k++) { /* -1: first touch, in parallel, not timed */
-        double t0 = 0, t1 = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : wrong)
-        {
-            int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            int64_t lo = n / 64 * t / nt * 64, hi = n / 64 * (t + 1) / nt * 64;
-            if (k < 0)
-                for (int64_t i = lo; i < hi; i++)
-                    data[i] = 1.0f;
-#pragma omp barrier
-#pragma omp master
-            t0 = now_seconds();
-            double sum = pr.read(data + lo, hi - lo);
-#pragma omp barrier
-#pragma omp master
-            t1 = now_seconds();
-            wrong += fabs(sum - (double)(hi - lo)) > 1e-5 * (double)(hi - lo);
-        }
-        if (k >= 0)
-            rd[k] = (double)n * sizeof(float) / (t1 - t0) / 1e9;
-    }
+    bool wrong = false;
+    for (int k = 0; k < runs; k++)
+        wrong |= (rd[k] = probe_read(p, PROBE_FLOATS)) < 0;
     r->fma = stats(fma, runs);
     r->read = stats(rd, runs);
-    attnc_jit_free(jit);
-    free(data);
     free(io);
     free(fma);
     free(rd);
-    if (wrong) {
-        fprintf(stderr, "attnc: error: the read probe's sums were off in %d of %d thread passes\n", wrong,
-                threads * (runs + 1));
-        return EXIT_INTERNAL;
-    }
-    return EXIT_OK;
+    return wrong ? read_probe_error() : EXIT_OK;
 }
 
 static int default_threads(void) {
@@ -210,7 +240,11 @@ int cmd_roofline(int argc, char **argv) {
         (runs_s && !parse_int("roofline", "--runs", runs_s, 1, 1000, &runs)))
         return EXIT_USAGE;
     roofline r = {0};
-    int rc = measure_roofline((int)threads, (int)runs, &r);
+    probes pb;
+    int rc = probes_open((int)threads, &pb);
+    if (rc == EXIT_OK)
+        rc = measure_roofline(&pb, (int)runs, &r);
+    probes_close(&pb);
     if (rc != EXIT_OK)
         return rc;
     if (!json) {
@@ -407,8 +441,10 @@ static int check(const bench *b, runner *r, double *err) {
     return rc;
 }
 
-/* Times the warm-up and b->runs calls; times[k] in seconds. */
-static int time_runs(const bench *b, runner *r, const char *variant, double *times) {
+/* Times the warm-up and b->runs calls; times[k] in seconds, bw[k] the
+ * read bandwidth (GB/s) measured just before call k. */
+static int time_runs(const bench *b, runner *r, const probes *pb, const char *variant, double *times,
+                     double *bw) {
     const attn_config *c = &b->cfg;
     int64_t D = c->d_model, n = b->decode ? b->cache + 1 : b->seq;
     float *x = random_input(n * D, 5), *y = malloc((size_t)(n * D) * sizeof *y);
@@ -424,6 +460,16 @@ static int time_runs(const bench *b, runner *r, const char *variant, double *tim
     if (rc == EXIT_OK && b->decode) /* the cache to decode against, not timed */
         rc = forward(r, seq, b->cache, x, y);
     for (int run = -1; rc == EXIT_OK && run < b->runs; run++) {
+        if (run >= 0 && (bw[run] = probe_read(pb, PROBE_RUN_FLOATS)) < 0) {
+            rc = read_probe_error();
+            break;
+        }
+        if (b->decode && run >= 0) { /* after the probe, the caches as a decode loop leaves them */
+            rc = forward(r, seq, 1, x + b->cache * D, y + b->cache * D);
+            attn_seq_truncate(r->cache, seq, b->cache);
+            if (rc != EXIT_OK)
+                break;
+        }
         if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
             attn_seq_free(r->cache, seq);
             attn_seq_new(r->cache, &seq);
@@ -457,13 +503,19 @@ static int time_runs(const bench *b, runner *r, const char *variant, double *tim
     return rc;
 }
 
+/* One row: times (seconds) and bw (GB/s) per run, both sorted here;
+ * %read is the median of each run's GB/s over the bandwidth read just
+ * before it. */
 static void report(const bench *b, const roofline *rl, const char *variant, double *times,
-                   bool json, bool first) {
-    stat3 t = stats(times, b->runs);
+                   double *bw, bool json, bool first) {
     double flops, bytes;
     work(b, &flops, &bytes);
+    double *ratio = times + b->runs; /* the caller's times hold 2 x runs */
+    for (int k = 0; k < b->runs; k++)
+        ratio[k] = 100 * bytes / times[k] / 1e9 / bw[k];
+    stat3 t = stats(times, b->runs), rd = stats(bw, b->runs);
     double gflops = flops / t.median / 1e9, gbps = bytes / t.median / 1e9;
-    double pct_peak = 100 * gflops / rl->fma.median, pct_read = 100 * gbps / rl->read.median;
+    double pct_peak = 100 * gflops / rl->fma.median, pct_read = stats(ratio, b->runs).median;
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "spec", b->cfg.name);
@@ -481,7 +533,9 @@ static void report(const bench *b, const roofline *rl, const char *variant, doub
         cJSON_AddNumberToObject(o, "gflops", gflops);
         cJSON_AddNumberToObject(o, "gbps", gbps);
         cJSON_AddNumberToObject(o, "peak_gflops", rl->fma.median);
-        cJSON_AddNumberToObject(o, "read_gbps", rl->read.median);
+        cJSON_AddNumberToObject(o, "read_gbps", rd.median);
+        cJSON_AddNumberToObject(o, "read_gbps_min", rd.min);
+        cJSON_AddNumberToObject(o, "read_gbps_max", rd.max);
         cJSON_AddNumberToObject(o, "pct_peak", pct_peak);
         cJSON_AddNumberToObject(o, "pct_read", pct_read);
         char *text = cJSON_PrintUnformatted(o);
@@ -492,20 +546,20 @@ static void report(const bench *b, const roofline *rl, const char *variant, doub
         return;
     }
     if (first)
-        printf("%-22s %10s %10s %10s %9s %7s %8s %7s\n", "variant", "ms_median", "ms_min", "ms_max",
-               "GFLOP/s", "%peak", "GB/s", "%read");
-    printf("%-22s %10.3f %10.3f %10.3f %9.1f %7.1f %8.2f %7.1f\n", variant, t.median * 1e3,
-           t.min * 1e3, t.max * 1e3, gflops, pct_peak, gbps, pct_read);
+        printf("%-22s %10s %10s %10s %9s %7s %8s %7s %13s\n", "variant", "ms_median", "ms_min", "ms_max",
+               "GFLOP/s", "%peak", "GB/s", "%read", "read GB/s");
+    printf("%-22s %10.3f %10.3f %10.3f %9.1f %7.1f %8.2f %7.1f %13.1f\n", variant, t.median * 1e3,
+           t.min * 1e3, t.max * 1e3, gflops, pct_peak, gbps, pct_read, rd.median);
     fflush(stdout);
 }
 
 /* Compiles, checks and times one variant (extra = a pass disabled). */
-static int bench_variant(const bench *b, const roofline *rl, const char *extra, bool json,
-                         bool first) {
+static int bench_variant(const bench *b, const probes *pb, const roofline *rl, const char *extra,
+                         bool json, bool first) {
     runner r = {0};
     int64_t n = b->decode ? b->cache + 1 : b->seq;
     int64_t capacity = (n > 98 ? n : 98) + 2 * b->cfg.kv_block_tokens;
-    double err = 0, *times = malloc((size_t)b->runs * sizeof *times);
+    double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times), *bw = times ? times + 2 * b->runs : NULL;
     char variant[64];
     snprintf(variant, sizeof variant, extra ? "-%s" : "all passes", extra);
     int rc = times ? runner_new(b, extra, capacity, &r) : runtime_error(ATTN_E_NOMEM, NULL);
@@ -515,10 +569,10 @@ static int bench_variant(const bench *b, const roofline *rl, const char *extra, 
         if (!json)
             fprintf(stderr, "bench: %s: %s: checked against the reference: relative error %.2g\n",
                     b->spec, variant, err);
-        rc = time_runs(b, &r, variant, times);
+        rc = time_runs(b, &r, pb, variant, times, bw);
     }
     if (rc == EXIT_OK)
-        report(b, rl, variant, times, json, first);
+        report(b, rl, variant, times, bw, json, first);
     runner_free(&r);
     free(times);
     return rc;
@@ -607,7 +661,8 @@ int cmd_bench(int argc, char **argv) {
     if (other_dtypes)
         b.compiled = tmp;
     roofline rl;
-    if ((rc = measure_roofline(b.threads, 7, &rl)) == EXIT_OK) {
+    probes pb;
+    if ((rc = probes_open(b.threads, &pb)) == EXIT_OK && (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
         if (!json) {
             printf("attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s\n",
                    b.cfg.name, mode, part, b.decode ? "cache" : "seq",
@@ -615,7 +670,7 @@ int cmd_bench(int argc, char **argv) {
                    attn_dtype_name(b.cfg.kv_dtype));
             print_roofline_line(&rl);
         }
-        rc = bench_variant(&b, &rl, NULL, json, true);
+        rc = bench_variant(&b, &pb, &rl, NULL, json, true);
     }
     for (int i = 0; rc == EXIT_OK && ablation && attnc_pass_name(i); i++) {
         const char *p = attnc_pass_name(i);
@@ -623,8 +678,9 @@ int cmd_bench(int argc, char **argv) {
         for (int j = 0; j < b.n_disabled; j++)
             off |= strcmp(b.disabled[j], p) == 0;
         if (!off)
-            rc = bench_variant(&b, &rl, p, json, false);
+            rc = bench_variant(&b, &pb, &rl, p, json, false);
     }
+    probes_close(&pb);
     attn_weights_free(b.w);
     if (b.compiled != b.spec)
         remove(tmp);

@@ -52,8 +52,14 @@ static void assert_consistent(const cJSON *r) {
     assert_true(lo > 0 && lo <= med && med <= hi);
     assert_true(fabs(num(r, "gflops") - num(r, "flops") / med / 1e6) <= 1e-6 * num(r, "gflops"));
     assert_true(fabs(num(r, "gbps") - num(r, "bytes") / med / 1e6) <= 1e-6 * num(r, "gbps"));
-    assert_true(num(r, "peak_gflops") > 0 && num(r, "read_gbps") > 0);
+    assert_true(num(r, "peak_gflops") > 0 && num(r, "read_gbps_min") > 0);
+    assert_true(num(r, "read_gbps_min") <= num(r, "read_gbps") && num(r, "read_gbps") <= num(r, "read_gbps_max"));
     assert_true(fabs(num(r, "pct_peak") - 100 * num(r, "gflops") / num(r, "peak_gflops")) < 1e-6);
+    /* %read is the median of each run's GB/s over the read just before
+     * it: within the extremes a run and a probe can pair to */
+    double bytes = num(r, "bytes"), pct = num(r, "pct_read");
+    assert_true(pct >= 100 * bytes / hi / 1e6 / num(r, "read_gbps_max") * (1 - 1e-9));
+    assert_true(pct <= 100 * bytes / lo / 1e6 / num(r, "read_gbps_min") * (1 + 1e-9));
     assert_true(num(r, "threads") >= 1);
 }
 
