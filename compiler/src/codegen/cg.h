@@ -204,8 +204,10 @@ ATTNC_HIDDEN LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMVa
  * vectorizer turns it into vector code): 0 below -87.34, NaN for NaN, max
  * relative error 8.1e-8 (test_cg measures it). tanh built on it. */
 ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
-/* The same for x <= 0 (or -inf, NaN) only, as softmax's s - max: a few
- * operations fewer. */
+/* The same for x <= 0 (or -inf, NaN) only, as softmax's s - max: 18
+ * operations in the IR against 30 (no clamp above, rounding without a floor or a
+ * conversion, fused multiply-adds, NaN kept without a select); max
+ * relative error 8.3e-8 over [-87, 0]. */
 ATTNC_HIDDEN LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
 /* Calls an overloaded LLVM intrinsic on one or two values of type ty. */

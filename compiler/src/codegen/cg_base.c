@@ -429,27 +429,17 @@ LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef 
     return LLVMBuildCall2(c->b, fty, fn, args, b ? 2 : 1, "");
 }
 
-static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos);
+/* p(r) = 1 + r + r^2 (...) of both exps: Cephes' expf minimax polynomial */
+static const double exp_poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
 
 LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
-    return exp_impl(c, x, false);
-}
-
-LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
-    return exp_impl(c, x, true);
-}
-
-static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos) {
     /* exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 split in two
      * parts (Cody-Waite), p the minimax polynomial of Cephes' expf. */
-    static const double poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
     LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
     LLVMValueRef lo = fconst(ty, -87.33654), hi = fconst(ty, 88.72283);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
-    LLVMValueRef xc = cg_intrinsic(c, "llvm.maxnum", ty, x, lo);
-    if (!nonpos)
-        xc = cg_intrinsic(c, "llvm.minnum", ty, xc, hi);
+    LLVMValueRef xc = cg_intrinsic(c, "llvm.minnum", ty, cg_intrinsic(c, "llvm.maxnum", ty, x, lo), hi);
     LLVMValueRef n = cg_intrinsic(
         c, "llvm.floor", ty,
         LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, fconst(ty, 1.44269504088896341), ""),
@@ -457,9 +447,9 @@ static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos) {
         NULL);
     LLVMValueRef r = LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, fconst(ty, 0.693359375), ""), "");
     r = LLVMBuildFSub(c->b, r, LLVMBuildFMul(c->b, n, fconst(ty, -2.12194440e-4), ""), "");
-    LLVMValueRef p = fconst(ty, poly[0]);
+    LLVMValueRef p = fconst(ty, exp_poly[0]);
     for (int i = 1; i < 6; i++)
-        p = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r, ""), fconst(ty, poly[i]), "");
+        p = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r, ""), fconst(ty, exp_poly[i]), "");
     LLVMValueRef r2 = LLVMBuildFMul(c->b, r, r, "");
     p = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, p, r2, ""), r, ""),
                       fconst(ty, 1.0), "");
@@ -467,16 +457,40 @@ static LLVMValueRef exp_impl(cg *c, LLVMValueRef x, bool nonpos) {
     LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, ity, "");
     LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, iconst(ity, 127), ""), iconst(ity, 23), "");
     LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, ty, "");
-    if (!nonpos) { /* n = 128 would overflow the exponent: take 2^127 * 2 */
-        LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
-        two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
-        p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
-    }
+    /* n = 128 would overflow the exponent: take 2^127 * 2 */
+    LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
+    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
+    p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
     LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
     res = LLVMBuildSelect(c->b, under, fconst(ty, 0.0), res, "");
     /* the clamps would turn NaN into a number: keep it NaN, as IEEE exp */
     LLVMValueRef nan = LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
     return LLVMBuildSelect(c->b, nan, x, res, "exp");
+}
+
+LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
+    /* As cg_exp for x <= 0 with fewer operations (softmax runs it once
+     * per score): n = round(x / ln 2) as the low mantissa bits of t = x /
+     * ln 2 + 1.5 * 2^23 (no floor, no conversion; 2^n from t's bits), the
+     * multiply-adds fused, and no select for NaN: it passes through every
+     * step (t's bits are integers, never poison). */
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMValueRef lo = fconst(ty, -87.33654), magic = fconst(ty, 12582912.0);
+    LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
+    LLVMValueRef xc = LLVMBuildSelect(c->b, under, lo, x, ""); /* NaN stays NaN */
+    LLVMValueRef t = cg_fma(c, xc, fconst(ty, 1.44269504088896341), magic);
+    LLVMValueRef n = LLVMBuildFSub(c->b, t, magic, "");
+    LLVMValueRef r = cg_fma(c, n, fconst(ty, -0.693359375), xc);
+    r = cg_fma(c, n, fconst(ty, 2.12194440e-4), r);
+    LLVMValueRef p = fconst(ty, exp_poly[0]);
+    for (int i = 1; i < 6; i++)
+        p = cg_fma(c, p, r, fconst(ty, exp_poly[i]));
+    p = LLVMBuildFAdd(c->b, cg_fma(c, p, LLVMBuildFMul(c->b, r, r, ""), r), fconst(ty, 1.0), "");
+    /* t's bits are those of 1.5 * 2^23 plus n, n in [-126, 0] */
+    LLVMValueRef bits = LLVMBuildAdd(c->b, LLVMBuildBitCast(c->b, t, ity, ""),
+                                     iconst(ity, (unsigned long long)(127u - 0x4B400000u) & 0xffffffffu), "");
+    LLVMValueRef two_n = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, bits, iconst(ity, 23), ""), ty, "");
+    return LLVMBuildSelect(c->b, under, fconst(ty, 0.0), LLVMBuildFMul(c->b, p, two_n, ""), "exp");
 }
 
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x) {
