@@ -3,8 +3,8 @@
  *
  * The keys any row sees, [jbeg, jend), are cut into at most SPLIT_CHUNKS
  * chunks of whole tiles of the vector width, their sizes within one tile
- * of each other (at least SPLIT_MIN_KEYS keys where there are that
- * many): the cut depends on the key count only. A work item is
+ * of each other (one chunk per SPLIT_MIN_KEYS keys, rounded up): the cut
+ * depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); each thread takes
  * a run of consecutive chunks. Keys come in tiles of one vector width,
  * starting at multiples of it; within a tile, K/V head by K/V head, K and
@@ -87,8 +87,8 @@ static split split_of(cg *c, const ir_node *n) {
 /* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nt
  * tiles of lanes keys from *jbeg (jfirst rounded down to a multiple of
  * lanes), cut into *nc chunks of whole tiles whose sizes differ by one
- * tile at most (at least SPLIT_MIN_KEYS keys a chunk where there are that
- * many). Shared by both kernels, so they agree. */
+ * tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at most
+ * SPLIT_CHUNKS). Shared by both kernels, so they agree. */
 static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg, LLVMValueRef *jend,
                    LLVMValueRef *nt, LLVMValueRef *nc) {
     const attn_config *cfg = &c->g->cfg;
