@@ -421,19 +421,28 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
         cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, w->r[i], L));
 }
 
-/* Unit w's p.v over tile t, guarded where the tile is partial. */
+/* Unit w's p.v over tile t, guarded where the tile is partial. A whole
+ * tile lies in one block (kvec): its V rows are one row's address plus
+ * multiples of the token stride, instead of a block table look-up per
+ * key (which the vectorizer turned into gathers). */
 static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, const ahead *av) {
     LLVMValueRef vrow[64];
-    for (int j = 0; j < s->lanes; j++)
-        vrow[j] = key_row(c, s->v, t, w->kvh, j);
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
     LLVMBuildCondBr(c->b, t->partial, guarded, plain);
     LLVMPositionBuilderAtEnd(c->b, guarded);
+    for (int j = 0; j < s->lanes; j++)
+        vrow[j] = key_row(c, s->v, t, w->kvh, j);
     pv_block(c, s, w->orow, vrow, ps, av, w->kvh, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
+    const cg_view *vv = &c->plan->view[s->v->id];
+    int64_t ts;
+    bool one_block = s->kvec && vv->paged && ir_dim_is_const(vv->nb[2], &ts);
+    for (int j = 0; j < s->lanes; j++)
+        vrow[j] = one_block && j ? cg_gep(c, cg_elem_type(c, s->vdt), vrow[0], cg_i64(c, j * ts))
+                                 : key_row(c, s->v, t, w->kvh, j);
     pv_block(c, s, w->orow, vrow, ps, av, w->kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
