@@ -100,7 +100,7 @@ typedef struct probes {
 } probes;
 
 enum {
-    PROBE_FLOATS = (1 << 30) / sizeof(float),  /* the roofline's read: 1 GiB */
+    PROBE_FLOATS = (1 << 30) / sizeof(float),    /* the roofline's read: 1 GiB */
     PROBE_RUN_FLOATS = (1 << 28) / sizeof(float) /* before each bench run: 256 MiB */
 };
 
@@ -192,7 +192,8 @@ static int measure_roofline(const probes *p, int runs, roofline *r) {
 #pragma omp master
             t1 = now_seconds();
         }
-        fma[k] = (double)p->threads * (double)iters * (double)p->pr.flops_per_iter / (t1 - t0) / 1e9;
+        fma[k] =
+            (double)p->threads * (double)iters * (double)p->pr.flops_per_iter / (t1 - t0) / 1e9;
     }
     bool wrong = false;
     for (int k = 0; k < runs; k++)
@@ -443,8 +444,8 @@ static int check(const bench *b, runner *r, double *err) {
 
 /* Times the warm-up and b->runs calls; times[k] in seconds, bw[k] the
  * read bandwidth (GB/s) measured just before call k. */
-static int time_runs(const bench *b, runner *r, const probes *pb, const char *variant, double *times,
-                     double *bw) {
+static int time_runs(const bench *b, runner *r, const probes *pb, const char *variant,
+                     double *times, double *bw) {
     const attn_config *c = &b->cfg;
     int64_t D = c->d_model, n = b->decode ? b->cache + 1 : b->seq;
     float *x = random_input(n * D, 5), *y = malloc((size_t)(n * D) * sizeof *y);
@@ -546,8 +547,8 @@ static void report(const bench *b, const roofline *rl, const char *variant, doub
         return;
     }
     if (first)
-        printf("%-22s %10s %10s %10s %9s %7s %8s %7s %13s\n", "variant", "ms_median", "ms_min", "ms_max",
-               "GFLOP/s", "%peak", "GB/s", "%read", "read GB/s");
+        printf("%-22s %10s %10s %10s %9s %7s %8s %7s %13s\n", "variant", "ms_median", "ms_min",
+               "ms_max", "GFLOP/s", "%peak", "GB/s", "%read", "read GB/s");
     printf("%-22s %10.3f %10.3f %10.3f %9.1f %7.1f %8.2f %7.1f %13.1f\n", variant, t.median * 1e3,
            t.min * 1e3, t.max * 1e3, gflops, pct_peak, gbps, pct_read, rd.median);
     fflush(stdout);
@@ -559,7 +560,8 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
     runner r = {0};
     int64_t n = b->decode ? b->cache + 1 : b->seq;
     int64_t capacity = (n > 98 ? n : 98) + 2 * b->cfg.kv_block_tokens;
-    double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times), *bw = times ? times + 2 * b->runs : NULL;
+    double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times),
+           *bw = times ? times + 2 * b->runs : NULL;
     char variant[64];
     snprintf(variant, sizeof variant, extra ? "-%s" : "all passes", extra);
     int rc = times ? runner_new(b, extra, capacity, &r) : runtime_error(ATTN_E_NOMEM, NULL);
@@ -662,7 +664,8 @@ int cmd_bench(int argc, char **argv) {
         b.compiled = tmp;
     roofline rl;
     probes pb;
-    if ((rc = probes_open(b.threads, &pb)) == EXIT_OK && (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
+    if ((rc = probes_open(b.threads, &pb)) == EXIT_OK &&
+        (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
         if (!json) {
             printf("attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s\n",
                    b.cfg.name, mode, part, b.decode ? "cache" : "seq",

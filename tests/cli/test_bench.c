@@ -53,7 +53,8 @@ static void assert_consistent(const cJSON *r) {
     assert_true(fabs(num(r, "gflops") - num(r, "flops") / med / 1e6) <= 1e-6 * num(r, "gflops"));
     assert_true(fabs(num(r, "gbps") - num(r, "bytes") / med / 1e6) <= 1e-6 * num(r, "gbps"));
     assert_true(num(r, "peak_gflops") > 0 && num(r, "read_gbps_min") > 0);
-    assert_true(num(r, "read_gbps_min") <= num(r, "read_gbps") && num(r, "read_gbps") <= num(r, "read_gbps_max"));
+    assert_true(num(r, "read_gbps_min") <= num(r, "read_gbps") &&
+                num(r, "read_gbps") <= num(r, "read_gbps_max"));
     assert_true(fabs(num(r, "pct_peak") - 100 * num(r, "gflops") / num(r, "peak_gflops")) < 1e-6);
     /* %read is the median of each run's GB/s over the read just before
      * it: within the extremes a run and a probe can pair to */

@@ -154,7 +154,8 @@ static void exp_nonpos_is_within_2e7_relative(void **state) {
     float edge[7] = {-INFINITY, -1000.0f, -87.5f, -87.33f, -0.0f, 0.0f, NAN}, out[7];
     run_probe(*state, PROBE_EXP_NONPOS, edge, out, 7);
     assert_true(out[0] == 0 && out[1] == 0 && out[2] == 0);
-    assert_true(out[3] > 0 && fabs(out[3] / exp((double)edge[3]) - 1) < 1e-6); /* near the smallest normal */
+    assert_true(out[3] > 0 &&
+                fabs(out[3] / exp((double)edge[3]) - 1) < 1e-6); /* near the smallest normal */
     assert_true(out[4] == 1.0f && out[5] == 1.0f);
     assert_true(isnan(out[6]));
 }

@@ -439,7 +439,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
     LLVMValueRef lo = fconst(ty, -87.33654), hi = fconst(ty, 88.72283);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
-    LLVMValueRef xc = cg_intrinsic(c, "llvm.minnum", ty, cg_intrinsic(c, "llvm.maxnum", ty, x, lo), hi);
+    LLVMValueRef xc =
+        cg_intrinsic(c, "llvm.minnum", ty, cg_intrinsic(c, "llvm.maxnum", ty, x, lo), hi);
     LLVMValueRef n = cg_intrinsic(
         c, "llvm.floor", ty,
         LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, fconst(ty, 1.44269504088896341), ""),
@@ -459,7 +460,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, ty, "");
     /* n = 128 would overflow the exponent: take 2^127 * 2 */
     LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");
-    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""), two_n, "");
+    two_n = LLVMBuildSelect(c->b, big, LLVMBuildBitCast(c->b, iconst(ity, 254u << 23), ty, ""),
+                            two_n, "");
     p = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, p, fconst(ty, 2.0), ""), p, "");
     LLVMValueRef res = LLVMBuildFMul(c->b, p, two_n, "");
     res = LLVMBuildSelect(c->b, under, fconst(ty, 0.0), res, "");
@@ -487,9 +489,11 @@ LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
         p = cg_fma(c, p, r, fconst(ty, exp_poly[i]));
     p = LLVMBuildFAdd(c->b, cg_fma(c, p, LLVMBuildFMul(c->b, r, r, ""), r), fconst(ty, 1.0), "");
     /* t's bits are those of 1.5 * 2^23 plus n, n in [-126, 0] */
-    LLVMValueRef bits = LLVMBuildAdd(c->b, LLVMBuildBitCast(c->b, t, ity, ""),
-                                     iconst(ity, (unsigned long long)(127u - 0x4B400000u) & 0xffffffffu), "");
-    LLVMValueRef two_n = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, bits, iconst(ity, 23), ""), ty, "");
+    LLVMValueRef bits =
+        LLVMBuildAdd(c->b, LLVMBuildBitCast(c->b, t, ity, ""),
+                     iconst(ity, (unsigned long long)(127u - 0x4B400000u) & 0xffffffffu), "");
+    LLVMValueRef two_n =
+        LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, bits, iconst(ity, 23), ""), ty, "");
     return LLVMBuildSelect(c->b, under, fconst(ty, 0.0), LLVMBuildFMul(c->b, p, two_n, ""), "exp");
 }
 

@@ -89,8 +89,8 @@ static split split_of(cg *c, const ir_node *n) {
  * lanes), cut into *nc chunks of whole tiles whose sizes differ by one
  * tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at most
  * SPLIT_CHUNKS). Shared by both kernels, so they agree. */
-static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg, LLVMValueRef *jend,
-                   LLVMValueRef *nt, LLVMValueRef *nc) {
+static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg,
+                   LLVMValueRef *jend, LLVMValueRef *nt, LLVMValueRef *nc) {
     const attn_config *cfg = &c->g->cfg;
     *jfirst = c->jlo;
     *jend = c->T;
@@ -99,9 +99,11 @@ static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jb
                                LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
     *jbeg = LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
-    *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""), cg_i64(c, s->lanes), "nt");
+    *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""),
+                        cg_i64(c, s->lanes), "nt");
     int64_t min_tiles = SPLIT_MIN_KEYS / s->lanes > 1 ? SPLIT_MIN_KEYS / s->lanes : 1;
-    LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, *nt, cg_i64(c, min_tiles - 1), ""), cg_i64(c, min_tiles), "");
+    LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, *nt, cg_i64(c, min_tiles - 1), ""),
+                                      cg_i64(c, min_tiles), "");
     *nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
 }
 
@@ -109,8 +111,8 @@ static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jb
  * nt * ch / nc, so the chunks' sizes differ by one tile at most (a cut
  * of whole chunks of the rounded-up size left the last one short: with
  * two threads one took up to an eighth more keys than the other). */
-static LLVMValueRef chunk_key(cg *c, const split *s, LLVMValueRef jbeg, LLVMValueRef nt, LLVMValueRef nc,
-                              LLVMValueRef ch) {
+static LLVMValueRef chunk_key(cg *c, const split *s, LLVMValueRef jbeg, LLVMValueRef nt,
+                              LLVMValueRef nc, LLVMValueRef ch) {
     LLVMValueRef tile = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, nt, ch, ""), nc, "");
     return LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, tile, cg_i64(c, s->lanes), ""), "");
 }
@@ -474,8 +476,9 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     cg_loop li = cg_for(c, clo, chi, "chunk");
     LLVMValueRef chunk = li.i;
     LLVMValueRef cj0 = chunk_key(c, &s, jbeg, nt_all, nc, chunk);
-    LLVMValueRef cj1 = cg_intrinsic(c, "llvm.smin", c->i64,
-                                    chunk_key(c, &s, jbeg, nt_all, nc, LLVMBuildAdd(c->b, chunk, cg_i64(c, 1), "")), jend);
+    LLVMValueRef cj1 = cg_intrinsic(
+        c, "llvm.smin", c->i64,
+        chunk_key(c, &s, jbeg, nt_all, nc, LLVMBuildAdd(c->b, chunk, cg_i64(c, 1), "")), jend);
 
     /* the rows' queries (scaled) and empty results; row = token * heads + head */
     cg_loop lr = cg_for(c, cg_i64(c, 0), rows, "r");
