@@ -30,7 +30,6 @@ typedef struct cg_view {
  * correct on any target (LLVM legalizes), only speed depends on it. */
 typedef struct cg_target {
     int lanes, regs;
-    bool bf16dot; /* AVX512-BF16 (vdpbf16ps) with 16 lanes */
 } cg_target;
 
 /* The register-blocked GEMM of a linear: y[S, N] = x[S, K] . W^T. W is

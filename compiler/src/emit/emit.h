@@ -14,9 +14,8 @@ ATTNC_HIDDEN attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_option
                                               LLVMTargetMachineRef *out);
 /* The f32 lanes of tm's widest vector registers and how many there are
  * (codegen blocks its kernels for them): from tm's features where they
- * name AVX-512 or AVX2, else by asking tm to compile a vector add; and
- * whether its features name AVX512-BF16 (bf16 dot products). */
-ATTNC_HIDDEN void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs, bool *bf16dot);
+ * name AVX-512 or AVX2, else by asking tm to compile a vector add. */
+ATTNC_HIDDEN void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs);
 /* Sets the module's triple and data layout from tm and runs default<O3>
  * with loop and SLP vectorization. */
 ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod,

@@ -102,7 +102,7 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
     if ((st = emit_target_machine(ctx, opt, &tm)) != ATTNC_OK)
         goto fail;
     cg_target target;
-    emit_target_shape(tm, &target.lanes, &target.regs, &target.bf16dot);
+    emit_target_shape(tm, &target.lanes, &target.regs);
     if ((st = cg_module_build(g, LLVMOrcThreadSafeContextGetContext(tsc), &target, &res)) != ATTNC_OK)
         goto fail;
     double t1 = compile_now_ms();
@@ -199,7 +199,7 @@ static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes
     if (st != ATTNC_OK)
         goto done;
     cg_target target;
-    emit_target_shape(tm, &target.lanes, &target.regs, &target.bf16dot);
+    emit_target_shape(tm, &target.lanes, &target.regs);
     LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter);
     pr->lanes = target.lanes;
     if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {

@@ -129,9 +129,9 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
         st = emit_target_machine(ctx, opt, &tm);
     if (st == ATTNC_OK)
         st = check_layout(ctx, tm);
-    cg_target target = {4, 16, false};
+    cg_target target = {4, 16};
     if (st == ATTNC_OK) {
-        emit_target_shape(tm, &target.lanes, &target.regs, &target.bf16dot);
+        emit_target_shape(tm, &target.lanes, &target.regs);
         st = cg_module_build(g, llctx, &target, &res);
     }
     if (st == ATTNC_OK) {

@@ -121,19 +121,16 @@ static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
     return found;
 }
 
-void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs, bool *bf16dot) {
+void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     char *features = LLVMGetTargetMachineFeatureString(tm);
     bool x86 = strncmp(triple, "x86_64", 6) == 0;
     *lanes = 4;
     *regs = x86 ? 16 : 32;
-    *bf16dot = false;
     if (x86) {
         if (strstr(features, "+avx512f") || (!strstr(features, "-avx512f") && uses_register(tm, 16, "zmm"))) {
             *lanes = 16;
             *regs = 32;
-            /* named in the features (the host's are): a --cpu alone keeps the exact path */
-            *bf16dot = strstr(features, "+avx512bf16") != NULL;
         } else if (strstr(features, "+avx2") || uses_register(tm, 8, "ymm")) {
             *lanes = 8;
         }
