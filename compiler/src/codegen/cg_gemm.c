@@ -410,9 +410,10 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     for (int i = 0; i < n_sizes; i++)
         fns[i] = micro(c, &gc, sizes[i], name, false);
     LLVMValueRef gemv[CG_GEMV_ROWS];
-    /* bf16 weights too: widened exactly, as in the GEMM (vdpbf16ps on
-     * (k, k+1) pairs of a column, x split into bf16 hi + lo, read at
-     * 47-81% of the read bandwidth where this reads at 89-97%) */
+    /* bf16 weights too: widened exactly, as in the GEMM (a GEMV of
+     * vdpbf16ps on (k, k+1) pairs of a column, x split into bf16 hi + lo,
+     * was inexact and slower: the llama3_8b decode block read at 47-77% of
+     * the read bandwidth where this reads at 81-92%, at 43-53 GB/s) */
     for (int r = 1; r <= CG_GEMV_ROWS; r++)
         gemv[r - 1] = micro(c, &gc, r, name, true);
     LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
