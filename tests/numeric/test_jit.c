@@ -97,6 +97,15 @@ static const char *spec_path(const char *name) {
     return buf;
 }
 
+/* Writes the config c to dir/name as a spec; its path. */
+static const char *write_spec(const char *dir, const attn_config *c, const char *name) {
+    char *yaml = attnc_spec_to_yaml(c);
+    const char *path = path_in(dir, name);
+    write_file(path, yaml, strlen(yaml));
+    free(yaml);
+    return path;
+}
+
 static void jit_equals_reference_for_every_shipped_spec(void **state) {
     (void)state;
     for (size_t i = 0; i < N_SHIPPED; i++) {
@@ -189,10 +198,7 @@ static void jit_equals_reference_over_random_sweep(void **state) {
         attn_msg m;
         if (attn_config_check(&c, &m) != ATTN_OK)
             fail_msg("sweep %d: %s", i, m.text);
-        char *yaml = attnc_spec_to_yaml(&c);
-        const char *path = path_in(dir, "sweep.yaml");
-        write_file(path, yaml, strlen(yaml));
-        free(yaml);
+        const char *path = write_spec(dir, &c, "sweep.yaml");
         double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i);
         if (!(e <= tolerance(c.kv_dtype)))
             fail_msg("sweep %d (heads %lld/%lld hd %lld T %lld chunk %lld rope %d/%d window %lld "
@@ -267,10 +273,7 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
         attn_config c = load(spec_path(cases[i].spec));
         c.dtype = cases[i].dt;
         c.kv_dtype = cases[i].kv;
-        char *yaml = attnc_spec_to_yaml(&c);
-        const char *path = path_in(dir, "decode.yaml");
-        write_file(path, yaml, strlen(yaml));
-        free(yaml);
+        const char *path = write_spec(dir, &c, "decode.yaml");
         attn_weights *w;
         assert_int_equal(attn_weights_random(&c, 40 + i, &w, NULL), ATTN_OK);
         int64_t T = cases[i].pre + cases[i].steps, D = c.d_model;
@@ -331,10 +334,7 @@ static void split_decode_follows_growing_scores(void **state) {
     for (int i = 0; i < 2; i++) {
         attn_config c = load(spec_path("seed"));
         c.kv_dtype = kvs[i];
-        char *yaml = attnc_spec_to_yaml(&c);
-        const char *path = path_in(dir, "grow.yaml");
-        write_file(path, yaml, strlen(yaml));
-        free(yaml);
+        const char *path = write_spec(dir, &c, "grow.yaml");
         attn_weights *w;
         assert_int_equal(attn_weights_random(&c, 70 + (uint64_t)i, &w, NULL), ATTN_OK);
         int64_t T = 230, D = c.d_model;
@@ -356,21 +356,6 @@ static void split_decode_follows_growing_scores(void **state) {
         free(want);
     }
     tmpdir_remove(dir);
-}
-
-/* Runs a block of the config c (written to dir) with weights w over T
- * tokens of x in calls of chunk tokens, compiled for cpu (NULL: host). */
-static void run_config(const char *dir, const attn_config *c, const char *cpu,
-                       const attn_weights *w, int64_t T, const float *x, float *y, int64_t chunk) {
-    char *yaml = attnc_spec_to_yaml(c);
-    const char *path = path_in(dir, "exact.yaml");
-    write_file(path, yaml, strlen(yaml));
-    free(yaml);
-    attnc_options o = attnc_options_default();
-    o.cpu = cpu;
-    attnc_jit *jit = compile(path, &o);
-    run_jit(jit, w, T, x, y, chunk, 2);
-    attnc_jit_free(jit);
 }
 
 /* bf16 weights are widened to f32 exactly in registers, in the GEMV
@@ -401,16 +386,22 @@ static void bf16_weights_are_exact(void **state) {
           *yf = malloc(n * sizeof(float));
     const char *cpus[] = {NULL, "x86-64-v3"};
     const int64_t chunks[] = {3, 8, 40}; /* the GEMV, its largest call, the GEMM */
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        attnc_options o = attnc_options_default();
+        o.cpu = cpus[i];
+        attnc_jit *jb = compile(write_spec(dir, &cb, "bf16.yaml"), &o);
+        attnc_jit *jf = compile(write_spec(dir, &cf, "f32.yaml"), &o);
         for (int k = 0; k < 3; k++) {
-            run_config(dir, &cb, cpus[i], wb, T, x, yb, chunks[k]);
-            run_config(dir, &cf, cpus[i], wf, T, x, yf, chunks[k]);
+            run_jit(jb, wb, T, x, yb, chunks[k], 2);
+            run_jit(jf, wf, T, x, yf, chunks[k], 2);
             if (memcmp(yb, yf, n * sizeof(float)) != 0)
                 fail_msg("--cpu %s, calls of %lld tokens: bf16 weights differ from f32 ones of the "
-                         "same values "
-                         "(relative %g)",
+                         "same values (relative %g)",
                          cpus[i] ? cpus[i] : "host", (long long)chunks[k], rel_err(yb, yf, n));
         }
+        attnc_jit_free(jb);
+        attnc_jit_free(jf);
+    }
     attn_weights_free(wb);
     attn_weights_free(wf);
     free(x);
