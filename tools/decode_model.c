@@ -200,7 +200,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < probe_n; i++)
         probe[i] = 1;
 
-    int wrong = 0;
+    int wrong = 0, team = 0;
     for (long r = -1; r < runs && !wrong; r++) { /* run -1 warms up */
         double t0 = 0, t1 = 0, t2 = 0, got = 0, seen = 0;
 #pragma omp parallel num_threads((int)threads) reduction(+ : got, seen)
@@ -210,7 +210,10 @@ int main(int argc, char **argv) {
                    hi = probe_n / 64 * (size_t)(t + 1) / (size_t)nt * 64;
 #pragma omp barrier
 #pragma omp master
-            t0 = omp_get_wtime();
+            {
+                team = nt;
+                t0 = omp_get_wtime();
+            }
             seen += read_floats(probe + lo, hi - lo);
 #pragma omp barrier
 #pragma omp master
@@ -240,9 +243,9 @@ int main(int argc, char **argv) {
     }
     double m = median(ms, (int)runs);
     printf(
-        "decode model: cache %ld, %ld threads: %.3f ms (%.3f-%.3f), %.1f GB/s, %.1f%% of the read "
+        "decode model: cache %ld, %d threads: %.3f ms (%.3f-%.3f), %.1f GB/s, %.1f%% of the read "
         "(%.1f GB/s before each run, median)\n",
-        cache, threads, m, ms_min, ms_max, 2.0 * (double)blocks * BLOCK_BYTES / m / 1e6,
+        cache, team, m, ms_min, ms_max, 2.0 * (double)blocks * BLOCK_BYTES / m / 1e6,
         median(pct, (int)runs), median(read, (int)runs));
 done:
     free(ms);
