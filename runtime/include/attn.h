@@ -65,8 +65,18 @@ typedef enum attn_rope_scaling {
     ATTN_SCALING_NONE,
     ATTN_SCALING_LINEAR, /* inv_freq / factor */
     ATTN_SCALING_LLAMA3, /* Llama 3.1 wavelength-dependent scaling */
+    ATTN_SCALING_YARN,   /* YaRN: ramp between interpolated and extrapolated
+                            frequencies, cos and sin times an attention factor */
     ATTN_SCALING_COUNT
 } attn_rope_scaling;
+
+/* QK-norm: RMS normalization of q and k after their projection. */
+typedef enum attn_qk_norm {
+    ATTN_QK_NORM_NONE,
+    ATTN_QK_NORM_HEAD, /* each head's head_dim vector (Qwen3, Gemma 3, Llama 4) */
+    ATTN_QK_NORM_ALL,  /* the whole projected q row and k row (OLMo 2) */
+    ATTN_QK_NORM_COUNT
+} attn_qk_norm;
 
 /* Limits checked by the spec validator and by attn_config_check; sizes
  * beyond them are rejected up front rather than failing deep inside. */
@@ -96,7 +106,20 @@ typedef struct attn_config {
     double rope_factor;              /* linear and llama3 */
     double rope_low_freq_factor;     /* llama3 */
     double rope_high_freq_factor;    /* llama3 */
-    int64_t rope_original_max_position; /* llama3 */
+    int64_t rope_original_max_position; /* llama3, yarn */
+    double rope_beta_fast, rope_beta_slow; /* yarn: the ramp's rotation counts */
+    double rope_mscale, rope_mscale_all_dim; /* yarn: the derived attention factor */
+    double rope_attention_factor;    /* yarn: cos and sin are multiplied by it */
+    bool rope_truncate;              /* yarn: round the ramp's ends to whole dims */
+    bool sinks;                      /* a learned per-head logit in the softmax */
+    bool alibi;                      /* score -= slope_h * (p - j) */
+    attn_qk_norm qk_norm;            /* ATTN_QK_NORM_NONE: off */
+    bool qk_norm_weight;             /* times a learned weight */
+    int32_t qk_norm_offset;          /* 1: times (1 + weight) (Gemma) */
+    double qk_norm_eps;
+    int64_t chunk;                   /* chunked_attention: 0 = off; needs causal */
+    int64_t temp_floor_scale;        /* query_temperature: 0 = off */
+    double temp_attn_scale;
     int64_t sliding_window;          /* 0 = unlimited; needs causal */
     double softcap;                  /* 0 = off */
     bool qkv_bias;
@@ -117,6 +140,21 @@ ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
  * llama3 scaling: the definition the reference and compiled kernels share.
  * Does nothing for ATTN_ROPE_NONE. */
 ATTN_API void attn_rope_inv_freq(const attn_config *c, double *inv_freq);
+/* What cos and sin are multiplied by: YaRN's attention factor, else 1. */
+ATTN_API double attn_rope_cos_factor(const attn_config *c);
+/* YaRN's default attention factor of c's factor, mscale and
+ * mscale_all_dim (Hugging Face _compute_yarn_parameters). */
+ATTN_API double attn_yarn_default_attention_factor(const attn_config *c);
+/* ALiBi slopes slope[h], h < heads, as BLOOM defines them. */
+ATTN_API void attn_alibi_slopes(const attn_config *c, double *slope);
+/* The first key position a query at position pos sees: 0 without a
+ * window or chunks; pos - window + 1 with a window; pos rounded down to
+ * a multiple of chunked_attention with chunks (the larger of the two
+ * when both are set). Never decreases as pos grows. */
+ATTN_API int64_t attn_first_key(const attn_config *c, int64_t pos);
+/* Query temperature at position pos: log(floor((pos + 1) / floor_scale)
+ * + 1) * attn_scale + 1, or 1 when off. */
+ATTN_API double attn_query_temperature(const attn_config *c, int64_t pos);
 
 /* ---- safetensors ------------------------------------------------------ */
 
@@ -188,6 +226,9 @@ typedef struct attn_weights {
     float *wo; /* [d_model, heads*head_dim] */
     float *bq, *bk, *bv; /* [heads*head_dim], [kv*hd], [kv*hd] if qkv_bias */
     float *bo;           /* [d_model] if o_bias */
+    float *q_norm, *k_norm; /* [head_dim] each (qk_norm scope head) or [heads*head_dim],
+                               [kv_groups*head_dim] (scope all), if qk_norm with weight */
+    float *sinks;           /* [heads] if sinks */
 } attn_weights;
 
 /* Zero-initialized weights for cfg (checked with attn_config_check). */
@@ -197,7 +238,8 @@ ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out
  * are exactly representable in the dtype kernels keep them in. */
 ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
                                          attn_weights **out, attn_msg *msg);
-/* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks),
+/* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks,
+ * q_norm.weight and k_norm.weight with a weighted qk_norm, sinks),
  * each name preceded by prefix (NULL = none), from a safetensors file; the
  * stored values, converted to f32 and rounded to cfg.dtype (nothing changes
  * when they are stored in it), so the reference and the kernels, which keep

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 4
+#define ATTN_KERNELS_ABI 5
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -73,6 +73,9 @@ typedef enum attn_weight_id {
     ATTN_B_O,
     ATTN_W_QKV,
     ATTN_B_QKV,
+    ATTN_W_Q_NORM, /* qk_norm weights (f32, as stored) */
+    ATTN_W_K_NORM,
+    ATTN_W_SINKS,  /* [heads] */
     ATTN_WEIGHT_COUNT
 } attn_weight_id;
 
@@ -85,8 +88,8 @@ typedef enum attn_buf_role {
     ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim] */
     ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
                          its new tokens) or, if per_sequence, of one sequence, whose T
-                         then counts keys from the first visible one: T - max(0,
-                         P - sliding_window + 1) with a window, else P + S */
+                         then counts keys from the first visible one: T - attn_first_key(P)
+                         (attn.h: a window's or a chunk's first key), else P + S */
     ATTN_BUF_PACKED,  /* weights in the kernels' own layout, c elements of 4 bytes, owned
                          by the block and written by the load-phase steps */
     ATTN_BUF_ROLE_COUNT

@@ -124,6 +124,9 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
         [ATTN_B_O] = {{w->bo}, {D}, 1},
         [ATTN_W_QKV] = {{w->wq, w->wk, w->wv}, {qd * D, kvd * D, kvd * D}, 3},
         [ATTN_B_QKV] = {{w->bq, w->bk, w->bv}, {qd, kvd, kvd}, 3},
+        [ATTN_W_Q_NORM] = {{w->q_norm}, {c->qk_norm == ATTN_QK_NORM_ALL ? qd : (size_t)c->head_dim}, 1},
+        [ATTN_W_K_NORM] = {{w->k_norm}, {c->qk_norm == ATTN_QK_NORM_ALL ? kvd : (size_t)c->head_dim}, 1},
+        [ATTN_W_SINKS] = {{w->sinks}, {(size_t)c->heads}, 1},
     };
     float *fresh[ATTN_WEIGHT_COUNT] = {0};
     attn_status st = ATTN_OK;

@@ -230,12 +230,13 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     if (n_tokens < 0 || n_tokens > s->len)
         return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
                     (long long)s->len);
-    int64_t w = c->cfg.sliding_window;
-    if (w > 0 && s->released > 0 && n_tokens - w + 1 < s->released * c->bt)
+    int64_t first = attn_first_key(&c->cfg, n_tokens);
+    if (s->released > 0 && first < s->released * c->bt)
         return rt_fail(&c->error, ATTN_E_INVALID,
-                    "truncate: position %lld needs keys from %lld on, but the sliding window "
+                    "truncate: position %lld needs keys from %lld on, but the %s "
                     "released tokens below %lld",
-                    (long long)n_tokens, (long long)(n_tokens - w + 1),
+                    (long long)n_tokens, (long long)first,
+                    c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk",
                     (long long)(s->released * c->bt));
     release(c, s, blocks_for(c, n_tokens), blocks_for(c, s->len));
     s->len = n_tokens;
@@ -257,8 +258,7 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
 /* Keys a sequence-phase buffer holds: from the first one any new query of
  * the sequence can see (as the kernels' cg_first_key) to the last. */
 static int64_t visible_keys(const attn_cache *c, int64_t P, int64_t S) {
-    int64_t w = c->cfg.sliding_window, first = w > 0 && P - w + 1 > 0 ? P - w + 1 : 0;
-    return P + S - first;
+    return P + S - attn_first_key(&c->cfg, P);
 }
 
 static size_t buf_bytes(const attn_buffer_desc *d, int64_t S, int64_t T) {
@@ -449,9 +449,9 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     for (int q = 0; q < n; q++) {
         seq *s = &c->seqs[seqs[q]];
         s->len += n_tokens[q];
-        int64_t w = cfg->sliding_window;
-        if (w > 0) { /* future queries see keys from len - w + 1 on */
-            int64_t keep_from = s->len - w + 1 > 0 ? (s->len - w + 1) / c->bt : 0;
+        /* future queries see keys from the window's or chunk's first on */
+        if (cfg->sliding_window > 0 || cfg->chunk > 0) {
+            int64_t keep_from = attn_first_key(cfg, s->len) / c->bt;
             if (keep_from > s->released) {
                 release(c, s, s->released, keep_from);
                 s->released = keep_from;

@@ -17,10 +17,50 @@ struct attn_ref {
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
 
+/* YaRN's mscale (Hugging Face modeling_rope_utils.py, get_mscale). */
+static double yarn_mscale(double factor, double m) {
+    return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0;
+}
+
+double attn_yarn_default_attention_factor(const attn_config *c) {
+    /* _compute_yarn_parameters: mscale and mscale_all_dim both nonzero
+     * give their ratio, else get_mscale(factor) */
+    if (c->rope_mscale != 0 && c->rope_mscale_all_dim != 0)
+        return yarn_mscale(c->rope_factor, c->rope_mscale) /
+               yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    return yarn_mscale(c->rope_factor, 1.0);
+}
+
+double attn_rope_cos_factor(const attn_config *c) {
+    return c->rope_style != ATTN_ROPE_NONE && c->rope_scaling == ATTN_SCALING_YARN
+               ? c->rope_attention_factor
+               : 1.0;
+}
+
+/* YaRN's correction dim of a number of rotations (find_correction_dim). */
+static double yarn_dim(const attn_config *c, double rotations) {
+    return (double)c->rotary_dim *
+           log((double)c->rope_original_max_position / (rotations * 2 * 3.14159265358979323846)) /
+           (2 * log(c->rope_base));
+}
+
 void attn_rope_inv_freq(const attn_config *c, double *inv_freq) {
     if (c->rope_style == ATTN_ROPE_NONE)
         return;
     int64_t half = c->rotary_dim / 2;
+    /* YaRN's ramp from dim low (extrapolated) to high (interpolated):
+     * find_correction_range and linear_ramp_factor */
+    double low = 0, high = 1;
+    if (c->rope_scaling == ATTN_SCALING_YARN) {
+        low = yarn_dim(c, c->rope_beta_fast);
+        high = yarn_dim(c, c->rope_beta_slow);
+        if (c->rope_truncate)
+            low = floor(low), high = ceil(high);
+        low = low > 0 ? low : 0;
+        high = high < (double)(c->rotary_dim - 1) ? high : (double)(c->rotary_dim - 1);
+        if (low == high)
+            high += 0.001;
+    }
     for (int64_t i = 0; i < half; i++) {
         double f = pow(c->rope_base, -2.0 * (double)i / (double)c->rotary_dim);
         switch (c->rope_scaling) {
@@ -35,17 +75,53 @@ void attn_rope_inv_freq(const attn_config *c, double *inv_freq) {
             double wavelen = 2.0 * 3.14159265358979323846 / f;
             if (wavelen > low_wavelen) {
                 f /= c->rope_factor;
-            } else if (wavelen >= high_wavelen) {
+            } else if (wavelen >= high_wavelen && high_wavelen < low_wavelen) {
                 double smooth = (old / wavelen - c->rope_low_freq_factor) /
                                 (c->rope_high_freq_factor - c->rope_low_freq_factor);
                 f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
             }
             break;
         }
+        case ATTN_SCALING_YARN: {
+            double ramp = ((double)i - low) / (high - low);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            /* ramp 0: extrapolated (f as is), 1: interpolated (f / factor) */
+            f = f / c->rope_factor * ramp + f * (1 - ramp);
+            break;
+        }
         case ATTN_SCALING_COUNT: break;
         }
         inv_freq[i] = f;
     }
+}
+
+void attn_alibi_slopes(const attn_config *c, double *slope) {
+    /* Hugging Face modeling_bloom.py, build_alibi_tensor: n the largest
+     * power of two <= heads, slopes (2^(-8/n))^(h+1) for h < n, then
+     * (2^(-4/n))^(1, 3, 5, ..) for the remaining heads */
+    int64_t n = 1;
+    while (2 * n <= c->heads)
+        n *= 2;
+    for (int64_t h = 0; h < c->heads; h++)
+        slope[h] = h < n ? pow(2.0, -8.0 / (double)n * (double)(h + 1))
+                         : pow(2.0, -4.0 / (double)n * (double)(2 * (h - n) + 1));
+}
+
+int64_t attn_first_key(const attn_config *c, int64_t pos) {
+    int64_t first = 0;
+    if (c->causal && c->sliding_window > 0 && pos - c->sliding_window + 1 > first)
+        first = pos - c->sliding_window + 1;
+    if (c->causal && c->chunk > 0 && pos / c->chunk * c->chunk > first)
+        first = pos / c->chunk * c->chunk;
+    return first;
+}
+
+double attn_query_temperature(const attn_config *c, int64_t pos) {
+    /* Hugging Face modeling_llama4.py, Llama4TextAttention: attn_scales */
+    if (c->temp_floor_scale <= 0)
+        return 1.0;
+    return log(floor((double)(pos + 1) / (double)c->temp_floor_scale) + 1.0) * c->temp_attn_scale +
+           1.0;
 }
 
 void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, double *x) {
@@ -55,8 +131,8 @@ void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, d
     for (int64_t i = 0; i < half; i++) {
         int64_t ia = c->rope_style == ATTN_ROPE_HALF ? i : 2 * i;
         int64_t ib = c->rope_style == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
-        double th = (double)pos * inv_freq[i];
-        double cs = cos(th), sn = sin(th), a = x[ia], b = x[ib];
+        double th = (double)pos * inv_freq[i], af = attn_rope_cos_factor(c);
+        double cs = cos(th) * af, sn = sin(th) * af, a = x[ia], b = x[ib];
         x[ia] = a * cs - b * sn;
         x[ib] = a * sn + b * cs;
     }
@@ -65,18 +141,40 @@ void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, d
 static bool key_visible(const attn_config *c, int64_t pos, int64_t j) {
     if (!c->causal)
         return true;
-    if (j > pos)
-        return false;
-    return c->sliding_window == 0 || pos - c->sliding_window < j;
+    return j <= pos && j >= attn_first_key(c, pos);
+}
+
+void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads, double *x) {
+    if (c->qk_norm == ATTN_QK_NORM_NONE)
+        return;
+    /* x * rsqrt(mean(x^2) + eps) (* weight or (1 + weight)) over each
+     * head (scope head) or the whole row (scope all); the weight's index
+     * runs over what one normalization covers */
+    int64_t len = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim : n_heads * c->head_dim;
+    for (int64_t at = 0; at < n_heads * c->head_dim; at += len) {
+        double ss = 0;
+        for (int64_t i = 0; i < len; i++)
+            ss += x[at + i] * x[at + i];
+        double r = 1.0 / sqrt(ss / (double)len + c->qk_norm_eps);
+        for (int64_t i = 0; i < len; i++) {
+            double g = c->qk_norm_weight ? (double)w[i] + c->qk_norm_offset : 1.0;
+            x[at + i] = x[at + i] * r * g;
+        }
+    }
 }
 
 void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv, const float *k,
-                const float *v, double *out, double *probs, double *s) {
+                const float *v, const float *sinks, double *out, double *probs, double *s) {
     int64_t hd = c->head_dim, group = c->heads / c->kv_groups;
+    double slopes[ATTN_MAX_HEADS];
+    if (c->alibi)
+        attn_alibi_slopes(c, slopes);
     for (int64_t h = 0; h < c->heads; h++) {
         const double *qh = q + h * hd;
         int64_t kvh = h / group;
-        double mx = -INFINITY;
+        double slope = c->alibi ? slopes[h] : 0;
+        /* a sink (gpt-oss) joins the max and the denominator, attends to nothing */
+        double mx = c->sinks ? (double)sinks[h] : -INFINITY;
         for (int64_t j = 0; j < n_kv; j++) {
             if (!key_visible(c, pos, j)) {
                 s[j] = -INFINITY;
@@ -89,11 +187,13 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             double sc = dot * c->scale;
             if (c->softcap > 0)
                 sc = c->softcap * tanh(sc / c->softcap);
+            if (c->alibi)
+                sc -= slope * (double)(pos - j);
             s[j] = sc;
             if (sc > mx)
                 mx = sc;
         }
-        double sum = 0;
+        double sum = c->sinks ? exp((double)sinks[h] - mx) : 0;
         for (int64_t j = 0; j < n_kv; j++) {
             s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - mx);
             sum += s[j];
@@ -194,6 +294,7 @@ static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     double *xd = tmp + kvd;
     widen(x, c->d_model, xd);
     linear(w->wk, w->bk, kvd, c->d_model, xd, tmp);
+    ref_qk_norm(c, w->k_norm, c->kv_groups, tmp);
     for (int64_t g = 0; g < c->kv_groups; g++)
         ref_rope_apply(c, r->inv_freq, pos, tmp + g * hd);
     for (int64_t i = 0; i < kvd; i++)
@@ -247,9 +348,13 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
             double *o = q + qd, *xd = o + qd, *yd = xd + D, *s = yd + D;
             widen(x + t * D, D, xd);
             linear(w->wq, w->bq, qd, D, xd, q);
+            ref_qk_norm(c, w->q_norm, c->heads, q);
             for (int64_t h = 0; h < c->heads; h++)
                 ref_rope_apply(c, r->inv_freq, pos, q + h * hd);
-            ref_attend(c, pos, q, n_kv, r->k, r->v, o, NULL, s);
+            double temp = attn_query_temperature(c, pos);
+            for (int64_t i = 0; temp != 1.0 && i < qd; i++)
+                q[i] *= temp;
+            ref_attend(c, pos, q, n_kv, r->k, r->v, w->sinks, o, NULL, s);
             linear(w->wo, w->bo, D, qd, o, yd);
             for (int64_t i = 0; i < D; i++)
                 y[t * D + i] = (float)yd[i];

@@ -9,13 +9,20 @@
 RT_HIDDEN void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos,
                               double *x);
 
+/* QK-norm of one token's projected q (n_heads = heads) or k (kv_groups)
+ * x[n_heads][head_dim] in place, with weight w (NULL without one). */
+RT_HIDDEN void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads, double *x);
+
 /* Attention of query q[heads][head_dim] at position pos over the n_kv
  * cached tokens k, v [n_kv][kv_groups][head_dim] (positions 0..n_kv-1):
- * scale, softcap, causal/window mask, softmax, p.v into out[heads][head_dim].
+ * scale, softcap, ALiBi, causal/window/chunk mask, softmax (with the
+ * heads' sinks[heads] when the config has them), p.v into
+ * out[heads][head_dim].
  * probs, if not NULL, receives the weights [heads][n_kv] (0 where masked);
  * scratch holds n_kv doubles. */
 RT_HIDDEN void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv,
-                          const float *k, const float *v, double *out, double *probs,
+                          const float *k, const float *v, const float *sinks, double *out,
+                          double *probs,
                           double *scratch);
 
 #endif

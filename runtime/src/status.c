@@ -103,9 +103,9 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
             return rt_fail(m, bad, "rope scaling factor (%g) must be > 0", c->rope_factor);
         if (c->rope_scaling == ATTN_SCALING_LLAMA3) {
             if (!(c->rope_low_freq_factor > 0) || !isfinite(c->rope_high_freq_factor) ||
-                !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+                !(c->rope_high_freq_factor >= c->rope_low_freq_factor))
                 return rt_fail(m, bad,
-                               "llama3 scaling needs 0 < low_freq_factor (%g) < "
+                               "llama3 scaling needs 0 < low_freq_factor (%g) <= "
                                "high_freq_factor (%g)",
                                c->rope_low_freq_factor, c->rope_high_freq_factor);
             if (!in_range(c->rope_original_max_position, 1, ATTN_MAX_TOKENS))
@@ -114,6 +114,38 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                                (long long)ATTN_MAX_TOKENS);
         }
     }
+    if (c->rope_style != ATTN_ROPE_NONE && c->rope_scaling == ATTN_SCALING_YARN) {
+        if (!in_range(c->rope_original_max_position, 1, ATTN_MAX_TOKENS))
+            return rt_fail(m, bad, "original_max_position (%lld) must be in 1..%lld",
+                           (long long)c->rope_original_max_position, (long long)ATTN_MAX_TOKENS);
+        if (!(c->rope_beta_slow > 0) || !isfinite(c->rope_beta_fast) ||
+            !(c->rope_beta_fast > c->rope_beta_slow))
+            return rt_fail(m, bad, "yarn needs 0 < beta_slow (%g) < beta_fast (%g)",
+                           c->rope_beta_slow, c->rope_beta_fast);
+        if (!isfinite(c->rope_mscale) || !isfinite(c->rope_mscale_all_dim) ||
+            !(c->rope_attention_factor > 0) || !isfinite(c->rope_attention_factor))
+            return rt_fail(m, bad, "yarn mscale, mscale_all_dim and attention_factor (%g) must be "
+                                   "finite, the factor > 0",
+                           c->rope_attention_factor);
+    }
+    if ((unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
+        return rt_fail(m, bad, "qk_norm %d is unknown", (int)c->qk_norm);
+    if (c->qk_norm != ATTN_QK_NORM_NONE &&
+        (!(c->qk_norm_eps >= 0) || !isfinite(c->qk_norm_eps) || c->qk_norm_offset < 0 ||
+         c->qk_norm_offset > 1))
+        return rt_fail(m, bad, "qk_norm needs a finite eps >= 0 (%g) and offset 0 or 1 (%d)",
+                       c->qk_norm_eps, (int)c->qk_norm_offset);
+    if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
+        return rt_fail(m, bad, "alibi and rope do not go together");
+    if (!in_range(c->chunk, 0, ATTN_MAX_WINDOW))
+        return rt_fail(m, bad, "chunked_attention (%lld) must be in 0..%lld", (long long)c->chunk,
+                       (long long)ATTN_MAX_WINDOW);
+    if (c->chunk > 0 && !c->causal)
+        return rt_fail(m, bad, "chunked_attention needs causal attention");
+    if (!in_range(c->temp_floor_scale, 0, ATTN_MAX_TOKENS) || !isfinite(c->temp_attn_scale))
+        return rt_fail(m, bad, "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
+                               "attn_scale",
+                       (long long)ATTN_MAX_TOKENS, (long long)c->temp_floor_scale);
     if (!in_range(c->sliding_window, 0, ATTN_MAX_WINDOW))
         return rt_fail(m, bad, "sliding_window (%lld) must be in 0..%lld",
                        (long long)c->sliding_window, (long long)ATTN_MAX_WINDOW);
@@ -143,6 +175,14 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->rope_low_freq_factor == b->rope_low_freq_factor &&
            a->rope_high_freq_factor == b->rope_high_freq_factor &&
            a->rope_original_max_position == b->rope_original_max_position &&
+           a->rope_beta_fast == b->rope_beta_fast && a->rope_beta_slow == b->rope_beta_slow &&
+           a->rope_mscale == b->rope_mscale && a->rope_mscale_all_dim == b->rope_mscale_all_dim &&
+           a->rope_attention_factor == b->rope_attention_factor &&
+           a->rope_truncate == b->rope_truncate && a->sinks == b->sinks && a->alibi == b->alibi &&
+           a->qk_norm == b->qk_norm && a->qk_norm_weight == b->qk_norm_weight &&
+           a->qk_norm_offset == b->qk_norm_offset && a->qk_norm_eps == b->qk_norm_eps &&
+           a->chunk == b->chunk && a->temp_floor_scale == b->temp_floor_scale &&
+           a->temp_attn_scale == b->temp_attn_scale &&
            a->sliding_window == b->sliding_window && a->softcap == b->softcap &&
            a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias &&
            a->scale_auto == b->scale_auto && a->scale == b->scale && a->dtype == b->dtype &&

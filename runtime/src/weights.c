@@ -8,15 +8,17 @@
 
 #include "rt.h"
 
-enum { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, W_COUNT };
+enum { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, N_Q, N_K, SINKS, W_COUNT };
 
 static const char *const w_names[W_COUNT] = {
     "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
     "q_proj.bias",   "k_proj.bias",   "v_proj.bias",   "o_proj.bias",
+    "q_norm.weight", "k_norm.weight", "sinks",
 };
 
 static float **slot(attn_weights *w, int i) {
-    float **s[W_COUNT] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->bq, &w->bk, &w->bv, &w->bo};
+    float **s[W_COUNT] = {&w->wq, &w->wk, &w->wv, &w->wo,     &w->bq,   &w->bk,
+                          &w->bv, &w->bo, &w->q_norm, &w->k_norm, &w->sinks};
     return s[i];
 }
 
@@ -32,6 +34,11 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     case B_K:
     case B_V: shape[0] = kv; return c->qkv_bias;
     case B_O: shape[0] = c->d_model; return c->o_bias;
+    case N_Q:
+    case N_K:
+        shape[0] = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim : i == N_Q ? q : kv;
+        return c->qk_norm != ATTN_QK_NORM_NONE && c->qk_norm_weight;
+    case SINKS: shape[0] = c->heads; return c->sinks;
     }
     return 0;
 }
@@ -108,9 +115,15 @@ attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, attn_weig
     for (int i = 0; i < W_COUNT; i++) {
         int64_t sh[2] = {1, 1};
         int nd = w_shape(cfg, i, sh);
-        /* variance 1/fan_in for weights keeps activations O(1) */
-        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : 0.1;
-        attn_random_uniform(&s, *slot(w, i), w_numel(cfg, i), a);
+        /* variance 1/fan_in for weights keeps activations O(1); norm
+         * weights around 1 (their factor, with offset 1 too), sinks in
+         * [-1, 1] */
+        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : i == SINKS ? 1.0 : i >= N_Q ? 0.5 : 0.1;
+        float *p = *slot(w, i);
+        size_t n = w_numel(cfg, i);
+        attn_random_uniform(&s, p, n, a);
+        for (size_t j = 0; (i == N_Q || i == N_K) && cfg->qk_norm_offset == 0 && j < n; j++)
+            p[j] += 1.0f;
     }
     attn_weights_round(w);
     *out = w;

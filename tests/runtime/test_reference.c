@@ -175,7 +175,7 @@ static void reference_hand_worked_causal_weights(void **state) {
     double want[3][3] = {{1, 0, 0}, {0.268941, 0.731059, 0}, {0.211942, 0.211942, 0.576117}};
     for (int p = 0; p < 3; p++) {
         double out[2], probs[3], scratch[3];
-        ref_attend(&c, p, Q[p], 3, K, V, out, probs, scratch);
+        ref_attend(&c, p, Q[p], 3, K, V, NULL, out, probs, scratch);
         for (int j = 0; j < 3; j++)
             assert_float_equal(probs[j], want[p][j], 1e-6);
         double o0 = 0, o1 = 0;
@@ -186,7 +186,7 @@ static void reference_hand_worked_causal_weights(void **state) {
     }
     /* exact forms: 1/(1+e) and 1/(2+e) */
     double out[2], probs[3], scratch[3];
-    ref_attend(&c, 2, Q[2], 3, K, V, out, probs, scratch);
+    ref_attend(&c, 2, Q[2], 3, K, V, NULL, out, probs, scratch);
     assert_float_equal(probs[0], 1 / (2 + exp(1.0)), 1e-15);
     assert_float_equal(probs[2], exp(1.0) / (2 + exp(1.0)), 1e-15);
 }
@@ -199,7 +199,7 @@ static void reference_noncausal_sees_every_key(void **state) {
     double q[2] = {1, 0};
     float K[6] = {1, 0, 0, 1, 1, 1}, V[6] = {1, 2, 3, 0, 0, 1};
     double out[2], probs[3], scratch[3];
-    ref_attend(&c, 0, q, 3, K, V, out, probs, scratch);
+    ref_attend(&c, 0, q, 3, K, V, NULL, out, probs, scratch);
     double e = exp(1.0);
     assert_float_equal(probs[0], e / (2 * e + 1), 1e-15);
     assert_float_equal(probs[1], 1 / (2 * e + 1), 1e-15);
@@ -469,7 +469,7 @@ static void sliding_window_gives_zero_weight_outside(void **state) {
         K[i] = (float)rnd_unit(&s), V[i] = (float)rnd_unit(&s);
     for (int i = 0; i < 8; i++)
         q[i] = rnd_unit(&s);
-    ref_attend(&c, 6, q, 10, K, V, out, probs, scratch);
+    ref_attend(&c, 6, q, 10, K, V, NULL, out, probs, scratch);
     for (int h = 0; h < 2; h++) {
         double sum = 0;
         for (int j = 0; j < 10; j++) {
@@ -491,12 +491,12 @@ static void softcap_bounds_scores(void **state) {
     c.softcap = 0.5;
     float K[8] = {100, 0, 0, 0, -100, 0, 0, 0}, V[8] = {1, 0, 0, 0, 0, 1, 0, 0};
     double q[4] = {1, 0, 0, 0}, out[4], probs[2], scratch[2];
-    ref_attend(&c, 0, q, 2, K, V, out, probs, scratch);
+    ref_attend(&c, 0, q, 2, K, V, NULL, out, probs, scratch);
     /* scores 50 and -50 capped to about +-0.5: weights e^0.5 : e^-0.5 */
     double want = 1 / (1 + exp(-2 * 0.5 * tanh(50 / 0.5)));
     assert_float_equal(probs[0], want, 1e-12);
     c.softcap = 0;
-    ref_attend(&c, 0, q, 2, K, V, out, probs, scratch);
+    ref_attend(&c, 0, q, 2, K, V, NULL, out, probs, scratch);
     assert_true(probs[0] > 1 - 1e-12);
 }
 

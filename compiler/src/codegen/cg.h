@@ -149,9 +149,16 @@ ATTNC_HIDDEN void cg_acc_loop_begin(cg *c, cg_acc_loop *l, const char *name, LLV
 ATTNC_HIDDEN void cg_acc_loop_end(cg *c, cg_acc_loop *l, LLVMValueRef hi, const LLVMValueRef *init,
                                   const LLVMValueRef *next);
 
-/* The first key any query of this call can see: P - window + 1 with a
- * sliding window (older blocks may be released), else 0. */
+/* The first key any query of this call can see: attn_first_key(P) (older
+ * blocks may be released), 0 without a window or chunks. */
 ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);
+/* attn_first_key of pos (i64, or a vector of i32 positions), or NULL
+ * when every earlier key is visible (no window, no chunks). */
+ATTNC_HIDDEN LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos);
+/* A private constant f32 array of v[0..n) named name ("" = none). */
+ATTNC_HIDDEN LLVMValueRef cg_const_table(cg *c, const double *v, int64_t n, const char *name);
+/* ALiBi's slope of head `head` (i64), loaded from a constant table. */
+ATTNC_HIDDEN LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head);
 
 /* This thread's share [lo, hi) of n items. */
 ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);
@@ -216,6 +223,8 @@ ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty,
 /* The kernel families; each emits the kernel of node n named name. */
 ATTNC_HIDDEN void cg_emit_linear(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_temperature(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_qk(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pv(cg *c, const ir_node *n, const char *name);
@@ -233,6 +242,10 @@ ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef k
  * hides (p.v must then skip weight-0 keys). */
 ATTNC_HIDDEN LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                                       LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax);
+/* s + slope * (keys - pos) (ALiBi's -slope (p - j)): f32 vectors s and
+ * slope, i32 vectors keys and pos. */
+ATTNC_HIDDEN LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys,
+                                       LLVMValueRef pos);
 /* cap * tanh(s / cap) with n's softcap, or s without one (vectors). */
 ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
 /* The split path of a flash node (cg_split.c): the partials, emitted

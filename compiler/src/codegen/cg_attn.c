@@ -1,7 +1,7 @@
 /* cg_attn.c: the unfused attention kernels. qk and pv work on rows (h, s)
  * split among threads; K/V head h / group is read when drop_gqa_expand
  * left the cache un-expanded. The row-wise score ops (scale, softcap,
- * mask, softmax) each make one pass over their rows. */
+ * alibi, mask, softmax) each make one pass over their rows. */
 #include <math.h>
 
 #include "codegen/cg.h"
@@ -82,14 +82,22 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
 
 void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     const ir_node *x = n->args[0];
-    const attn_config *cfg = &c->g->cfg;
     cg_kernel_begin(c, name);
     LLVMValueRef mx = cg_slot(c, c->f32, cg_f32(c, 0));
     LLVMValueRef sum = cg_slot(c, c->f32, cg_f32(c, 0)), h, s;
     cg_loop lr = rows_begin(c, n->ne[2].c, &h, &s);
     LLVMValueRef pos = LLVMBuildAdd(c->b, c->P, s, "pos");
+    /* a sink (gpt-oss) joins the max and the sum, and attends to nothing */
+    const ir_node *sinks = ir_sinks(n);
+    LLVMValueRef sink = NULL;
+    if (sinks) {
+        LLVMValueRef si[1] = {h};
+        sink = cg_load(c, sinks->dt, cg_addr(c, sinks, si));
+    }
+    LLVMValueRef slope = n->op == IR_OP_ALIBI ? cg_alibi_slope(c, h) : NULL;
+    LLVMValueRef first = n->op == IR_OP_MASK ? cg_first_key_at(c, pos) : NULL;
     if (n->op == IR_OP_SOFTMAX) {
-        LLVMBuildStore(c->b, cg_f32(c, -INFINITY), mx);
+        LLVMBuildStore(c->b, sink ? sink : cg_f32(c, -INFINITY), mx);
         LLVMBuildStore(c->b, cg_f32(c, 0), sum);
         cg_loop lj = cg_for(c, c->jlo, c->T, "j");
         LLVMValueRef xi[3] = {lj.i, s, h};
@@ -99,6 +107,8 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         cg_for_end(c, &lj);
     }
     LLVMValueRef m = LLVMBuildLoad2(c->b, c->f32, mx, "max");
+    if (sink)
+        LLVMBuildStore(c->b, cg_exp(c, LLVMBuildFSub(c->b, sink, m, "")), sum);
     cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMValueRef xi[3] = {lj.i, s, h};
     LLVMValueRef v = cg_load(c, x->dt, cg_addr(c, x, xi));
@@ -107,12 +117,13 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     } else if (n->op == IR_OP_SOFTCAP) {
         LLVMValueRef t = cg_tanh(c, LLVMBuildFMul(c->b, v, cg_f32(c, 1.0 / n->factor), ""));
         v = LLVMBuildFMul(c->b, t, cg_f32(c, n->factor), "");
+    } else if (n->op == IR_OP_ALIBI) {
+        LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, lj.i, pos, ""), c->f32, "");
+        v = LLVMBuildFAdd(c->b, v, LLVMBuildFMul(c->b, slope, d, ""), "");
     } else if (n->op == IR_OP_MASK) {
         LLVMValueRef hidden = LLVMBuildICmp(c->b, LLVMIntSGT, lj.i, pos, "");
-        if (cfg->sliding_window > 0) {
-            LLVMValueRef first = LLVMBuildSub(c->b, pos, cg_i64(c, cfg->sliding_window), "");
-            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, lj.i, first, ""), "");
-        }
+        if (first) /* window, chunk */
+            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, lj.i, first, ""), "");
         v = LLVMBuildSelect(c->b, hidden, cg_f32(c, -INFINITY), v, "");
     } else {
         ATTNC_ASSERT(n->op == IR_OP_SOFTMAX);

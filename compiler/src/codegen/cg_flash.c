@@ -26,6 +26,7 @@ typedef struct flash {
     int lanes, rv, rows, bk, bks, dc; /* keys per tile, per score pass */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
+    LLVMValueRef sl, slv[8];       /* ALiBi: the rows' slopes [rows], as vectors */
 } flash;
 
 static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
@@ -120,30 +121,34 @@ static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
 
 LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
                             LLVMValueRef beyond) {
-    const attn_config *cfg = &c->g->cfg;
     LLVMValueRef hidden = beyond;
     if (n->causal) {
         hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, pos, ""), "");
-        if (cfg->sliding_window > 0) {
-            LLVMValueRef first = LLVMBuildSub(
-                c->b, pos, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)cfg->sliding_window, false)), "");
-            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLE, keys, first, ""), "");
-        }
+        LLVMValueRef first = cg_first_key_at(c, pos); /* window, chunk */
+        if (first)
+            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, keys, first, ""), "");
     }
     return hidden;
 }
 
 LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef jend,
                          LLVMValueRef pmin, LLVMValueRef pmax) {
-    const attn_config *cfg = &c->g->cfg;
     LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
     if (n->causal) {
         cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
-        if (cfg->sliding_window > 0)
-            cut = LLVMBuildOr(c->b, cut,
-                              LLVMBuildICmp(c->b, LLVMIntSLE, j0, LLVMBuildSub(c->b, pmax, cg_i64(c, cfg->sliding_window), ""), ""), "");
+        /* the first key never decreases with the position: the last row's
+         * is the largest */
+        LLVMValueRef first = cg_first_key_at(c, pmax);
+        if (first)
+            cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSLT, j0, first, ""), "");
     }
     return cut;
+}
+
+LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys, LLVMValueRef pos) {
+    /* j - p exactly as an integer, then one rounding: slope * (j - p) */
+    LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, keys, pos, ""), c->vf, "");
+    return cg_fma(c, slope, d, s);
 }
 
 LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s) {
@@ -183,6 +188,13 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     }
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j);
+    for (int j = 0; f->n->alibi && j < f->bk; j++) {
+        LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""), c->i32, ""));
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
+            cg_vstore(c, ATTN_DTYPE_F32, cg_alibi_add(c, cg_vload(c, ATTN_DTYPE_F32, at), f->slv[v], keyv, posv[v]), at);
+        }
+    }
     /* only tiles on the diagonal (or the window's edge) are masked */
     LLVMBasicBlockRef masked = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "mask");
     LLVMBasicBlockRef softmax = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
@@ -257,8 +269,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.pb = cg_slot(c, pbt, NULL);
     f.m = cg_slot(c, rowt, NULL);
     f.l = cg_slot(c, rowt, NULL);
-    LLVMValueRef slots[5] = {f.qt, f.ot, f.pb, f.m, f.l};
-    for (int i = 0; i < 5; i++)
+    f.sl = cg_slot(c, rowt, NULL);
+    LLVMValueRef slots[6] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl};
+    for (int i = 0; i < 6; i++)
         LLVMSetAlignment(slots[i], 64);
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
@@ -306,9 +319,21 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""), at_f32(c, f.qt, line));
     LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.ot, line));
     cg_for_end(c, &ld);
-    LLVMBuildStore(c->b, cg_f32(c, -INFINITY), at_f32(c, f.m, lr.i));
-    LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.l, lr.i));
+    /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
+    const ir_node *sinks = ir_sinks(n);
+    LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
+    if (sinks) {
+        LLVMValueRef si[1] = {safe_h};
+        m0 = LLVMBuildSelect(c->b, ok, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
+        l0 = LLVMBuildSelect(c->b, ok, cg_f32(c, 1), l0, "");
+    }
+    LLVMBuildStore(c->b, m0, at_f32(c, f.m, lr.i));
+    LLVMBuildStore(c->b, l0, at_f32(c, f.l, lr.i));
+    if (n->alibi)
+        LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f.sl, lr.i));
     cg_for_end(c, &lr);
+    for (int v = 0; n->alibi && v < f.rv; v++)
+        f.slv[v] = cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f.sl, cg_i64(c, (int64_t)v * f.lanes)));
 
     /* positions of the rows (token-major) and the keys any of them sees */
     LLVMValueRef posv[8]; /* i32: positions stay below ATTN_MAX_TOKENS */
@@ -325,9 +350,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef jbeg = c->jlo, jend = c->T;
     if (n->causal) {
         jend = LLVMBuildAdd(c->b, pmax, cg_i64(c, 1), "jend");
-        if (cfg->sliding_window > 0)
-            jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg,
-                                LLVMBuildSub(c->b, pmin, cg_i64(c, cfg->sliding_window - 1), ""));
+        LLVMValueRef first = cg_first_key_at(c, pmin); /* the first row's: the smallest */
+        if (first)
+            jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
     }
     LLVMValueRef ntk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
                                      cg_i64(c, f.bk), "");

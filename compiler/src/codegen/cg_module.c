@@ -12,6 +12,8 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     switch (n->op) {
     case IR_OP_LINEAR: cg_emit_linear(c, n, name); break;
     case IR_OP_ROPE: cg_emit_rope(c, n, name); break;
+    case IR_OP_QK_NORM: cg_emit_qk_norm(c, n, name); break;
+    case IR_OP_TEMPERATURE: cg_emit_temperature(c, n, name); break;
     case IR_OP_CACHE_APPEND:
     case IR_OP_GQA_EXPAND:
     case IR_OP_OUTPUT: cg_emit_copy(c, n, name); break;
@@ -21,6 +23,7 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_PV: cg_emit_pv(c, n, name); break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:
+    case IR_OP_ALIBI:
     case IR_OP_MASK:
     case IR_OP_SOFTMAX: cg_emit_rowwise(c, n, name); break;
     case IR_OP_INPUT:

@@ -147,6 +147,8 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             p->emit[n->id] = true;
             break;
         case IR_OP_ROPE:
+        case IR_OP_QK_NORM:
+        case IR_OP_TEMPERATURE:
         case IR_OP_GQA_EXPAND:
         case IR_OP_QK:
         case IR_OP_PV:
@@ -155,6 +157,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             break;
         case IR_OP_SCALE:
         case IR_OP_SOFTCAP:
+        case IR_OP_ALIBI:
         case IR_OP_MASK:
         case IR_OP_SOFTMAX:
             if (n->args[0]->n_uses == 1 && p->buffers[a->buf].role == ATTN_BUF_SCRATCH)

@@ -30,14 +30,22 @@ static LLVMValueRef inv_freq_table(cg *c, LLVMTypeRef *arr_ty) {
     return table;
 }
 
-/* cos and sin of pos * inv_freq[i] (in double), rounded to f32. */
+/* cos and sin of pos * inv_freq[i] (in double), times YaRN's attention
+ * factor (1 otherwise), rounded to f32. */
 static void angle(cg *c, LLVMValueRef table, LLVMTypeRef arr_ty, LLVMValueRef pos, LLVMValueRef i,
                   LLVMValueRef *cs, LLVMValueRef *sn) {
     LLVMValueRef gi[2] = {cg_i64(c, 0), i};
     LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
     LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
-    *cs = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.cos", c->f64, th, NULL), c->f32, "");
-    *sn = LLVMBuildFPTrunc(c->b, cg_intrinsic(c, "llvm.sin", c->f64, th, NULL), c->f32, "");
+    LLVMValueRef cv = cg_intrinsic(c, "llvm.cos", c->f64, th, NULL);
+    LLVMValueRef sv = cg_intrinsic(c, "llvm.sin", c->f64, th, NULL);
+    double af = attn_rope_cos_factor(&c->g->cfg);
+    if (af != 1.0) {
+        cv = LLVMBuildFMul(c->b, cv, LLVMConstReal(c->f64, af), "");
+        sv = LLVMBuildFMul(c->b, sv, LLVMConstReal(c->f64, af), "");
+    }
+    *cs = LLVMBuildFPTrunc(c->b, cv, c->f32, "");
+    *sn = LLVMBuildFPTrunc(c->b, sv, c->f32, "");
 }
 
 static LLVMValueRef position(cg *c, LLVMValueRef t) {

@@ -91,12 +91,11 @@ static split split_of(cg *c, const ir_node *n) {
  * SPLIT_CHUNKS). Shared by both kernels, so they agree. */
 static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg,
                    LLVMValueRef *jend, LLVMValueRef *nt, LLVMValueRef *nc) {
-    const attn_config *cfg = &c->g->cfg;
     *jfirst = c->jlo;
     *jend = c->T;
-    if (s->n->causal && cfg->sliding_window > 0)
-        *jfirst = cg_intrinsic(c, "llvm.smax", c->i64, *jfirst,
-                               LLVMBuildSub(c->b, c->P, cg_i64(c, cfg->sliding_window - 1), ""));
+    LLVMValueRef first = s->n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
+    if (first)
+        *jfirst = cg_intrinsic(c, "llvm.smax", c->i64, *jfirst, first);
     *jbeg = LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
     *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""),
@@ -358,8 +357,12 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             for (int u = 0; u + v < chains; u += 2 * v)
                 acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + v], "");
         LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
-        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past), cg_vf32(c, -INFINITY),
-                               cg_softcap(c, s->n, acc[i][0]), "");
+        LLVMValueRef sc = cg_softcap(c, s->n, acc[i][0]);
+        if (s->n->alibi) {
+            LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, c->g->cfg.heads), "");
+            sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
+        }
+        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past), cg_vf32(c, -INFINITY), sc, "");
     }
 }
 
@@ -572,9 +575,17 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef mc = LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc.i, r, 0), "");
     LLVMBuildStore(c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc), mslot);
     cg_for_end(c, &lc);
+    /* a sink joins the max and the sum (and adds no output) */
+    const ir_node *sinks = ir_sinks(n);
+    LLVMValueRef sink = NULL;
+    if (sinks) {
+        LLVMValueRef si[1] = {LLVMBuildSRem(c->b, r, cg_i64(c, H), "")};
+        sink = cg_load(c, sinks->dt, cg_addr(c, sinks, si));
+        LLVMBuildStore(c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), sink), mslot);
+    }
     LLVMValueRef M = LLVMBuildLoad2(c->b, c->f32, mslot, "M");
     M = finite_m(c, M);
-    LLVMBuildStore(c->b, cg_f32(c, 0), lslot);
+    LLVMBuildStore(c->b, sink ? cg_exp_nonpos(c, LLVMBuildFSub(c->b, sink, M, "")) : cg_f32(c, 0), lslot);
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
     LLVMValueRef w =
         cg_exp_nonpos(c, LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));

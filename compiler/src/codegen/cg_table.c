@@ -34,6 +34,13 @@ void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
     cfg.rope_low_freq_factor = c->rope_low_freq_factor;
     cfg.rope_high_freq_factor = c->rope_high_freq_factor;
     cfg.rope_original_max_position = c->rope_original_max_position;
+    cfg.rope_beta_fast = c->rope_beta_fast, cfg.rope_beta_slow = c->rope_beta_slow;
+    cfg.rope_mscale = c->rope_mscale, cfg.rope_mscale_all_dim = c->rope_mscale_all_dim;
+    cfg.rope_attention_factor = c->rope_attention_factor, cfg.rope_truncate = c->rope_truncate;
+    cfg.sinks = c->sinks, cfg.alibi = c->alibi, cfg.qk_norm = c->qk_norm;
+    cfg.qk_norm_weight = c->qk_norm_weight, cfg.qk_norm_offset = c->qk_norm_offset;
+    cfg.qk_norm_eps = c->qk_norm_eps, cfg.chunk = c->chunk;
+    cfg.temp_floor_scale = c->temp_floor_scale, cfg.temp_attn_scale = c->temp_attn_scale;
     cfg.sliding_window = c->sliding_window, cfg.softcap = c->softcap;
     cfg.qkv_bias = c->qkv_bias, cfg.o_bias = c->o_bias, cfg.scale_auto = c->scale_auto;
     cfg.scale = c->scale, cfg.dtype = c->dtype, cfg.kv_dtype = c->kv_dtype;

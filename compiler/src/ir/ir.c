@@ -68,6 +68,13 @@ static void weight_shape(const attn_config *c, ir_node *n) {
     case ATTN_B_V: set_shape(n, 1, ir_const(kvd), z, z); break;
     case ATTN_B_O: set_shape(n, 1, ir_const(D), z, z); break;
     case ATTN_B_QKV: set_shape(n, 1, ir_const(qd + 2 * kvd), z, z); break;
+    case ATTN_W_Q_NORM:
+    case ATTN_W_K_NORM: {
+        int64_t all = n->weight == ATTN_W_Q_NORM ? qd : kvd;
+        set_shape(n, 1, ir_const(c->qk_norm == ATTN_QK_NORM_ALL ? all : c->head_dim), z, z);
+        break;
+    }
+    case ATTN_W_SINKS: set_shape(n, 1, ir_const(c->heads), z, z); break;
     case ATTN_WEIGHT_COUNT: n->ndim = 0; break;
     }
 }
@@ -142,11 +149,23 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
                        (long long)c->head_dim);
         set_shape(n, 3, hd, ir_const(v / c->head_dim), a->ne[1]);
         return true;
+    case IR_OP_QK_NORM:
     case IR_OP_ROPE:
+    case IR_OP_TEMPERATURE:
         if (!want_ndim(a, 3, why, why_len))
             return false;
         if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[2], S))
             return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
+        if (n->op == IR_OP_TEMPERATURE && !ir_dim_eq(a->ne[1], ir_const(c->heads)))
+            return WHY("operand %%%d is not the queries [head_dim, heads, S]", a->id);
+        if (n->op == IR_OP_QK_NORM && c->qk_norm == ATTN_QK_NORM_NONE)
+            return WHY("the spec has no qk_norm");
+        if (n->op == IR_OP_QK_NORM && b) {
+            int64_t len = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim
+                          : ir_dim_is_const(a->ne[1], &v) ? v * c->head_dim : -1;
+            if (b->op != IR_OP_WEIGHT || b->ndim != 1 || !ir_dim_eq(b->ne[0], ir_const(len)))
+                return WHY("operand %%%d is not a norm weight of %lld elements", b->id, (long long)len);
+        }
         set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
         return true;
     case IR_OP_ROPE_TABLE:
@@ -177,7 +196,9 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         const ir_node *q = n->op != IR_OP_PV ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
         if (!want_ndim(a, 3, why, why_len) || !want_ndim(b, 3, why, why_len))
             return false;
-        for (int i = 1; i < n->nargs; i++) {
+        if (n->op == IR_OP_FLASH && n->nargs == 4 && !ir_sinks(n))
+            return WHY("operand %%%d is not the sinks [heads]", n->args[3]->id);
+        for (int i = 1; i < n->nargs && i < 3; i++) {
             const ir_node *kv = n->args[i];
             if (!want_ndim(kv, 3, why, why_len))
                 return false;
@@ -200,10 +221,13 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     }
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:
+    case IR_OP_ALIBI:
     case IR_OP_MASK:
     case IR_OP_SOFTMAX:
         if (!want_ndim(a, 3, why, why_len))
             return false;
+        if (n->nargs == 2 && !ir_sinks(n))
+            return WHY("operand %%%d is not the sinks [heads]", b->id);
         if (!ir_dim_eq(a->ne[0], T) || !ir_dim_eq(a->ne[1], S))
             return WHY("operand %%%d is not [T, S, heads]", a->id);
         set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
@@ -312,6 +336,12 @@ ir_node *ir_linear_bias(const ir_node *n) {
 
 ir_node *ir_linear_rope_table(const ir_node *n) {
     return linear_operand(n, IR_OP_ROPE_TABLE);
+}
+
+ir_node *ir_sinks(const ir_node *n) {
+    int at = n->op == IR_OP_FLASH ? 3 : n->op == IR_OP_SOFTMAX ? 1 : -1;
+    ir_node *w = at >= 0 && n->nargs > at ? n->args[at] : NULL;
+    return w && w->op == IR_OP_WEIGHT && w->weight == ATTN_W_SINKS ? w : NULL;
 }
 
 void ir_recount_uses(ir_graph *g) {

@@ -51,7 +51,9 @@ struct ir_node {
     int64_t cache_col[2]; /*   from these columns on (kv_groups * head_dim of them) */
     bool fused;          /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
     double softcap;      /* FLASH: 0 = none */
-    bool causal;         /* FLASH: mask keys after each query (and outside the window) */
+    bool causal;         /* FLASH: mask keys after each query (and outside the window or
+                            chunk) */
+    bool alibi;          /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
     int64_t split_tokens; /* FLASH: calls with at most this many new tokens split the keys
                              into chunks computed apart and merged (decode_split); 0 = never */
 };
@@ -99,6 +101,8 @@ ATTNC_HIDDEN void ir_recount_uses(ir_graph *g);
 /* LINEAR's optional operands: its bias (a WEIGHT) and rope table, or NULL. */
 ATTNC_HIDDEN ir_node *ir_linear_bias(const ir_node *n);
 ATTNC_HIDDEN ir_node *ir_linear_rope_table(const ir_node *n);
+/* FLASH's or SOFTMAX's sinks operand (a WEIGHT), or NULL. */
+ATTNC_HIDDEN ir_node *ir_sinks(const ir_node *n);
 
 /* Text of the graph, stable enough for golden files; arena-owned. */
 ATTNC_HIDDEN char *ir_print(ir_graph *g);

@@ -24,6 +24,14 @@ static ir_node *unary(ir_graph *g, ir_op op, ir_node *a, attnc_loc loc) {
     return a ? ir_add(g, op, &a, 1, loc) : NULL;
 }
 
+/* qk_norm of q or k, with its weight w if the spec has one. */
+static ir_node *norm(ir_graph *g, ir_node *x, attn_weight_id w, attnc_loc loc) {
+    if (!x || !g->cfg.qk_norm_weight)
+        return unary(g, IR_OP_QK_NORM, x, loc);
+    ir_node *args[2] = {x, weight(g, w, loc)};
+    return args[1] ? ir_add(g, IR_OP_QK_NORM, args, 2, loc) : NULL;
+}
+
 attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                       ir_graph **out) {
     ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
@@ -46,10 +54,16 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     q = unary(g, IR_OP_SPLIT_HEADS, q, L[SPEC_K_HEADS]);
     k = unary(g, IR_OP_SPLIT_HEADS, k, L[SPEC_K_KV_GROUPS]);
     v = unary(g, IR_OP_SPLIT_HEADS, v, L[SPEC_K_KV_GROUPS]);
+    if (cfg->qk_norm != ATTN_QK_NORM_NONE) {
+        q = norm(g, q, ATTN_W_Q_NORM, L[SPEC_K_QK_NORM]);
+        k = norm(g, k, ATTN_W_K_NORM, L[SPEC_K_QK_NORM]);
+    }
     if (cfg->rope_style != ATTN_ROPE_NONE) {
         q = unary(g, IR_OP_ROPE, q, L[SPEC_K_ROPE]);
         k = unary(g, IR_OP_ROPE, k, L[SPEC_K_ROPE]);
     }
+    if (cfg->temp_floor_scale > 0)
+        q = unary(g, IR_OP_TEMPERATURE, q, L[SPEC_K_QUERY_TEMP]);
     ir_node *kc = k ? ir_new(g, IR_OP_CACHE_APPEND, &k, 1, L[SPEC_K_KV_CACHE]) : NULL;
     ir_node *vc = v ? ir_new(g, IR_OP_CACHE_APPEND, &v, 1, L[SPEC_K_KV_CACHE]) : NULL;
     if (kc && vc) {
@@ -79,10 +93,19 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
             cap->factor = cfg->softcap;
         s = ir_insert(g, cap, NULL);
     }
+    if (cfg->alibi)
+        s = unary(g, IR_OP_ALIBI, s, L[SPEC_K_ALIBI]);
     if (cfg->causal)
         s = unary(g, IR_OP_MASK, s,
-                  L[cfg->sliding_window ? SPEC_K_SLIDING_WINDOW : SPEC_K_CAUSAL]);
-    s = unary(g, IR_OP_SOFTMAX, s, L[SPEC_K_CAUSAL]);
+                  L[cfg->chunk             ? SPEC_K_CHUNKED
+                    : cfg->sliding_window ? SPEC_K_SLIDING_WINDOW
+                                          : SPEC_K_CAUSAL]);
+    if (s && cfg->sinks) {
+        ir_node *sm[2] = {s, weight(g, ATTN_W_SINKS, L[SPEC_K_SINKS])};
+        s = sm[1] ? ir_add(g, IR_OP_SOFTMAX, sm, 2, L[SPEC_K_SINKS]) : NULL;
+    } else {
+        s = unary(g, IR_OP_SOFTMAX, s, L[SPEC_K_CAUSAL]);
+    }
     ir_node *o = NULL;
     if (s && v) {
         ir_node *pv[2] = {s, v};

@@ -65,12 +65,21 @@ static void put_dim(text *t, ir_dim d) {
 static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
     "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_proj.bias",
     "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
+    "q_norm.weight", "k_norm.weight", "sinks",
 };
+
+/* The mask's extent beyond causal: window and chunk. */
+static void put_mask(text *t, const attn_config *c) {
+    if (c->sliding_window)
+        put(t, " window=%lld", (long long)c->sliding_window);
+    if (c->chunk)
+        put(t, " chunk=%lld", (long long)c->chunk);
+}
 
 static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     const attn_config *c = &g->cfg;
     static const char *const styles[] = {"none", "half", "interleaved"};
-    static const char *const scalings[] = {"none", "linear", "llama3"};
+    static const char *const scalings[] = {"none", "linear", "llama3", "yarn"};
     switch (n->op) {
     case IR_OP_WEIGHT:
         put(t, " %s", (unsigned)n->weight < ATTN_WEIGHT_COUNT ? weight_names[n->weight] : "?");
@@ -102,8 +111,10 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             put(t, " softcap=%.9g", n->softcap);
         if (n->causal)
             put(t, " causal");
-        if (n->causal && c->sliding_window)
-            put(t, " window=%lld", (long long)c->sliding_window);
+        if (n->causal)
+            put_mask(t, c);
+        if (n->alibi)
+            put(t, " alibi");
         if (n->args[1]->ne[1].c != c->heads)
             put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
         if (n->split_tokens)
@@ -113,8 +124,15 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_SOFTCAP: put(t, " %.9g", n->factor); break;
     case IR_OP_MASK:
         put(t, " causal");
-        if (c->sliding_window)
-            put(t, " window=%lld", (long long)c->sliding_window);
+        put_mask(t, c);
+        break;
+    case IR_OP_QK_NORM:
+        put(t, " rms scope=%s eps=%.9g%s", c->qk_norm == ATTN_QK_NORM_ALL ? "all" : "head",
+            c->qk_norm_eps, c->qk_norm_offset ? " offset=1" : "");
+        break;
+    case IR_OP_TEMPERATURE:
+        put(t, " floor_scale=%lld attn_scale=%.9g", (long long)c->temp_floor_scale,
+            c->temp_attn_scale);
         break;
     case IR_OP_QK:
     case IR_OP_PV:
@@ -127,6 +145,7 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_SPLIT_HEADS:
     case IR_OP_GQA_EXPAND:
     case IR_OP_SOFTMAX:
+    case IR_OP_ALIBI:
     case IR_OP_MERGE_HEADS:
     case IR_OP_OUTPUT:
     case IR_OP_COUNT: break;

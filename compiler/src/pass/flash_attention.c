@@ -1,10 +1,12 @@
-/* flash_attention: scores, scale, softcap, mask, softmax and p.v become
- * one tiled online-softmax node, so no [T, S, heads] value exists.
+/* flash_attention: scores, scale, softcap, ALiBi, mask, softmax (with
+ * sinks) and p.v become one tiled online-softmax node, so no [T, S,
+ * heads] value exists.
  *
  * matches   %s = qk %q, %k  (%s = scale %s c)  (%s = softcap %s c)
- *           (%s = mask %s)  %p = softmax %s  %o = pv %p, %v
+ *           (%s = alibi %s)  (%s = mask %s)  %p = softmax %s (, %sinks)
+ *           %o = pv %p, %v
  *           with every value between qk and pv used once
- * produces  %o' = flash %q, %k, %v scale=c softcap=c causal
+ * produces  %o' = flash %q, %k, %v (, %sinks) scale=c softcap=c causal alibi
  *           (uses of %o now use %o'; the chain is removed). */
 #include "pass/pass.h"
 
@@ -13,16 +15,21 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         ir_node *pv = g->nodes[i];
         if (pv->dead || pv->op != IR_OP_PV)
             continue;
-        ir_node *chain[5], *s = pv->args[0];
+        ir_node *chain[6], *s = pv->args[0], *sinks = ir_sinks(s);
         int n = 0;
         double scale = 1, cap = 0;
-        bool causal = false;
+        bool causal = false, alibi = false;
         if (s->op != IR_OP_SOFTMAX || s->n_uses != 1)
             continue;
         chain[n++] = s;
         s = s->args[0];
         if (s->op == IR_OP_MASK && s->n_uses == 1) {
             causal = true;
+            chain[n++] = s;
+            s = s->args[0];
+        }
+        if (s->op == IR_OP_ALIBI && s->n_uses == 1) {
+            alibi = true;
             chain[n++] = s;
             s = s->args[0];
         }
@@ -39,13 +46,14 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         if (s->op != IR_OP_QK || s->n_uses != 1)
             continue;
         chain[n++] = s;
-        ir_node *args[3] = {s->args[0], s->args[1], pv->args[1]};
-        ir_node *f = ir_new(g, IR_OP_FLASH, args, 3, pv->loc);
+        ir_node *args[4] = {s->args[0], s->args[1], pv->args[1], sinks};
+        ir_node *f = ir_new(g, IR_OP_FLASH, args, sinks ? 4 : 3, pv->loc);
         if (!f)
             return diag_first_code(ctx);
         f->factor = scale;
         f->softcap = cap;
         f->causal = causal;
+        f->alibi = alibi;
         if (!ir_insert(g, f, pv))
             return diag_first_code(ctx);
         ir_replace_uses(g, pv, f);

@@ -33,7 +33,8 @@ ATTNC_HIDDEN attnc_status spec_yaml_read(attnc_ctx *ctx, const char *file, const
 typedef enum spec_key {
     SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_KV_GROUPS, SPEC_K_KV_HEADS, SPEC_K_HEAD_DIM, SPEC_K_D_MODEL,
     SPEC_K_CAUSAL, SPEC_K_ROPE, SPEC_K_SLIDING_WINDOW, SPEC_K_SOFTCAP, SPEC_K_QKV_BIAS,
-    SPEC_K_O_BIAS, SPEC_K_SCALE, SPEC_K_DTYPE, SPEC_K_KV_CACHE, SPEC_K_COUNT
+    SPEC_K_O_BIAS, SPEC_K_SCALE, SPEC_K_DTYPE, SPEC_K_KV_CACHE, SPEC_K_QK_NORM, SPEC_K_SINKS,
+    SPEC_K_ALIBI, SPEC_K_CHUNKED, SPEC_K_QUERY_TEMP, SPEC_K_COUNT
 } spec_key;
 
 /* Where each key was written; keys left to their default point at the

@@ -18,23 +18,37 @@
 static const char *const top_keys[SPEC_K_COUNT] = {
     "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
     "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
-    "scale",  "dtype",          "kv_cache",
+    "scale",  "dtype",          "kv_cache", "qk_norm", "sinks",   "alibi",
+    "chunked_attention", "query_temperature",
 };
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
 static const char *const rope_keys[R_COUNT] = {"base", "style", "rotary_dim", "scaling"};
 
-enum { S_TYPE, S_FACTOR, S_LOW, S_HIGH, S_ORIG, S_COUNT };
-static const char *const scaling_keys[S_COUNT] = {
-    "type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position",
+enum {
+    S_TYPE, S_FACTOR, S_LOW, S_HIGH, S_ORIG, S_BETA_FAST, S_BETA_SLOW, S_MSCALE, S_MSCALE_ALL,
+    S_TRUNCATE, S_ATTN_FACTOR, S_COUNT
 };
+static const char *const scaling_keys[S_COUNT] = {
+    "type",      "factor",    "low_freq_factor", "high_freq_factor", "original_max_position",
+    "beta_fast", "beta_slow", "mscale",          "mscale_all_dim",   "truncate",
+    "attention_factor",
+};
+
+enum { N_TYPE, N_SCOPE, N_EPS, N_WEIGHT, N_OFFSET, N_COUNT };
+static const char *const norm_keys[N_COUNT] = {"type", "scope", "eps", "weight", "offset"};
+
+enum { T_FLOOR_SCALE, T_ATTN_SCALE, T_COUNT };
+static const char *const temp_keys[T_COUNT] = {"floor_scale", "attn_scale"};
 
 enum { C_DTYPE, C_BLOCK_TOKENS, C_MAX_TOKENS, C_COUNT };
 static const char *const cache_keys[C_COUNT] = {"dtype", "block_tokens", "max_tokens"};
 
 static const char *const dtype_names[] = {"f32", "f16", "bf16"};
 static const char *const style_names[] = {"half", "interleaved"};
-static const char *const scaling_names[] = {"none", "linear", "llama3"};
+static const char *const scaling_names[] = {"none", "linear", "llama3", "yarn"};
+static const char *const norm_types[] = {"rms"};
+static const char *const norm_scopes[] = {"head", "all"};
 
 #define DEFAULT_ROPE_BASE 10000.0
 #define DEFAULT_BLOCK_TOKENS 16
@@ -150,7 +164,7 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
                 err(ck, k->loc, "unknown key '%s%s'; did you mean '%s%s'?", path,
                     found(&word, buf, sizeof buf), path, near);
             } else {
-                char list[256] = "";
+                char list[512] = "";
                 for (int i = 0; i < n_known; i++)
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                              i ? ", " : "", known[i]);
@@ -299,41 +313,134 @@ static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
     take_map(ck, v, "rope.scaling.", scaling_keys, S_COUNT, val, key);
     int type = 0;
     if (!val[S_TYPE]) {
-        err(ck, v->loc, "rope.scaling: missing required key 'type' (none, linear or llama3)");
+        err(ck, v->loc, "rope.scaling: missing required key 'type' (none, linear, llama3 or yarn)");
         return;
     }
-    if (!get_enum(ck, val[S_TYPE], "rope.scaling.type", scaling_names, 3, &type))
+    if (!get_enum(ck, val[S_TYPE], "rope.scaling.type", scaling_names, 4, &type))
         return;
     c->rope_scaling = (attn_rope_scaling)type;
-    /* which keys each type takes */
-    static const bool uses[3][S_COUNT] = {
-        {true, false, false, false, false},
-        {true, true, false, false, false},
-        {true, true, true, true, true},
+    /* which keys each type takes: 2 required, 1 optional */
+    static const char uses[4][S_COUNT] = {
+        {2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0},
+        {2, 2, 0, 0, 2, 1, 1, 1, 1, 1, 1},
     };
     for (int i = 1; i < S_COUNT; i++) {
-        if (uses[type][i] && !val[i])
+        if (uses[type][i] == 2 && !val[i])
             err(ck, v->loc, "rope.scaling: type %s needs key '%s'", scaling_names[type],
                 scaling_keys[i]);
         else if (!uses[type][i] && val[i])
             err(ck, key[i]->loc, "rope.scaling.%s is not used by type %s", scaling_keys[i],
                 scaling_names[type]);
     }
-    if (val[S_FACTOR] && uses[type][S_FACTOR])
-        get_num(ck, val[S_FACTOR], "rope.scaling.factor", 0, true, &c->rope_factor);
+    bool factor_ok = val[S_FACTOR] && uses[type][S_FACTOR] &&
+                     get_num(ck, val[S_FACTOR], "rope.scaling.factor", 0, true, &c->rope_factor);
+    if (val[S_ORIG] && uses[type][S_ORIG])
+        get_int(ck, val[S_ORIG], "rope.scaling.original_max_position", 1, ATTN_MAX_TOKENS,
+                &c->rope_original_max_position);
+    if (type == ATTN_SCALING_YARN) {
+        /* Hugging Face _compute_yarn_parameters' defaults */
+        c->rope_beta_fast = 32, c->rope_beta_slow = 1, c->rope_mscale = 1;
+        c->rope_mscale_all_dim = 0, c->rope_truncate = true;
+        bool fast_ok = !val[S_BETA_FAST] || get_num(ck, val[S_BETA_FAST], "rope.scaling.beta_fast",
+                                                    0, true, &c->rope_beta_fast);
+        bool slow_ok = !val[S_BETA_SLOW] || get_num(ck, val[S_BETA_SLOW], "rope.scaling.beta_slow",
+                                                    0, true, &c->rope_beta_slow);
+        if (fast_ok && slow_ok && !(c->rope_beta_fast > c->rope_beta_slow))
+            err(ck, (val[S_BETA_FAST] ? val[S_BETA_FAST] : val[S_BETA_SLOW])->loc,
+                "rope.scaling.beta_fast (%g) must be greater than beta_slow (%g)",
+                c->rope_beta_fast, c->rope_beta_slow);
+        bool ms_ok = !val[S_MSCALE] ||
+                     get_num(ck, val[S_MSCALE], "rope.scaling.mscale", 0, false, &c->rope_mscale);
+        bool msa_ok = !val[S_MSCALE_ALL] || get_num(ck, val[S_MSCALE_ALL], "rope.scaling.mscale_all_dim",
+                                                    0, false, &c->rope_mscale_all_dim);
+        if (val[S_TRUNCATE])
+            get_bool(ck, val[S_TRUNCATE], "rope.scaling.truncate", &c->rope_truncate);
+        if (val[S_ATTN_FACTOR])
+            get_num(ck, val[S_ATTN_FACTOR], "rope.scaling.attention_factor", 0, true,
+                    &c->rope_attention_factor);
+        else if (factor_ok && ms_ok && msa_ok)
+            c->rope_attention_factor = attn_yarn_default_attention_factor(c);
+        return;
+    }
     if (type != ATTN_SCALING_LLAMA3)
         return;
     bool lo_ok = val[S_LOW] && get_num(ck, val[S_LOW], "rope.scaling.low_freq_factor", 0, true,
                                        &c->rope_low_freq_factor);
     bool hi_ok = val[S_HIGH] && get_num(ck, val[S_HIGH], "rope.scaling.high_freq_factor", 0,
                                         true, &c->rope_high_freq_factor);
-    if (lo_ok && hi_ok && !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+    /* equal factors (Llama 4 Scout: 1 and 1) leave no band in between */
+    if (lo_ok && hi_ok && !(c->rope_high_freq_factor >= c->rope_low_freq_factor))
         err(ck, val[S_HIGH]->loc,
-            "rope.scaling.high_freq_factor (%g) must be greater than low_freq_factor (%g)",
+            "rope.scaling.high_freq_factor (%g) must not be below low_freq_factor (%g)",
             c->rope_high_freq_factor, c->rope_low_freq_factor);
-    if (val[S_ORIG])
-        get_int(ck, val[S_ORIG], "rope.scaling.original_max_position", 1, ATTN_MAX_TOKENS,
-                &c->rope_original_max_position);
+}
+
+/* qk_norm: `none` or a mapping {type: rms, scope, eps, weight, offset}. */
+static void check_qk_norm(checker *ck, const ynode *v, attn_config *c) {
+    char buf[128];
+    c->qk_norm = ATTN_QK_NORM_NONE;
+    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+        return;
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc, "qk_norm: expected a mapping (type, scope, eps, weight, offset) or none, "
+                        "found %s",
+            found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[N_COUNT], *key[N_COUNT];
+    take_map(ck, v, "qk_norm.", norm_keys, N_COUNT, val, key);
+    int type = 0, scope = 0;
+    if (!val[N_TYPE])
+        err(ck, v->loc, "qk_norm: missing required key 'type' (rms)");
+    else
+        get_enum(ck, val[N_TYPE], "qk_norm.type", norm_types, 1, &type);
+    bool scope_ok = false;
+    if (!val[N_SCOPE])
+        err(ck, v->loc, "qk_norm: missing required key 'scope' (head or all)");
+    else
+        scope_ok = get_enum(ck, val[N_SCOPE], "qk_norm.scope", norm_scopes, 2, &scope);
+    c->qk_norm = scope_ok && scope == 1 ? ATTN_QK_NORM_ALL : ATTN_QK_NORM_HEAD;
+    c->qk_norm_eps = 1e-6;
+    c->qk_norm_weight = true;
+    c->qk_norm_offset = 0;
+    if (val[N_EPS])
+        get_num(ck, val[N_EPS], "qk_norm.eps", 0, false, &c->qk_norm_eps);
+    if (val[N_WEIGHT])
+        get_bool(ck, val[N_WEIGHT], "qk_norm.weight", &c->qk_norm_weight);
+    int64_t off = 0;
+    if (val[N_OFFSET] && get_int(ck, val[N_OFFSET], "qk_norm.offset", 0, 1, &off))
+        c->qk_norm_offset = (int32_t)off;
+    if (val[N_OFFSET] && val[N_WEIGHT] && !c->qk_norm_weight && off)
+        err(ck, val[N_OFFSET]->loc, "qk_norm.offset: 1 needs weight: true (there is no weight "
+                                    "to offset)");
+}
+
+/* query_temperature: `none` or {floor_scale, attn_scale}. */
+static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
+    char buf[128];
+    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+        return;
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc, "query_temperature: expected a mapping (floor_scale, attn_scale) or none, "
+                        "found %s",
+            found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[T_COUNT], *key[T_COUNT];
+    take_map(ck, v, "query_temperature.", temp_keys, T_COUNT, val, key);
+    for (int i = 0; i < T_COUNT; i++)
+        if (!val[i])
+            err(ck, v->loc, "query_temperature: missing required key '%s'", temp_keys[i]);
+    int64_t fs = 0;
+    double as = 0;
+    bool fs_ok = val[T_FLOOR_SCALE] && get_int(ck, val[T_FLOOR_SCALE], "query_temperature.floor_scale",
+                                               1, ATTN_MAX_TOKENS, &fs);
+    bool as_ok = val[T_ATTN_SCALE] &&
+                 get_num(ck, val[T_ATTN_SCALE], "query_temperature.attn_scale", 0, false, &as);
+    if (fs_ok && as_ok)
+        c->temp_floor_scale = fs, c->temp_attn_scale = as;
 }
 
 /* rope: `none` or a mapping. rotary_dim is checked against head_dim by the
@@ -541,6 +648,22 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         c.dtype = (attn_dtype)dt;
     if (val[SPEC_K_KV_CACHE])
         check_cache(ck, val[SPEC_K_KV_CACHE], &c);
+    if (val[SPEC_K_QK_NORM])
+        check_qk_norm(ck, val[SPEC_K_QK_NORM], &c);
+    if (val[SPEC_K_SINKS])
+        get_bool(ck, val[SPEC_K_SINKS], "sinks", &c.sinks);
+    if (val[SPEC_K_ALIBI] && get_bool(ck, val[SPEC_K_ALIBI], "alibi", &c.alibi) && c.alibi &&
+        c.rope_style != ATTN_ROPE_NONE)
+        err(ck, val[SPEC_K_ALIBI]->loc,
+            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: none",
+            key[SPEC_K_ROPE]->loc.line, key[SPEC_K_ROPE]->loc.col);
+    if (val[SPEC_K_CHUNKED] &&
+        get_int(ck, val[SPEC_K_CHUNKED], "chunked_attention", 0, ATTN_MAX_WINDOW, &c.chunk) &&
+        c.chunk > 0 && !c.causal)
+        err(ck, val[SPEC_K_CHUNKED]->loc, "chunked_attention (%lld) requires causal: true",
+            (long long)c.chunk);
+    if (val[SPEC_K_QUERY_TEMP])
+        check_temperature(ck, val[SPEC_K_QUERY_TEMP], &c);
 
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);

@@ -64,7 +64,7 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     if (!c)
         return NULL;
     static const char *const styles[] = {"none", "half", "interleaved"};
-    static const char *const scalings[] = {"none", "linear", "llama3"};
+    static const char *const scalings[] = {"none", "linear", "llama3", "yarn"};
     out o = {malloc(1024), 0, 1024, false};
     if (!o.buf)
         return NULL;
@@ -96,10 +96,34 @@ char *attnc_spec_to_yaml(const attn_config *c) {
                 num(c->rope_high_freq_factor, d, sizeof d),
                 (long long)c->rope_original_max_position);
             break;
+        case ATTN_SCALING_YARN:
+            put(&o, "  scaling:\n    type: yarn\n    factor: %s\n    original_max_position: %lld\n",
+                num(c->rope_factor, a, sizeof a), (long long)c->rope_original_max_position);
+            put(&o, "    beta_fast: %s\n    beta_slow: %s\n", num(c->rope_beta_fast, a, sizeof a),
+                num(c->rope_beta_slow, b, sizeof b));
+            put(&o, "    mscale: %s\n    mscale_all_dim: %s\n", num(c->rope_mscale, a, sizeof a),
+                num(c->rope_mscale_all_dim, b, sizeof b));
+            put(&o, "    truncate: %s\n    attention_factor: %s\n", yn(c->rope_truncate),
+                num(c->rope_attention_factor, a, sizeof a));
+            break;
         }
     }
     put(&o, "sliding_window: %lld\n", (long long)c->sliding_window);
     put(&o, "softcap: %s\n", num(c->softcap, a, sizeof a));
+    if (c->qk_norm == ATTN_QK_NORM_NONE || (unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
+        put(&o, "qk_norm: none\n");
+    else
+        put(&o, "qk_norm:\n  type: rms\n  scope: %s\n  eps: %s\n  weight: %s\n  offset: %d\n",
+            c->qk_norm == ATTN_QK_NORM_HEAD ? "head" : "all", num(c->qk_norm_eps, a, sizeof a),
+            yn(c->qk_norm_weight), (int)c->qk_norm_offset);
+    put(&o, "sinks: %s\n", yn(c->sinks));
+    put(&o, "alibi: %s\n", yn(c->alibi));
+    put(&o, "chunked_attention: %lld\n", (long long)c->chunk);
+    if (c->temp_floor_scale > 0)
+        put(&o, "query_temperature:\n  floor_scale: %lld\n  attn_scale: %s\n",
+            (long long)c->temp_floor_scale, num(c->temp_attn_scale, a, sizeof a));
+    else
+        put(&o, "query_temperature: none\n");
     put(&o, "qkv_bias: %s\n", yn(c->qkv_bias));
     put(&o, "o_bias: %s\n", yn(c->o_bias));
     if (c->scale_auto)
