@@ -11,6 +11,8 @@
 
 static const char *const shipped[] = {
     "seed", "llama2_7b", "llama3_8b", "mistral_7b", "qwen2_7b", "gemma2_9b", "falcon_7b", "gptj_6b",
+    "qwen3_8b", "gemma3_12b_local", "gemma3_12b_global", "gpt_oss_20b_sliding", "gpt_oss_20b_full",
+    "olmo2_7b", "llama4_scout_local", "llama4_scout_global", "bloom_7b1",
 };
 
 static attnc_status load_str(const char *text, attn_config *c, attnc_ctx **ctx_out) {
@@ -72,6 +74,29 @@ static void spec_shipped_values_match_their_models(void **state) {
                 c.rope_high_freq_factor == 4 && c.rope_original_max_position == 8192);
     c = load_shipped("mistral_7b");
     assert_int_equal(c.sliding_window, 4096);
+    /* current models: the values their configs give, defaults filled */
+    c = load_shipped("gpt_oss_20b_sliding");
+    assert_true(c.rope_scaling == ATTN_SCALING_YARN && c.rope_factor == 32 &&
+                c.rope_original_max_position == 4096 && c.rope_beta_fast == 32 &&
+                c.rope_beta_slow == 1 && !c.rope_truncate && c.rope_mscale == 1 &&
+                c.rope_mscale_all_dim == 0 && c.sinks && c.qkv_bias && c.o_bias &&
+                c.sliding_window == 128);
+    assert_float_equal(c.rope_attention_factor, 0.1 * log(32.0) + 1, 1e-15);
+    c = load_shipped("qwen3_8b");
+    assert_true(c.qk_norm == ATTN_QK_NORM_HEAD && c.qk_norm_weight && c.qk_norm_offset == 0 &&
+                c.qk_norm_eps == 1e-6 && !c.sinks && !c.alibi);
+    c = load_shipped("gemma3_12b_local");
+    assert_true(c.qk_norm_offset == 1 && c.sliding_window == 1024 && c.scale == 0.0625);
+    c = load_shipped("olmo2_7b");
+    assert_int_equal(c.qk_norm, ATTN_QK_NORM_ALL);
+    c = load_shipped("llama4_scout_local");
+    assert_true(c.chunk == 8192 && !c.qk_norm_weight && c.rope_style == ATTN_ROPE_INTERLEAVED &&
+                c.rope_low_freq_factor == c.rope_high_freq_factor);
+    c = load_shipped("llama4_scout_global");
+    assert_true(c.rope_style == ATTN_ROPE_NONE && c.temp_floor_scale == 8192 &&
+                c.temp_attn_scale == 0.1);
+    c = load_shipped("bloom_7b1");
+    assert_true(c.alibi && c.kv_groups == 32 && c.rope_style == ATTN_ROPE_NONE);
     c = load_shipped("qwen2_7b");
     assert_true(c.qkv_bias && !c.o_bias);
     assert_int_equal(c.d_model, 3584);

@@ -191,6 +191,161 @@ static void reference_hand_worked_causal_weights(void **state) {
     assert_float_equal(probs[2], exp(1.0) / (2 + exp(1.0)), 1e-15);
 }
 
+/* ---- features of current models, worked by hand ----------------------------- */
+
+static void reference_yarn_frequencies_and_factor(void **state) {
+    (void)state;
+    /* rotary_dim 8, base 10^4, factor 4, original 64, betas 32 and 1: the
+     * correction dims are 0.19 and 1.01, rounded out to 0 and 2 (truncate):
+     * ramp 0, 1/2, 1, 1 over the 4 frequencies 1, 0.1, 0.01, 0.001 */
+    attn_config c = with_rope(config_small(1, 1, 8, 8), ATTN_ROPE_HALF, 8, ATTN_SCALING_YARN);
+    c.rope_factor = 4, c.rope_beta_fast = 32, c.rope_beta_slow = 1, c.rope_truncate = true;
+    c.rope_mscale = 1, c.rope_mscale_all_dim = 0;
+    c.rope_attention_factor = attn_yarn_default_attention_factor(&c);
+    assert_int_equal(attn_config_check(&c, NULL), ATTN_OK);
+    double f[4];
+    attn_rope_inv_freq(&c, f);
+    double want[4] = {1.0, 0.1 / 4 / 2 + 0.1 / 2, 0.01 / 4, 0.001 / 4};
+    for (int i = 0; i < 4; i++)
+        assert_float_equal(f[i], want[i], 1e-12);
+    /* not truncated: the ramp ends at 1.008 (1 + 0.001 against a
+     * singularity is not it: 0.19 rounds to 0 by max(low, 0) only) */
+    c.rope_truncate = false;
+    attn_rope_inv_freq(&c, f);
+    assert_float_equal(f[0], 1.0, 1e-12);
+    assert_float_equal(f[1], 0.025595245891924, 1e-12);
+    assert_float_equal(f[2], 0.0025, 1e-12);
+    /* attention factor 0.1 ln 4 + 1; mscale / mscale_all_dim both set: their ratio */
+    assert_float_equal(c.rope_attention_factor, 0.1 * log(4.0) + 1, 1e-15);
+    assert_float_equal(attn_rope_cos_factor(&c), c.rope_attention_factor, 0);
+    c.rope_mscale = 0.707, c.rope_mscale_all_dim = 1;
+    assert_float_equal(attn_yarn_default_attention_factor(&c),
+                       (0.0707 * log(4.0) + 1) / (0.1 * log(4.0) + 1), 1e-15);
+    /* cos and sin carry the factor: a rotation at position 0 scales by it */
+    double x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    c.rope_mscale = 1, c.rope_mscale_all_dim = 0;
+    attn_rope_inv_freq(&c, f);
+    ref_rope_apply(&c, f, 0, x);
+    for (int i = 0; i < 8; i++)
+        assert_float_equal(x[i], (i + 1) * c.rope_attention_factor, 1e-12);
+}
+
+static void reference_alibi_slopes_and_scores(void **state) {
+    (void)state;
+    double s[12];
+    attn_config c = config_small(8, 8, 4, 4);
+    attn_alibi_slopes(&c, s);
+    for (int h = 0; h < 8; h++)
+        assert_float_equal(s[h], pow(2.0, -(h + 1)), 1e-15);
+    /* 12 heads: 8 as above, then 2^(-4/8 * (1, 3, 5, 7)) */
+    c = config_small(12, 12, 4, 4);
+    attn_alibi_slopes(&c, s);
+    assert_float_equal(s[7], 1.0 / 256, 1e-15);
+    for (int h = 8; h < 12; h++)
+        assert_float_equal(s[h], pow(2.0, -0.5 * (2 * (h - 8) + 1)), 1e-15);
+    /* 2 heads of 4 dims, q = 0: scores are -slope_h (p - j) alone, slopes
+     * 2^-4 and 2^-8; at p = 2 the weights are e^(-2m), e^(-m), 1 over their sum */
+    c = config_small(2, 2, 4, 8);
+    c.alibi = true;
+    double q[8] = {0}, out[8], probs[6], scratch[3];
+    float K[24] = {0}, V[24];
+    for (int i = 0; i < 24; i++)
+        V[i] = (float)(i % 5);
+    ref_attend(&c, 2, q, 3, K, V, NULL, out, probs, scratch);
+    for (int h = 0; h < 2; h++) {
+        double m = h ? 1.0 / 256 : 1.0 / 16, z = exp(-2 * m) + exp(-m) + 1;
+        assert_float_equal(probs[h * 3 + 0], exp(-2 * m) / z, 1e-15);
+        assert_float_equal(probs[h * 3 + 1], exp(-m) / z, 1e-15);
+        assert_float_equal(probs[h * 3 + 2], 1 / z, 1e-15);
+    }
+}
+
+static void reference_sinks_join_the_denominator(void **state) {
+    (void)state;
+    /* 2 heads of 4 dims, q = 0, 3 visible keys: every score is 0, so each
+     * key weighs 1 / (e^sink + 3): 1/4 for sink 0, 1/5 for sink ln 2 */
+    attn_config c = config_small(2, 1, 4, 4);
+    c.sinks = true;
+    double q[8] = {0}, out[8], probs[6], scratch[3];
+    float K[12] = {0}, V[12] = {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    float sinks[2] = {0, (float)log(2.0)};
+    ref_attend(&c, 2, q, 3, K, V, sinks, out, probs, scratch);
+    for (int j = 0; j < 3; j++) {
+        assert_float_equal(probs[j], 0.25, 1e-15);
+        assert_float_equal(probs[3 + j], 1 / ((double)expf(sinks[1]) + 3), 1e-15);
+    }
+    assert_float_equal(out[0], 6 * 0.25, 1e-12); /* (1 + 2 + 3) / 4: weights sum below 1 */
+    /* a very large sink takes nearly all the weight */
+    sinks[0] = 50;
+    ref_attend(&c, 2, q, 3, K, V, sinks, out, probs, scratch);
+    assert_true(probs[0] < 1e-20 && fabs(out[0]) < 1e-20);
+}
+
+static void reference_chunks_hide_earlier_chunks(void **state) {
+    (void)state;
+    attn_config c = config_small(1, 1, 2, 2);
+    c.chunk = 2;
+    c.scale = 1;
+    assert_int_equal(attn_first_key(&c, 0), 0);
+    assert_int_equal(attn_first_key(&c, 1), 0);
+    assert_int_equal(attn_first_key(&c, 2), 2);
+    assert_int_equal(attn_first_key(&c, 5), 4);
+    /* with a window as well, the later of the two */
+    c.sliding_window = 3;
+    assert_int_equal(attn_first_key(&c, 5), 4);
+    c.chunk = 8;
+    assert_int_equal(attn_first_key(&c, 9), 8);
+    assert_int_equal(attn_first_key(&c, 13), 11);
+    c.sliding_window = 0;
+    c.chunk = 2;
+    /* p = 3 sees keys 2 and 3 only: equal scores, weights 1/2 */
+    double q[2] = {1, 0}, out[2], probs[4], scratch[4];
+    float K[8] = {1, 0, 1, 0, 1, 0, 1, 0}, V[8] = {9, 9, 9, 9, 1, 2, 3, 4};
+    ref_attend(&c, 3, q, 4, K, V, NULL, out, probs, scratch);
+    assert_float_equal(probs[0], 0, 0);
+    assert_float_equal(probs[1], 0, 0);
+    assert_float_equal(probs[2], 0.5, 1e-15);
+    assert_float_equal(out[0], 2, 1e-12);
+    assert_float_equal(out[1], 3, 1e-12);
+    c.causal = false; /* chunks need causal: the config says so */
+    assert_int_equal(attn_config_check(&c, NULL), ATTN_E_INVALID);
+}
+
+static void reference_qk_norm_and_temperature(void **state) {
+    (void)state;
+    /* 2 heads of 4: [1, 2, 3, 4] has mean square 7.5, [2, 0, 0, 0] 1 */
+    attn_config c = config_small(2, 2, 4, 8);
+    c.qk_norm = ATTN_QK_NORM_HEAD, c.qk_norm_weight = true, c.qk_norm_eps = 0;
+    float w[4] = {1, 1, 2, 0.5f};
+    double x[8] = {1, 2, 3, 4, 2, 0, 0, 0};
+    ref_qk_norm(&c, w, 2, x);
+    double r = 1 / sqrt(7.5);
+    assert_float_equal(x[0], r, 1e-15);
+    assert_float_equal(x[2], 3 * r * 2, 1e-15);
+    assert_float_equal(x[3], 4 * r * 0.5, 1e-15);
+    assert_float_equal(x[4], 2, 1e-15);
+    /* offset 1 (Gemma): times 1 + weight; eps inside the root */
+    c.qk_norm_offset = 1, c.qk_norm_eps = 0.5;
+    double y[8] = {1, 2, 3, 4, 2, 0, 0, 0};
+    ref_qk_norm(&c, w, 2, y);
+    assert_float_equal(y[1], 2 / sqrt(8.0) * 2, 1e-15);
+    assert_float_equal(y[3], 4 / sqrt(8.0) * 1.5, 1e-15);
+    /* over the whole row (OLMo 2): mean square (30 + 4) / 8; no weight */
+    c.qk_norm = ATTN_QK_NORM_ALL, c.qk_norm_weight = false, c.qk_norm_eps = 0, c.qk_norm_offset = 0;
+    double z[8] = {1, 2, 3, 4, 2, 0, 0, 0};
+    ref_qk_norm(&c, NULL, 2, z);
+    assert_float_equal(z[3], 4 / sqrt(34.0 / 8), 1e-15);
+    assert_float_equal(z[4], 2 / sqrt(34.0 / 8), 1e-15);
+    /* Llama 4's temperature: log(floor((p + 1) / 8192) + 1) * 0.1 + 1 */
+    c.temp_floor_scale = 8192, c.temp_attn_scale = 0.1;
+    assert_float_equal(attn_query_temperature(&c, 0), 1, 0);
+    assert_float_equal(attn_query_temperature(&c, 8190), 1, 0);
+    assert_float_equal(attn_query_temperature(&c, 8191), 1 + 0.1 * log(2.0), 1e-15);
+    assert_float_equal(attn_query_temperature(&c, 3 * 8192 - 1), 1 + 0.1 * log(4.0), 1e-15);
+    c.temp_floor_scale = 0;
+    assert_float_equal(attn_query_temperature(&c, 100000), 1, 0);
+}
+
 static void reference_noncausal_sees_every_key(void **state) {
     (void)state;
     attn_config c = config_small(1, 1, 2, 2);
@@ -606,6 +761,11 @@ int main(void) {
         cmocka_unit_test(capacity_exhaustion_appends_nothing),
         cmocka_unit_test(truncate_then_reappend_equals_fresh_run),
         cmocka_unit_test(results_do_not_depend_on_thread_count),
+        cmocka_unit_test(reference_yarn_frequencies_and_factor),
+        cmocka_unit_test(reference_alibi_slopes_and_scores),
+        cmocka_unit_test(reference_sinks_join_the_denominator),
+        cmocka_unit_test(reference_chunks_hide_earlier_chunks),
+        cmocka_unit_test(reference_qk_norm_and_temperature),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,6 +160,49 @@ static void weights_load_names_missing_and_misshaped_tensors(void **state) {
     attn_weights_free(w);
 }
 
+/* QK-norm weights and sinks load under their Hugging Face names, with the
+ * shape the scope asks for: a per-head norm's [head_dim] file does not
+ * load into a whole-row spec, and the message gives both shapes. */
+static void weights_load_qk_norm_and_sinks_by_shape(void **state) {
+    const char *dir = *state;
+    attn_config c = config_small(2, 1, 4, 8);
+    c.qk_norm = ATTN_QK_NORM_HEAD, c.qk_norm_weight = true, c.qk_norm_eps = 1e-6, c.sinks = true;
+    attn_weights *w, *b;
+    assert_int_equal(attn_weights_random(&c, 3, &w, NULL), ATTN_OK);
+    assert_non_null(w->q_norm);
+    assert_non_null(w->k_norm);
+    assert_non_null(w->sinks);
+    const char *path = path_in(dir, "norm.safetensors");
+    assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_F32, "l.", NULL), ATTN_OK);
+    assert_int_equal(attn_weights_load(&c, path, "l.", &b, NULL), ATTN_OK);
+    assert_memory_equal(b->q_norm, w->q_norm, 4 * sizeof(float));
+    assert_memory_equal(b->k_norm, w->k_norm, 4 * sizeof(float));
+    assert_memory_equal(b->sinks, w->sinks, 2 * sizeof(float));
+    attn_weights_free(b);
+    attn_msg m;
+    c.qk_norm = ATTN_QK_NORM_ALL;
+    assert_int_equal(attn_weights_load(&c, path, "l.", &b, &m), ATTN_E_FORMAT);
+    assert_non_null(strstr(m.text, "tensor 'l.q_norm.weight' has shape [4], expected [8]"));
+    /* a config of other sizes names the first projection that differs */
+    c.qk_norm_weight = false;
+    c.heads = 4, c.kv_groups = 1;
+    assert_int_equal(attn_weights_load(&c, path, "l.", &b, &m), ATTN_E_FORMAT);
+    assert_non_null(strstr(m.text, "tensor 'l.q_proj.weight' has shape [8, 8], expected [16, 8]"));
+    c = w->cfg;
+    c.qk_norm = ATTN_QK_NORM_NONE, c.sinks = false;
+    assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_F32, "l.", NULL), ATTN_OK);
+    c.sinks = true;
+    attn_weights_free(w);
+    assert_int_equal(attn_weights_random(&c, 3, &w, NULL), ATTN_OK);
+    w->cfg.sinks = false;
+    free(w->sinks);
+    w->sinks = NULL;
+    assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_F32, "l.", NULL), ATTN_OK);
+    assert_int_equal(attn_weights_load(&c, path, "l.", &b, &m), ATTN_E_FORMAT);
+    assert_non_null(strstr(m.text, "missing tensor 'l.sinks'"));
+    attn_weights_free(w);
+}
+
 static void weights_reject_invalid_config(void **state) {
     (void)state;
     attn_config c = config_small(6, 4, 8, 16);
@@ -218,6 +261,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(weights_load_names_missing_and_misshaped_tensors, setup,
                                         teardown),
         cmocka_unit_test(weights_reject_invalid_config),
+        cmocka_unit_test_setup_teardown(weights_load_qk_norm_and_sinks_by_shape, setup, teardown),
         cmocka_unit_test(config_check_enforces_every_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
