@@ -288,16 +288,12 @@ static void work(const bench *b, double *flops, double *bytes) {
     double P = b->decode ? (double)b->cache : 0, S = b->decode ? 1 : (double)b->seq;
     double pairs = 0; /* (query, visible key) pairs */
     for (int64_t s = 0; s < (int64_t)S; s++) {
-        double pos = P + (double)s, seen = c->causal ? pos + 1 : P + S;
-        if (c->causal && c->sliding_window > 0 && seen > (double)c->sliding_window)
-            seen = (double)c->sliding_window;
-        pairs += seen;
+        int64_t pos = (int64_t)P + s; /* keys from the window's or chunk's first */
+        pairs += c->causal ? (double)(pos + 1 - attn_first_key(c, pos)) : P + S;
     }
     double H = (double)c->heads, hd = (double)c->head_dim, D = (double)c->d_model;
     double qd = H * hd, kv = (double)(c->kv_groups * c->head_dim);
-    double kv_keys = P + S;
-    if (c->sliding_window > 0 && kv_keys > (double)c->sliding_window + S - 1)
-        kv_keys = (double)c->sliding_window + S - 1;
+    double kv_keys = P + S - (double)attn_first_key(c, (int64_t)P); /* the keys read */
     *flops = 4 * hd * H * pairs;
     *bytes = 2 * kv_keys * kv * (double)attn_dtype_size(c->kv_dtype) + 2 * S * qd * 4;
     if (!b->core) {

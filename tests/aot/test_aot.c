@@ -39,12 +39,21 @@ static void assert_only_libc_undefined(fixture *f, const char *obj) {
 
 static void emitted_objects_link_with_libattn_alone_and_match_the_reference(void **state) {
     fixture *f = *state;
-    /* and the features of current models: sinks and YaRN, QK-norm, query
-     * temperature */
-    const char *specs[] = {"seed",       "gemma2_9b",           "mistral_7b",
-                           "gptj_6b",    "gpt_oss_20b_sliding", "qwen3_8b",
-                           "llama4_scout_global"};
-    for (int i = 0; i < 7; i++) {
+    /* and every spec of current models' features */
+    const char *specs[] = {"seed",
+                           "gemma2_9b",
+                           "mistral_7b",
+                           "gptj_6b",
+                           "qwen3_8b",
+                           "gemma3_12b_local",
+                           "gemma3_12b_global",
+                           "gpt_oss_20b_sliding",
+                           "gpt_oss_20b_full",
+                           "olmo2_7b",
+                           "llama4_scout_local",
+                           "llama4_scout_global",
+                           "bloom_7b1"};
+    for (int i = 0; i < 13; i++) {
         char spec[512], obj[1024], hdr[1024], prog[1024], cmd[8192];
         snprintf(spec, sizeof spec, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, specs[i]);
         snprintf(obj, sizeof obj, "%s/%s.o", f->dir, specs[i]);

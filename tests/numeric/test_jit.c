@@ -348,6 +348,11 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
         {"gpt_oss_20b_sliding", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 126, 4}, /* past the window */
         {"bloom_7b1", ATTN_DTYPE_F32, ATTN_DTYPE_F16, 12, 3},
         {"llama4_scout_global", ATTN_DTYPE_BF16, ATTN_DTYPE_F32, 9, 3},
+        {"gemma3_12b_local", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 10, 2},
+        {"gemma3_12b_global", ATTN_DTYPE_BF16, ATTN_DTYPE_F16, 10, 2},
+        {"gpt_oss_20b_full", ATTN_DTYPE_F32, ATTN_DTYPE_F16, 20, 3},
+        {"olmo2_7b", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 10, 2},
+        {"llama4_scout_local", ATTN_DTYPE_F16, ATTN_DTYPE_F32, 10, 2},
         /* across chunk boundaries (24, 20) and the window (40) */
         {"features_0", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 30, 40},
         {"features_1", ATTN_DTYPE_F16, ATTN_DTYPE_F16, 35, 20},

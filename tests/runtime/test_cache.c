@@ -55,6 +55,12 @@ static int setup_window_4096(void **state) {
     return 0;
 }
 
+static int setup_chunked(void **state) {
+    *state = make("name: chunked\nheads: 2\nhead_dim: 8\nd_model: 16\nrope: {}\n"
+                  "chunked_attention: 12\nsinks: true\nkv_cache: {block_tokens: 4, max_tokens: 200000}\n");
+    return 0;
+}
+
 static int teardown(void **state) {
     fixture *f = *state;
     attn_block_free(f->b);
@@ -437,6 +443,30 @@ static void sliding_window_outputs_match_the_reference(void **state) {
     free(x), free(y), free(want);
 }
 
+/* Chunks of 12 over blocks of 4: after each call only the blocks of the
+ * current chunk (and the partial one past it) are held, whatever the
+ * stream's length; truncating into a released chunk is refused. */
+static void chunked_stream_releases_past_chunks(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    attn_cache *c;
+    int32_t s, n = 5;
+    assert_int_equal(attn_cache_new(f->b, 40, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    float *x = random_floats((size_t)(n * D), 14), *y = malloc((size_t)(n * D) * sizeof *y);
+    int64_t most = stream(f, c, s, 5000, n, x, y);
+    print_message("5000 tokens, chunks of 12, calls of 5: at most %lld blocks of 4 held\n",
+                  (long long)most);
+    assert_int_equal(attn_seq_len(c, s), 5000);
+    assert_true(most <= (12 + 5) / 4 + 2);
+    /* 5000 = 416 * 12 + 8: keys from 4992 on are held; 4990's chunk starts at 4980 */
+    assert_int_equal(attn_seq_truncate(c, s, 4990), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "attention chunk released"));
+    assert_int_equal(attn_seq_truncate(c, s, 4995), ATTN_OK);
+    attn_cache_free(c);
+    free(x), free(y);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fork_then_diverge_equals_two_independent_runs),
@@ -454,7 +484,11 @@ int main(void) {
     const struct CMUnitTest long_window_tests[] = {
         cmocka_unit_test(window_4096_stream_of_100k_tokens_keeps_memory_bounded),
     };
+    const struct CMUnitTest chunk_tests[] = {
+        cmocka_unit_test(chunked_stream_releases_past_chunks),
+    };
     int failed = cmocka_run_group_tests_name("paged", tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("chunked", chunk_tests, setup_chunked, teardown);
     failed += cmocka_run_group_tests_name("windowed", window_tests, setup_window, teardown);
     return failed + cmocka_run_group_tests_name("window 4096", long_window_tests,
                                                 setup_window_4096, teardown);

@@ -11,7 +11,15 @@
  * requires  head_dim and rotary_dim multiples of 32, so every vector of the
  *           epilogue lies within one head's rotated or passed-through part;
  *           the rotated columns of a linear grow from column 0 (q, then k);
- *           an append's rows pass through no rope left outside the linear. */
+ *           an append's rows pass through no rope left outside the linear.
+ *
+ * With qk_norm a qk_norm node stands between split_heads and rope: the
+ * norm needs a whole head (or row) of final values, which one GEMM
+ * panel of two vectors of columns never holds, so the epilogue cannot
+ * rotate after it. Those ropes do not match (view_source finds no
+ * linear), stay kernels of their own, and so does k's append; v's append
+ * is still fused. YaRN needs nothing here: its attention factor is in
+ * the rope table's cos and sin. */
 #include "pass/pass.h"
 
 /* The linear n's value comes from through split_heads/slice views used
