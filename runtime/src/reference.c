@@ -128,10 +128,11 @@ void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, d
     if (c->rope_style == ATTN_ROPE_NONE)
         return;
     int64_t half = c->rotary_dim / 2;
+    double af = attn_rope_cos_factor(c); /* YaRN's attention factor, else 1 */
     for (int64_t i = 0; i < half; i++) {
         int64_t ia = c->rope_style == ATTN_ROPE_HALF ? i : 2 * i;
         int64_t ib = c->rope_style == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
-        double th = (double)pos * inv_freq[i], af = attn_rope_cos_factor(c);
+        double th = (double)pos * inv_freq[i];
         double cs = cos(th) * af, sn = sin(th) * af, a = x[ia], b = x[ib];
         x[ia] = a * cs - b * sn;
         x[ib] = a * sn + b * cs;

@@ -155,8 +155,10 @@ ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);
 /* attn_first_key of pos (i64, or a vector of i32 positions), or NULL
  * when every earlier key is visible (no window, no chunks). */
 ATTNC_HIDDEN LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos);
-/* A private constant f32 array of v[0..n) named name ("" = none). */
-ATTNC_HIDDEN LLVMValueRef cg_const_table(cg *c, const double *v, int64_t n, const char *name);
+/* A private constant array of v[0..n) as floating type elem (f32, f64),
+ * named name ("" = none). */
+ATTNC_HIDDEN LLVMValueRef cg_const_table(cg *c, LLVMTypeRef elem, const double *v, int64_t n,
+                                         const char *name);
 /* ALiBi's slope of head `head` (i64), loaded from a constant table. */
 ATTNC_HIDDEN LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head);
 

@@ -1,9 +1,8 @@
 /* cg_base.c: what every kernel family builds with: kernel entry, loops,
  * thread shares, addressing through views, dtype loads and stores, and
  * exp/tanh as polynomials in the IR. */
-#include <string.h>
-
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/cg.h"
 
@@ -178,27 +177,19 @@ LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
     return LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, dt), c->base[k], &off, 1, "");
 }
 
-/* A constant of pos's type (i64, or a vector of i32). */
-static LLVMValueRef key_const(cg *c, LLVMValueRef pos, int64_t v) {
-    LLVMTypeRef ty = LLVMTypeOf(pos);
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
-        return LLVMConstInt(ty, (unsigned long long)v, true);
-    return cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)v, true));
-}
-
 LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos) {
     /* attn_first_key: the larger of the window's first key and the
      * chunk's start */
     const attn_config *cfg = &c->g->cfg;
     if (!cfg->causal || (cfg->sliding_window <= 0 && cfg->chunk <= 0))
         return NULL;
-    LLVMTypeRef ty = LLVMTypeOf(pos);
-    LLVMValueRef first = key_const(c, pos, 0);
+    LLVMTypeRef ty = LLVMTypeOf(pos); /* constants of it: both are at least 0 */
+    LLVMValueRef first = iconst(ty, 0);
     if (cfg->sliding_window > 0)
         first = cg_intrinsic(c, "llvm.smax", ty, first,
-                             LLVMBuildSub(c->b, pos, key_const(c, pos, cfg->sliding_window - 1), ""));
+                             LLVMBuildSub(c->b, pos, iconst(ty, (unsigned long long)(cfg->sliding_window - 1)), ""));
     if (cfg->chunk > 0) {
-        LLVMValueRef n = key_const(c, pos, cfg->chunk);
+        LLVMValueRef n = iconst(ty, (unsigned long long)cfg->chunk);
         LLVMValueRef start = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, pos, n, ""), n, "chunk_start");
         first = cg_intrinsic(c, "llvm.smax", ty, first, start);
     }
@@ -210,14 +201,14 @@ LLVMValueRef cg_first_key(cg *c) {
     return first ? first : cg_i64(c, 0);
 }
 
-LLVMValueRef cg_const_table(cg *c, const double *v, int64_t n, const char *name) {
+LLVMValueRef cg_const_table(cg *c, LLVMTypeRef elem, const double *v, int64_t n, const char *name) {
     LLVMValueRef *consts = malloc((size_t)n * sizeof *consts);
     ATTNC_ASSERT(consts);
     for (int64_t i = 0; i < n; i++)
-        consts[i] = LLVMConstReal(c->f32, v[i]);
-    LLVMTypeRef ty = LLVMArrayType2(c->f32, (uint64_t)n);
+        consts[i] = LLVMConstReal(elem, v[i]);
+    LLVMTypeRef ty = LLVMArrayType2(elem, (uint64_t)n);
     LLVMValueRef table = LLVMAddGlobal(c->mod, ty, name);
-    LLVMSetInitializer(table, LLVMConstArray2(c->f32, consts, (uint64_t)n));
+    LLVMSetInitializer(table, LLVMConstArray2(elem, consts, (uint64_t)n));
     LLVMSetGlobalConstant(table, true);
     LLVMSetLinkage(table, LLVMPrivateLinkage);
     free(consts);
@@ -230,7 +221,7 @@ LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head) {
     if (!table) { /* one per module */
         double slopes[ATTN_MAX_HEADS];
         attn_alibi_slopes(cfg, slopes);
-        table = cg_const_table(c, slopes, cfg->heads, "attnc.alibi_slopes");
+        table = cg_const_table(c, c->f32, slopes, cfg->heads, "attnc.alibi_slopes");
     }
     return LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, table, head), "slope");
 }

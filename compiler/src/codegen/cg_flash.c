@@ -96,8 +96,10 @@ static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alp
 }
 
 /* Scores of keys krow[0..bks) for all rows, summed over d in registers,
- * stored to pb[j0 + j][row]. */
-static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
+ * softcapped and, with ALiBi, biased (the keys are key0 + j0 + j, the rows
+ * at positions posv), stored to pb[j0 + j][row]. */
+static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0, LLVMValueRef key0,
+                   const LLVMValueRef *posv) {
     int na = f->bks * f->rv;
     LLVMValueRef init[64], next[64], qv[8];
     for (int i = 0; i < na; i++)
@@ -112,11 +114,17 @@ static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0) {
             next[j * f->rv + v] = cg_fma(c, kb, qv[v], l.acc[j * f->rv + v]);
     }
     cg_acc_loop_end(c, &l, cg_i64(c, f->hd), init, next);
-    for (int j = 0; j < f->bks; j++)
+    for (int j = 0; j < f->bks; j++) {
+        LLVMValueRef keyv = NULL;
+        if (f->n->alibi)
+            keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, key0, cg_i64(c, j0 + j), ""), c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef x = cg_softcap(c, f->n, next[j * f->rv + v]);
+            if (keyv)
+                x = cg_alibi_add(c, x, f->slv[v], keyv, posv[v]);
             cg_vstore(c, ATTN_DTYPE_F32, x, line_ptr(c, f, f->pb, cg_i64(c, j0 + j), v));
         }
+    }
 }
 
 LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
@@ -187,14 +195,7 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         vrow[j] = cg_addr(c, f->v, ki);
     }
     for (int j = 0; j < f->bk; j += f->bks)
-        scores(c, f, krow + j, j);
-    for (int j = 0; f->n->alibi && j < f->bk; j++) {
-        LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""), c->i32, ""));
-        for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
-            cg_vstore(c, ATTN_DTYPE_F32, cg_alibi_add(c, cg_vload(c, ATTN_DTYPE_F32, at), f->slv[v], keyv, posv[v]), at);
-        }
-    }
+        scores(c, f, krow + j, j, j0, posv);
     /* only tiles on the diagonal (or the window's edge) are masked */
     LLVMBasicBlockRef masked = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "mask");
     LLVMBasicBlockRef softmax = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");

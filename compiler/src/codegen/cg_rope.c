@@ -15,18 +15,11 @@ static LLVMValueRef inv_freq_table(cg *c, LLVMTypeRef *arr_ty) {
     const attn_config *cfg = &c->g->cfg;
     int64_t half = cfg->rotary_dim / 2;
     double *freq = malloc((size_t)half * sizeof *freq);
-    LLVMValueRef *consts = malloc((size_t)half * sizeof *consts);
-    ATTNC_ASSERT(freq && consts);
+    ATTNC_ASSERT(freq);
     attn_rope_inv_freq(cfg, freq);
-    for (int64_t i = 0; i < half; i++)
-        consts[i] = LLVMConstReal(c->f64, freq[i]);
     *arr_ty = LLVMArrayType2(c->f64, (uint64_t)half);
-    LLVMValueRef table = LLVMAddGlobal(c->mod, *arr_ty, "");
-    LLVMSetInitializer(table, LLVMConstArray2(c->f64, consts, (uint64_t)half));
-    LLVMSetGlobalConstant(table, true);
-    LLVMSetLinkage(table, LLVMPrivateLinkage);
+    LLVMValueRef table = cg_const_table(c, c->f64, freq, half, "");
     free(freq);
-    free(consts);
     return table;
 }
 

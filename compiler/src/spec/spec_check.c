@@ -298,10 +298,26 @@ static bool is_identifier(const char *s, size_t len) {
 
 /* ---- sections ------------------------------------------------------------ */
 
+static bool is_none(const ynode *v) {
+    return v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0;
+}
+
+/* A section that is `none` or a mapping: whether v is a mapping, with
+ * "key: expected a mapping (keys) or none, found ..." when it is neither. */
+static bool section_map(checker *ck, const ynode *v, const char *key, const char *keys) {
+    char buf[128];
+    if (v->kind == YNODE_MAP)
+        return true;
+    if (!is_none(v))
+        err(ck, v->loc, "%s: expected a mapping (%s) or none, found %s", key, keys,
+            found(v, buf, sizeof buf));
+    return false;
+}
+
 /* rope.scaling: `none` or a mapping whose keys match its type. */
 static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
     c->rope_scaling = ATTN_SCALING_NONE;
-    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+    if (is_none(v))
         return;
     if (v->kind != YNODE_MAP) {
         char buf[128];
@@ -379,16 +395,9 @@ static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
 
 /* qk_norm: `none` or a mapping {type: rms, scope, eps, weight, offset}. */
 static void check_qk_norm(checker *ck, const ynode *v, attn_config *c) {
-    char buf[128];
     c->qk_norm = ATTN_QK_NORM_NONE;
-    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+    if (!section_map(ck, v, "qk_norm", "type, scope, eps, weight, offset"))
         return;
-    if (v->kind != YNODE_MAP) {
-        err(ck, v->loc, "qk_norm: expected a mapping (type, scope, eps, weight, offset) or none, "
-                        "found %s",
-            found(v, buf, sizeof buf));
-        return;
-    }
     const ynode *val[N_COUNT], *key[N_COUNT];
     take_map(ck, v, "qk_norm.", norm_keys, N_COUNT, val, key);
     int type = 0, scope = 0;
@@ -419,15 +428,8 @@ static void check_qk_norm(checker *ck, const ynode *v, attn_config *c) {
 
 /* query_temperature: `none` or {floor_scale, attn_scale}. */
 static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
-    char buf[128];
-    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+    if (!section_map(ck, v, "query_temperature", "floor_scale, attn_scale"))
         return;
-    if (v->kind != YNODE_MAP) {
-        err(ck, v->loc, "query_temperature: expected a mapping (floor_scale, attn_scale) or none, "
-                        "found %s",
-            found(v, buf, sizeof buf));
-        return;
-    }
     const ynode *val[T_COUNT], *key[T_COUNT];
     take_map(ck, v, "query_temperature.", temp_keys, T_COUNT, val, key);
     for (int i = 0; i < T_COUNT; i++)
@@ -446,19 +448,10 @@ static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
 /* rope: `none` or a mapping. rotary_dim is checked against head_dim by the
  * caller once both are known; *rotary_at receives its location. */
 static void check_rope(checker *ck, const ynode *v, attn_config *c, const ynode **rotary_at) {
-    char buf[128];
     *rotary_at = NULL;
-    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0) {
-        c->rope_style = ATTN_ROPE_NONE;
+    c->rope_style = ATTN_ROPE_NONE;
+    if (!section_map(ck, v, "rope", "base, style, rotary_dim, scaling"))
         return;
-    }
-    if (v->kind != YNODE_MAP) {
-        err(ck, v->loc, "rope: expected a mapping (base, style, rotary_dim, scaling) or none, "
-                        "found %s",
-            found(v, buf, sizeof buf));
-        c->rope_style = ATTN_ROPE_NONE;
-        return;
-    }
     const ynode *val[R_COUNT], *key[R_COUNT];
     take_map(ck, v, "rope.", rope_keys, R_COUNT, val, key);
     c->rope_style = ATTN_ROPE_HALF;
