@@ -78,6 +78,22 @@ typedef enum attn_qk_norm {
     ATTN_QK_NORM_COUNT
 } attn_qk_norm;
 
+/* How a checkpoint stores the projections (weights.layout): the tensor
+ * names and row orders of the Hugging Face modeling file of each family.
+ * The loader maps every layout onto the same q, k, v, o at load. */
+typedef enum attn_layout {
+    ATTN_LAYOUT_LLAMA,  /* q_proj, k_proj, v_proj, o_proj (Llama, Mistral, Qwen, Gemma, ...) */
+    ATTN_LAYOUT_GPTJ,   /* q_proj, k_proj, v_proj, out_proj */
+    ATTN_LAYOUT_NEOX,   /* query_key_value, per head [q; k; v] rows; dense */
+    ATTN_LAYOUT_FALCON, /* query_key_value, per K/V group [its q heads; k; v]; dense */
+    ATTN_LAYOUT_PHI3,   /* qkv_proj = [q; k; v]; o_proj */
+    ATTN_LAYOUT_BLOOM,  /* query_key_value, per head [q; k; v] rows; dense */
+    ATTN_LAYOUT_COUNT
+} attn_layout;
+
+/* "llama", "gptj", ...; NULL for an out-of-range value. */
+ATTN_API const char *attn_layout_name(attn_layout l);
+
 /* Limits checked by the spec validator and by attn_config_check; sizes
  * beyond them are rejected up front rather than failing deep inside. */
 #define ATTN_NAME_MAX 64 /* bytes of a block name, NUL included */
@@ -116,6 +132,7 @@ typedef struct attn_config {
     attn_qk_norm qk_norm;            /* ATTN_QK_NORM_NONE: off */
     bool qk_norm_weight;             /* times a learned weight */
     int32_t qk_norm_offset;          /* 1: times (1 + weight) (Gemma) */
+    attn_layout weights_layout;      /* how checkpoints store the weights */
     double qk_norm_eps;
     int64_t chunk;                   /* chunked_attention: 0 = off; needs causal */
     int64_t temp_floor_scale;        /* query_temperature: 0 = off */
@@ -213,6 +230,59 @@ typedef struct attn_st_tensor {
 ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n,
                                    attn_msg *msg);
 
+/* ---- GGUF ---------------------------------------------------------------- */
+
+/* GGUF metadata value types (the format's gguf_type). */
+enum {
+    ATTN_GGUF_UINT8, ATTN_GGUF_INT8, ATTN_GGUF_UINT16, ATTN_GGUF_INT16, ATTN_GGUF_UINT32,
+    ATTN_GGUF_INT32, ATTN_GGUF_FLOAT32, ATTN_GGUF_BOOL, ATTN_GGUF_STRING, ATTN_GGUF_ARRAY,
+    ATTN_GGUF_UINT64, ATTN_GGUF_INT64, ATTN_GGUF_FLOAT64
+};
+
+/* One tensor of an open GGUF file; pointers borrow from the attn_gguf. */
+typedef struct attn_gguf_tensor {
+    const char *name;
+    uint32_t type;         /* ggml type id: 0 F32, 1 F16, 8 Q8_0, 30 BF16, ... */
+    const char *type_name; /* "F32", "Q8_0", ... */
+    int ndim;
+    int64_t ne[4];         /* ne[0] varies fastest: a Linear weight is [in, out] */
+    uint64_t offset;       /* from the start of the data section */
+    size_t nbytes;
+    const void *data;      /* inside the file's mapping */
+} attn_gguf_tensor;
+
+typedef struct attn_gguf attn_gguf;
+
+/* Opens and fully validates a GGUF file (version 2 or 3, little-endian):
+ * every string length, count, type, shape, offset (aligned to
+ * general.alignment, inside the file, not overlapping) is checked before
+ * use. ATTN_E_IO or ATTN_E_FORMAT with the reason. */
+ATTN_API attn_status attn_gguf_open(const char *path, attn_gguf **out, attn_msg *msg);
+/* The same over bytes in memory (borrowed: they must outlive it). */
+ATTN_API attn_status attn_gguf_open_memory(const void *data, size_t size, const char *name,
+                                           attn_gguf **out, attn_msg *msg);
+ATTN_API void attn_gguf_close(attn_gguf *g);
+ATTN_API int attn_gguf_count(const attn_gguf *g);
+ATTN_API const attn_gguf_tensor *attn_gguf_get(const attn_gguf *g, int i);
+ATTN_API const attn_gguf_tensor *attn_gguf_find(const attn_gguf *g, const char *name);
+/* ggml's name of a type id ("Q4_K"); NULL if unknown. */
+ATTN_API const char *attn_gguf_type_name(uint32_t ggml_type);
+/* Metadata: the number of entries, the key of entry i, the type of key
+ * (-1 if absent). The getters return false when key is absent or not of a
+ * fitting type; numbers convert between integer types (floats only to
+ * floats); for an array of numbers, element `index` is read (per-layer
+ * values), for a scalar index is ignored. */
+ATTN_API int attn_gguf_kv_count(const attn_gguf *g);
+ATTN_API const char *attn_gguf_kv_key(const attn_gguf *g, int i);
+ATTN_API int attn_gguf_kv_type(const attn_gguf *g, const char *key);
+ATTN_API bool attn_gguf_get_int(const attn_gguf *g, const char *key, int64_t index, int64_t *out);
+ATTN_API bool attn_gguf_get_float(const attn_gguf *g, const char *key, int64_t index, double *out);
+ATTN_API bool attn_gguf_get_bool(const attn_gguf *g, const char *key, bool *out);
+/* A string value: *s points into the file, *len bytes, not NUL-terminated. */
+ATTN_API bool attn_gguf_get_str(const attn_gguf *g, const char *key, const char **s, size_t *len);
+/* Elements of an array value; -1 if key is absent or not an array. */
+ATTN_API int64_t attn_gguf_array_len(const attn_gguf *g, const char *key);
+
 /* ---- weights ------------------------------------------------------------ */
 
 /* The weights of one block, f32 in Hugging Face Linear layout W[out, in].
@@ -238,15 +308,28 @@ ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out
  * are exactly representable in the dtype kernels keep them in. */
 ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
                                          attn_weights **out, attn_msg *msg);
-/* Loads q_proj/k_proj/v_proj/o_proj .weight (and .bias as the config asks,
- * q_norm.weight and k_norm.weight with a weighted qk_norm, sinks),
- * each name preceded by prefix (NULL = none), from a safetensors file; the
- * stored values, converted to f32 and rounded to cfg.dtype (nothing changes
- * when they are stored in it), so the reference and the kernels, which keep
- * weights in that dtype, use the same numbers. Other tensors in the file
- * are ignored. */
+/* Loads a block's weights from a checkpoint: path is a .safetensors file,
+ * a model.safetensors.index.json (the shards it names, in its directory)
+ * or a GGUF file. Names are those of cfg.weights_layout (llama: q_proj,
+ * k_proj, v_proj, o_proj .weight and .bias as the config asks; fused
+ * layouts: their q/k/v tensor, split by the family's row order), plus
+ * q_norm.weight and k_norm.weight with a weighted qk_norm and sinks; in a
+ * GGUF file, llama.cpp's attn_q, attn_k, attn_v (or attn_qkv), attn_output,
+ * attn_q_norm, attn_k_norm, attn_sinks. Each name is preceded by prefix
+ * (NULL = none; attn_layer_prefix gives a layer's). The stored values (F32,
+ * F16 or BF16) are converted to f32 and rounded to cfg.dtype (nothing
+ * changes when stored in it), so the reference and the kernels, which keep
+ * weights in that dtype, use the same numbers. Other tensors are ignored.
+ * A missing tensor's message suggests the prefix under which it exists. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
+/* The prefix of layer N's tensors in the checkpoint at path, into buf:
+ * blk.N. for a GGUF file, else the module path of the layout's Hugging
+ * Face model class (llama, phi3: model.layers.N.self_attn.; gptj:
+ * transformer.h.N.attn.; neox: gpt_neox.layers.N.attention.; falcon,
+ * bloom: transformer.h.N.self_attention.). */
+ATTN_API attn_status attn_layer_prefix(const attn_config *c, const char *path, int64_t layer,
+                                       char *buf, size_t size, attn_msg *msg);
 /* ATTN_E_FORMAT naming the first tensor (Hugging Face name) and element
  * holding NaN or infinity. Weights are otherwise used as they are: IEEE
  * arithmetic carries NaN and infinity through to the outputs. */
@@ -308,7 +391,18 @@ ATTN_API const char *attn_block_error(const attn_block *b);
  * rounded to nearest even (attn_weights_round does the same to w, for a
  * reference run on the same numbers). */
 ATTN_API attn_status attn_block_set_weights(attn_block *b, const attn_weights *w);
-/* Loads weights by Hugging Face names (see attn_weights_load). */
+/* Loads the block's weights from a checkpoint (paths, names and layouts
+ * as attn_weights_load), straight into the dtype the kernels keep them in:
+ * a checkpoint stored in the config's dtype is never widened to f32, and
+ * each weight's pages are dropped once copied, so a load peaks well under
+ * twice the checkpoint's bytes. flags: ATTN_LOAD_CHECK_FINITE refuses
+ * NaN and infinity (the message names the tensor and element). The block
+ * ends with the same weights as attn_block_set_weights(attn_weights_load)
+ * gives, bit for bit. */
+#define ATTN_LOAD_CHECK_FINITE 1u
+ATTN_API attn_status attn_block_load(attn_block *b, const char *path, const char *prefix,
+                                     unsigned flags);
+/* attn_block_load(b, path, prefix, 0), by its older name. */
 ATTN_API attn_status attn_block_load_safetensors(attn_block *b, const char *path,
                                                  const char *prefix);
 

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 5
+#define ATTN_KERNELS_ABI 6
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -82,7 +82,8 @@ typedef enum attn_weight_id {
 typedef enum attn_buf_role {
     ATTN_BUF_INPUT,   /* x [S, d_model] f32 */
     ATTN_BUF_OUTPUT,  /* y [S, d_model] f32 */
-    ATTN_BUF_WEIGHT,  /* f32, weight id in `weight` */
+    ATTN_BUF_WEIGHT,  /* weight id in `weight`: the projection matrices (W_Q, W_K, W_V,
+                         W_O, W_QKV) in the config's dtype, the others f32 */
     ATTN_BUF_CACHE_K, /* the block pool, kv_dtype: [blocks, kv_groups * head_dim, block_tokens]
                          (in a block, each column's tokens side by side) */
     ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim] */
@@ -91,7 +92,9 @@ typedef enum attn_buf_role {
                          then counts keys from the first visible one: T - attn_first_key(P)
                          (attn.h: a window's or a chunk's first key), else P + S */
     ATTN_BUF_PACKED,  /* weights in the kernels' own layout, c elements of 4 bytes, owned
-                         by the block and written by the load-phase steps */
+                         by the block; made from weight `weight` by a load-phase step:
+                         the i-th load step writes the i-th packed buffer and reads
+                         only that weight */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
 

@@ -1,6 +1,7 @@
-/* block.c: a block is a kernel table plus its f32 weights, concatenated
- * as the table asks and then packed by the table's load-phase steps into
- * the kernels' own layouts. Once loaded it is only read (cache.c runs it). */
+/* block.c: a block is a kernel table plus its weights, staged one by one
+ * in the dtype the kernels take them in (from f32 attn_weights or straight
+ * from a checkpoint) and packed by the table's load-phase steps into the
+ * kernels' own layouts. Once loaded it is only read (cache.c runs it). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +23,22 @@ attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
         return ATTN_E_INVALID;
     if (attn_config_check(&k->config, NULL) != ATTN_OK)
         return ATTN_E_INVALID;
-    for (uint32_t i = 0; i < k->n_steps; i++)
+    uint32_t n_load = 0, n_packed = 0;
+    for (uint32_t i = 0; i < k->n_steps; i++) {
         if (!k->steps[i].fn || k->steps[i].phase >= ATTN_PHASE_COUNT)
             return ATTN_E_INVALID;
-    for (uint32_t i = 0; i < k->n_buffers; i++)
-        if (k->buffers[i].role >= ATTN_BUF_ROLE_COUNT ||
-            (k->buffers[i].role == ATTN_BUF_WEIGHT && k->buffers[i].weight >= ATTN_WEIGHT_COUNT))
+        n_load += k->steps[i].phase == ATTN_PHASE_LOAD;
+    }
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role >= ATTN_BUF_ROLE_COUNT ||
+            ((d->role == ATTN_BUF_WEIGHT || d->role == ATTN_BUF_PACKED) &&
+             d->weight >= ATTN_WEIGHT_COUNT))
             return ATTN_E_INVALID;
+        n_packed += d->role == ATTN_BUF_PACKED;
+    }
+    if (n_load != n_packed) /* the i-th load step packs the i-th packed buffer */
+        return ATTN_E_INVALID;
     attn_block *b = calloc(1, sizeof *b);
     if (!b)
         return ATTN_E_NOMEM;
@@ -53,103 +63,86 @@ void attn_block_free(attn_block *b) {
     free(b);
 }
 
-/* Copies the parts (rows concatenated) into a fresh f32 array. */
-static float *concat(const float *const *parts, const size_t *n, int count) {
-    size_t total = 0;
-    for (int i = 0; i < count; i++)
-        total += n[i];
-    float *p = malloc(total * sizeof *p);
-    for (size_t at = 0, i = 0; p && (int)i < count; at += n[i], i++)
-        memcpy(p + at, parts[i], n[i] * sizeof *p);
-    return p;
-}
+/* Fills dst (rt_weight_numel elements of rt_weight_dtype) with weight id. */
+typedef attn_status (*stage_fn)(void *ctx, const attn_config *c, int id, void *dst, attn_msg *m);
 
-/* Runs the table's load steps over weights w into fresh packed buffers;
- * weights only they read are freed (set to NULL in w). */
-static attn_status pack(attn_block *b, float **w, void **packed) {
+/* Runs the table's load steps, staging each weight just before the first
+ * step that packs it and freeing it after the last (unless forwards read
+ * it too): the i-th load step packs the i-th packed buffer from the weight
+ * that buffer names (attn_kernels.h), so at most one staged weight and
+ * the panels made so far are in memory at once. On success the block's
+ * weights and panels are replaced; on failure nothing changed. */
+static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
     const attn_kernels *k = b->k;
-    attn_kernel_args args = {.abi_version = ATTN_KERNELS_ABI};
-    for (uint32_t i = 0; i < k->n_buffers; i++) {
-        const attn_buffer_desc *d = &k->buffers[i];
-        if (d->role == ATTN_BUF_WEIGHT) {
-            args.buf[i] = w[d->weight];
-        } else if (d->role == ATTN_BUF_PACKED) {
-            if (d->c < 0 || d->s || d->t || d->st ||
-                !(packed[i] = rt_alloc_large((size_t)d->c * sizeof(float))))
-                return rt_fail(&b->error, ATTN_E_NOMEM, "out of memory packing weights");
-            args.buf[i] = packed[i];
-        }
-    }
-#pragma omp parallel num_threads(b->n_threads)
-    {
-        uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
-        for (uint32_t i = 0; i < k->n_steps; i++) {
-            if (k->steps[i].phase != ATTN_PHASE_LOAD)
-                continue;
-            k->steps[i].fn(&args, ith, nth);
-#pragma omp barrier
-        }
-    }
-    for (uint32_t i = 0; i < k->n_buffers; i++) {
-        const attn_buffer_desc *d = &k->buffers[i];
-        if (d->role == ATTN_BUF_WEIGHT && d->load_only) {
-            free(w[d->weight]);
-            w[d->weight] = NULL;
-        }
-    }
-    return ATTN_OK;
-}
-
-attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
-    if (!b || !w)
-        return ATTN_E_INVALID;
-    if (!rt_config_equal(&w->cfg, &b->cfg))
-        return rt_fail(&b->error, ATTN_E_INVALID, "weights were made for another configuration");
     const attn_config *c = &b->cfg;
-    size_t D = (size_t)c->d_model, qd = (size_t)(c->heads * c->head_dim),
-           kvd = (size_t)(c->kv_groups * c->head_dim);
-    /* each weight id as the rows it is made of: packed ids have three */
-    const struct {
-        const float *p[3];
-        size_t n[3];
-        int count;
-    } parts[ATTN_WEIGHT_COUNT] = {
-        [ATTN_W_Q] = {{w->wq}, {qd * D}, 1},
-        [ATTN_W_K] = {{w->wk}, {kvd * D}, 1},
-        [ATTN_W_V] = {{w->wv}, {kvd * D}, 1},
-        [ATTN_W_O] = {{w->wo}, {D * qd}, 1},
-        [ATTN_B_Q] = {{w->bq}, {qd}, 1},
-        [ATTN_B_K] = {{w->bk}, {kvd}, 1},
-        [ATTN_B_V] = {{w->bv}, {kvd}, 1},
-        [ATTN_B_O] = {{w->bo}, {D}, 1},
-        [ATTN_W_QKV] = {{w->wq, w->wk, w->wv}, {qd * D, kvd * D, kvd * D}, 3},
-        [ATTN_B_QKV] = {{w->bq, w->bk, w->bv}, {qd, kvd, kvd}, 3},
-        [ATTN_W_Q_NORM] = {{w->q_norm}, {c->qk_norm == ATTN_QK_NORM_ALL ? qd : (size_t)c->head_dim}, 1},
-        [ATTN_W_K_NORM] = {{w->k_norm}, {c->qk_norm == ATTN_QK_NORM_ALL ? kvd : (size_t)c->head_dim}, 1},
-        [ATTN_W_SINKS] = {{w->sinks}, {(size_t)c->heads}, 1},
-    };
-    float *fresh[ATTN_WEIGHT_COUNT] = {0};
-    attn_status st = ATTN_OK;
-    for (uint32_t i = 0; i < b->k->n_buffers && st == ATTN_OK; i++) {
-        const attn_buffer_desc *d = &b->k->buffers[i];
-        if (d->role != ATTN_BUF_WEIGHT || fresh[d->weight])
-            continue;
-        if (!parts[d->weight].p[0]) /* a bias the weights do not have */
-            st = rt_fail(&b->error, ATTN_E_INVALID, "the kernels need weight %u, which is absent",
-                         d->weight);
-        else if (!(fresh[d->weight] = concat(parts[d->weight].p, parts[d->weight].n,
-                                             parts[d->weight].count)))
-            st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory copying weight %u", d->weight);
+    void *staged[ATTN_WEIGHT_COUNT] = {0}, *packed[ATTN_MAX_BUFFERS] = {0};
+    int pk[ATTN_MAX_BUFFERS], npk = 0, last[ATTN_WEIGHT_COUNT];
+    bool at_run[ATTN_WEIGHT_COUNT] = {0};
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
+        last[i] = -1;
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role == ATTN_BUF_PACKED)
+            last[d->weight] = npk, pk[npk++] = (int)i;
+        else if (d->role == ATTN_BUF_WEIGHT && !d->load_only)
+            at_run[d->weight] = true;
     }
-    void *packed[ATTN_MAX_BUFFERS] = {0};
-    if (st == ATTN_OK)
-        st = pack(b, fresh, packed);
+    attn_status st = ATTN_OK;
+    attn_kernel_args args = {.abi_version = ATTN_KERNELS_ABI};
+    for (int li = 0, si = 0; st == ATTN_OK && si < (int)k->n_steps; si++) {
+        if (k->steps[si].phase != ATTN_PHASE_LOAD)
+            continue;
+        const attn_buffer_desc *pd = &k->buffers[pk[li]];
+        uint32_t id = pd->weight;
+        size_t n = rt_weight_numel(c, (int)id);
+        if (!staged[id]) {
+            if (!n) {
+                st = rt_fail(&b->error, ATTN_E_INVALID, "the kernels need weight %u, which the "
+                                                        "configuration does not have", id);
+                break;
+            }
+            if (!(staged[id] = rt_alloc_large(n * attn_dtype_size(rt_weight_dtype(c, (int)id))))) {
+                st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %u", id);
+                break;
+            }
+            if ((st = stage(ctx, c, (int)id, staged[id], &b->error)))
+                break;
+        }
+        if (pd->c < 0 || pd->s || pd->t || pd->st ||
+            !(packed[pk[li]] = rt_alloc_large((size_t)pd->c * sizeof(float)))) {
+            st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory packing weights");
+            break;
+        }
+        for (uint32_t i = 0; i < k->n_buffers; i++)
+            args.buf[i] = k->buffers[i].role == ATTN_BUF_WEIGHT ? staged[k->buffers[i].weight]
+                          : k->buffers[i].role == ATTN_BUF_PACKED ? packed[i] : NULL;
+        attn_kernel_fn fn = k->steps[si].fn;
+#pragma omp parallel num_threads(b->n_threads)
+        fn(&args, (uint32_t)omp_get_thread_num(), (uint32_t)omp_get_num_threads());
+        if (last[id] == li && !at_run[id]) {
+            free(staged[id]);
+            staged[id] = NULL;
+        }
+        li++;
+    }
+    for (int id = 0; st == ATTN_OK && id < ATTN_WEIGHT_COUNT; id++) {
+        if (!at_run[id] || staged[id])
+            continue;
+        size_t n = rt_weight_numel(c, id);
+        if (!n)
+            st = rt_fail(&b->error, ATTN_E_INVALID,
+                         "the kernels need weight %d, which the configuration does not have", id);
+        else if (!(staged[id] = rt_alloc_large(n * attn_dtype_size(rt_weight_dtype(c, id)))))
+            st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %d", id);
+        else
+            st = stage(ctx, c, id, staged[id], &b->error);
+    }
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
         if (st == ATTN_OK) {
             free(b->weight[j]);
-            b->weight[j] = fresh[j];
+            b->weight[j] = staged[j];
         } else {
-            free(fresh[j]);
+            free(staged[j]);
         }
     }
     for (int i = 0; i < ATTN_MAX_BUFFERS; i++) {
@@ -164,15 +157,47 @@ attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
     return st;
 }
 
-attn_status attn_block_load_safetensors(attn_block *b, const char *path, const char *prefix) {
+static attn_status stage_from_weights(void *ctx, const attn_config *c, int id, void *dst,
+                                      attn_msg *m) {
+    (void)c, (void)m;
+    rt_weight_from(ctx, id, dst);
+    return ATTN_OK;
+}
+
+attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
+    if (!b || !w)
+        return ATTN_E_INVALID;
+    if (!rt_config_equal(&w->cfg, &b->cfg))
+        return rt_fail(&b->error, ATTN_E_INVALID, "weights were made for another configuration");
+    return load_weights(b, stage_from_weights, (void *)w);
+}
+
+typedef struct src_ctx {
+    rt_src *src;
+    const char *prefix;
+    bool check_finite;
+} src_ctx;
+
+static attn_status stage_from_source(void *ctx, const attn_config *c, int id, void *dst,
+                                     attn_msg *m) {
+    src_ctx *s = ctx;
+    return rt_weight_gather(s->src, c, s->prefix, id, s->check_finite, dst, m);
+}
+
+attn_status attn_block_load(attn_block *b, const char *path, const char *prefix, unsigned flags) {
     if (!b)
         return ATTN_E_INVALID;
-    attn_msg m = {{0}};
-    attn_weights *w = NULL;
-    attn_status st = attn_weights_load(&b->cfg, path, prefix, &w, &m);
+    if (!path)
+        return rt_fail(&b->error, ATTN_E_INVALID, "attn_block_load: NULL path");
+    src_ctx ctx = {NULL, prefix, (flags & ATTN_LOAD_CHECK_FINITE) != 0};
+    attn_status st = rt_src_open(path, &ctx.src, &b->error);
     if (st)
-        return rt_fail(&b->error, st, "%s", m.text);
-    st = attn_block_set_weights(b, w);
-    attn_weights_free(w);
+        return st;
+    st = load_weights(b, stage_from_source, &ctx);
+    rt_src_close(ctx.src);
     return st;
+}
+
+attn_status attn_block_load_safetensors(attn_block *b, const char *path, const char *prefix) {
+    return attn_block_load(b, path, prefix, 0);
 }

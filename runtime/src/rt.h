@@ -34,4 +34,56 @@ RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
  * product overflows limit. */
 RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);
 
+/* ---- checkpoints (source.c) ---------------------------------------------- */
+
+typedef enum rt_elem { RT_F32, RT_F16, RT_BF16, RT_OTHER } rt_elem;
+
+/* A tensor of a checkpoint, shape outermost first (a Linear weight is
+ * [out, in] whatever the file's convention). */
+typedef struct rt_tensor {
+    const char *name, *file, *type; /* type as the file names it: "BF16", "Q8_0" */
+    rt_elem elem;
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    const unsigned char *data;
+    size_t nbytes;
+} rt_tensor;
+
+typedef struct rt_src rt_src;
+
+/* A .safetensors file, a model.safetensors.index.json (shards opened when
+ * first needed) or a GGUF file (told by its magic). */
+RT_HIDDEN attn_status rt_src_open(const char *path, rt_src **out, attn_msg *m);
+RT_HIDDEN void rt_src_close(rt_src *s);
+RT_HIDDEN bool rt_path_is_gguf(const char *path);
+RT_HIDDEN bool rt_src_is_gguf(const rt_src *s);
+RT_HIDDEN const char *rt_src_path(const rt_src *s);
+/* ATTN_OK and *t; ATTN_E_FORMAT without a message when there is no such
+ * tensor; another status with a message when its shard cannot be read. */
+RT_HIDDEN attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m);
+/* Drops t's pages from memory once they have been copied. */
+RT_HIDDEN void rt_src_release(const rt_tensor *t);
+/* Where a tensor named local exists under another prefix: that prefix in
+ * buf (one of the layer in prefix's first number, if any). */
+RT_HIDDEN bool rt_src_suggest(const rt_src *s, const char *prefix, const char *local, char *buf,
+                              size_t size);
+RT_HIDDEN int rt_src_count(const rt_src *s);
+RT_HIDDEN const char *rt_src_name(const rt_src *s, int i);
+
+/* ---- weights (weights.c) ------------------------------------------------- */
+
+/* The element type the kernels take weight id (attn_weight_id) in: the
+ * config's dtype for the projection matrices, f32 for the rest. */
+RT_HIDDEN attn_dtype rt_weight_dtype(const attn_config *c, int id);
+/* Elements of weight id for c. */
+RT_HIDDEN size_t rt_weight_numel(const attn_config *c, int id);
+/* Fills dst (rt_weight_numel elements of rt_weight_dtype) with weight id
+ * from checkpoint s under prefix, mapped from c's layout; values that the
+ * dtype cannot hold are rounded to nearest even. check_finite: refuse NaN
+ * and infinity. */
+RT_HIDDEN attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix,
+                                       int id, bool check_finite, void *dst, attn_msg *m);
+/* The same from f32 weights w. */
+RT_HIDDEN void rt_weight_from(const attn_weights *w, int id, void *dst);
+
 #endif

@@ -40,6 +40,12 @@ const char *attn_dtype_name(attn_dtype t) {
     return NULL;
 }
 
+const char *attn_layout_name(attn_layout l) {
+    static const char *const names[ATTN_LAYOUT_COUNT] = {"llama", "gptj", "neox",
+                                                         "falcon", "phi3", "bloom"};
+    return (unsigned)l < ATTN_LAYOUT_COUNT ? names[l] : NULL;
+}
+
 size_t attn_dtype_size(attn_dtype t) {
     return t == ATTN_DTYPE_F32 ? 4 : 2;
 }
@@ -135,6 +141,14 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
          c->qk_norm_offset > 1))
         return rt_fail(m, bad, "qk_norm needs a finite eps >= 0 (%g) and offset 0 or 1 (%d)",
                        c->qk_norm_eps, (int)c->qk_norm_offset);
+    if ((unsigned)c->weights_layout >= ATTN_LAYOUT_COUNT)
+        return rt_fail(m, bad, "weights.layout %d is unknown", (int)c->weights_layout);
+    if ((c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM) &&
+        c->kv_groups != c->heads)
+        return rt_fail(m, bad, "weights.layout %s stores one K/V head per query head; kv_groups "
+                               "(%lld) must equal heads (%lld)",
+                       attn_layout_name(c->weights_layout), (long long)c->kv_groups,
+                       (long long)c->heads);
     if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
         return rt_fail(m, bad, "alibi and rope do not go together");
     if (!in_range(c->chunk, 0, ATTN_MAX_WINDOW))
@@ -180,7 +194,8 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->rope_attention_factor == b->rope_attention_factor &&
            a->rope_truncate == b->rope_truncate && a->sinks == b->sinks && a->alibi == b->alibi &&
            a->qk_norm == b->qk_norm && a->qk_norm_weight == b->qk_norm_weight &&
-           a->qk_norm_offset == b->qk_norm_offset && a->qk_norm_eps == b->qk_norm_eps &&
+           a->qk_norm_offset == b->qk_norm_offset &&
+           a->weights_layout == b->weights_layout && a->qk_norm_eps == b->qk_norm_eps &&
            a->chunk == b->chunk && a->temp_floor_scale == b->temp_floor_scale &&
            a->temp_attn_scale == b->temp_attn_scale &&
            a->sliding_window == b->sliding_window && a->softcap == b->softcap &&

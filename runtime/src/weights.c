@@ -1,11 +1,14 @@
 /* weights.c: a block's weights in f32 Hugging Face layout: allocation,
- * deterministic random fill, and safetensors load/save under the names
- * q_proj.weight, k_proj.weight, v_proj.weight, o_proj.weight (+ .bias). */
+ * deterministic random fill, save under the names q_proj.weight,
+ * k_proj.weight, v_proj.weight, o_proj.weight (+ .bias), and loading from
+ * checkpoints in every layout (the names and fused row orders of each
+ * family) and from GGUF files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_kernels.h"
 #include "rt.h"
 
 enum { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, N_Q, N_K, SINKS, W_COUNT };
@@ -151,8 +154,243 @@ attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *m) {
     return ATTN_OK;
 }
 
-static bool full_name(char *buf, size_t n, const char *prefix, int i) {
-    return (size_t)snprintf(buf, n, "%s%s", prefix ? prefix : "", w_names[i]) < n;
+/* ---- checkpoints: each layout's names and row orders ---------------------- */
+
+/* The row of the fused q/k/v tensor that holds row r of q (which 0), k (1)
+ * or v (2), in the order of each family's Hugging Face modeling file:
+ * - phi3 (modeling_phi3.py Phi3Attention.forward, and llama.cpp's GGUF
+ *   attn_qkv for every family): [q; k; v];
+ * - falcon (modeling_falcon.py FalconAttention._split_heads): one block per
+ *   K/V group, its heads/kv_groups query heads, then its k head, then its
+ *   v head; with one group (multi_query) that is [q; k; v] again, with a
+ *   group per head it is the per-head [q; k; v] of the old architecture;
+ * - neox (modeling_gpt_neox.py: view(..., heads, 3 * head_size) then
+ *   chunk(3)) and bloom (modeling_bloom.py BloomAttention._reshape: view
+ *   (..., heads, 3, head_dim)): per head [q; k; v], the falcon order with
+ *   one group per head (both need kv_groups == heads). */
+static int64_t qkv_row(const attn_config *c, bool gguf, int which, int64_t r) {
+    int64_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_groups * hd;
+    if (gguf || c->weights_layout == ATTN_LAYOUT_PHI3)
+        return which == 0 ? r : which == 1 ? qd + r : qd + kvd + r;
+    int64_t per = c->heads / c->kv_groups, blk = (per + 2) * hd, i = r % hd;
+    if (which == 0)
+        return (r / hd / per) * blk + (r / hd % per) * hd + i;
+    return (r / hd) * blk + (per + which - 1) * hd + i;
+}
+
+/* The tensor holding logical tensor i in a checkpoint: its name after the
+ * prefix, and whether it is the fused q/k/v tensor (which: 0 q, 1 k, 2 v). */
+static const char *source_name(const attn_config *c, bool gguf, int i, bool fused_gguf,
+                               int *which) {
+    static const char *const plain[W_COUNT] = {
+        "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+        "q_proj.bias",   "k_proj.bias",   "v_proj.bias",   "o_proj.bias",
+        "q_norm.weight", "k_norm.weight", "sinks",
+    };
+    /* llama.cpp's names (llama-arch.cpp LLM_TENSOR_ATTN_*) */
+    static const char *const ggml[W_COUNT] = {
+        "attn_q.weight",      "attn_k.weight",      "attn_v.weight", "attn_output.weight",
+        "attn_q.bias",        "attn_k.bias",        "attn_v.bias",   "attn_output.bias",
+        "attn_q_norm.weight", "attn_k_norm.weight", "attn_sinks.weight",
+    };
+    bool qkv = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
+    bool bias = i >= B_Q && i <= B_O;
+    *which = qkv ? (i - (bias ? B_Q : W_Q)) : -1;
+    if (gguf) {
+        if (qkv && fused_gguf)
+            return bias ? "attn_qkv.bias" : "attn_qkv.weight";
+        *which = -1;
+        return ggml[i];
+    }
+    switch (c->weights_layout) {
+    case ATTN_LAYOUT_GPTJ:
+        *which = -1;
+        return i == W_O ? "out_proj.weight" : i == B_O ? "out_proj.bias" : plain[i];
+    case ATTN_LAYOUT_NEOX:
+    case ATTN_LAYOUT_FALCON:
+    case ATTN_LAYOUT_BLOOM:
+        if (qkv)
+            return bias ? "query_key_value.bias" : "query_key_value.weight";
+        return i == W_O ? "dense.weight" : i == B_O ? "dense.bias" : plain[i];
+    case ATTN_LAYOUT_PHI3:
+        if (qkv)
+            return bias ? "qkv_proj.bias" : "qkv_proj.weight";
+        return plain[i];
+    default: *which = -1; return plain[i];
+    }
+}
+
+static size_t elem_size(rt_elem e) {
+    return e == RT_F32 ? 4 : 2;
+}
+
+static float elem_get(rt_elem e, const unsigned char *p) {
+    if (e == RT_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return e == RT_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
+}
+
+/* n elements of type from at src into dst, as dtype to (round to nearest
+ * even where it cannot hold them). */
+static void convert(rt_elem from, const unsigned char *src, attn_dtype to, void *dst, size_t n) {
+    rt_elem want = to == ATTN_DTYPE_F32 ? RT_F32 : to == ATTN_DTYPE_F16 ? RT_F16 : RT_BF16;
+    if (from == want) {
+        memcpy(dst, src, n * elem_size(from));
+        return;
+    }
+    for (size_t j = 0; j < n; j++) {
+        float f = elem_get(from, src + j * elem_size(from));
+        if (to == ATTN_DTYPE_F32)
+            ((float *)dst)[j] = f;
+        else
+            ((uint16_t *)dst)[j] = to == ATTN_DTYPE_F16 ? rt_f32_to_f16(f) : rt_f32_to_bf16(f);
+    }
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+}
+
+static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, const char *name,
+                           const char *local, attn_msg *m) {
+    char other[400];
+    const char *p = prefix ? prefix : "";
+    if (rt_src_suggest(s, p, local, other, sizeof other))
+        return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s'; did you mean --prefix %s?",
+                       rt_src_path(s), name, other[0] ? other : "''");
+    if (rt_src_is_gguf(s))
+        return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' (llama.cpp's name)",
+                       rt_src_path(s), name);
+    return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' (weights.layout %s)",
+                   rt_src_path(s), name, attn_layout_name(c->weights_layout));
+}
+
+/* Logical tensor i of c from s into dst, as dtype to. */
+static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefix, int i,
+                              bool check_finite, attn_dtype to, unsigned char *dst, attn_msg *m) {
+    bool gguf = rt_src_is_gguf(s);
+    int which;
+    const char *p = prefix ? prefix : "";
+    const char *local = source_name(c, gguf, i, false, &which);
+    char name[600];
+    if ((size_t)snprintf(name, sizeof name, "%s%s", p, local) >= sizeof name)
+        return rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(p));
+    rt_tensor t;
+    attn_status st = rt_src_find(s, name, &t, m);
+    bool qkv_part = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
+    if (st == ATTN_E_FORMAT && gguf && qkv_part) { /* q, k and v fused in one tensor */
+        const char *fused = source_name(c, gguf, i, true, &which);
+        char fname[600];
+        snprintf(fname, sizeof fname, "%s%s", p, fused);
+        if (rt_src_find(s, fname, &t, m) == ATTN_OK) {
+            local = fused;
+            snprintf(name, sizeof name, "%s", fname);
+            st = ATTN_OK;
+        }
+    }
+    if (st == ATTN_E_FORMAT)
+        return missing(s, c, prefix, name, local, m);
+    if (st)
+        return st;
+    int64_t want[2] = {1, 1};
+    int nd = w_shape(c, i, want);
+    if (which >= 0) /* the fused tensor: q, k and v rows */
+        want[0] = (c->heads + 2 * c->kv_groups) * c->head_dim;
+    bool same = t.ndim == nd;
+    for (int d = 0; same && d < nd; d++)
+        same = t.shape[d] == want[d];
+    if (!same) {
+        char w[96], g[160];
+        shape_str(w, sizeof w, nd, want);
+        shape_str(g, sizeof g, t.ndim, t.shape);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s%s", t.file,
+                       name, g, w, gguf ? " (outermost first: GGUF's ne reversed)" : "");
+    }
+    if (t.elem == RT_OTHER)
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; %ssupported are F32, "
+                                         "F16 and BF16",
+                       t.file, name, t.type,
+                       gguf && t.type[0] == 'Q' ? "quantized weights are not supported yet; " : "");
+    int64_t cols = nd == 2 ? want[1] : 1, rows = (int64_t)w_numel(c, i) / cols;
+    size_t es = elem_size(t.elem), ds = attn_dtype_size(to);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t sr = which >= 0 ? qkv_row(c, gguf, which, r) : r;
+        const unsigned char *row = t.data + (size_t)(sr * cols) * es;
+        for (int64_t j = 0; check_finite && j < cols; j++) {
+            float f = elem_get(t.elem, row + (size_t)j * es);
+            if (!isfinite(f))
+                return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' holds %s at element %lld",
+                               t.file, name, isnan(f) ? "NaN" : "infinity",
+                               (long long)(sr * cols + j));
+        }
+        convert(t.elem, row, to, dst + (size_t)(r * cols) * ds, (size_t)cols);
+    }
+    rt_src_release(&t);
+    return ATTN_OK;
+}
+
+/* The logical tensors weight id (attn_weight_id) is made of, in order. */
+static int parts_of(int id, int parts[3]) {
+    switch (id) {
+    case ATTN_W_QKV: parts[0] = W_Q, parts[1] = W_K, parts[2] = W_V; return 3;
+    case ATTN_B_QKV: parts[0] = B_Q, parts[1] = B_K, parts[2] = B_V; return 3;
+    case ATTN_W_Q_NORM: parts[0] = N_Q; return 1;
+    case ATTN_W_K_NORM: parts[0] = N_K; return 1;
+    case ATTN_W_SINKS: parts[0] = SINKS; return 1;
+    default: parts[0] = id; return id >= 0 && id <= B_O;
+    }
+}
+
+attn_dtype rt_weight_dtype(const attn_config *c, int id) {
+    bool matrix = id == ATTN_W_Q || id == ATTN_W_K || id == ATTN_W_V || id == ATTN_W_O ||
+                  id == ATTN_W_QKV;
+    return matrix ? c->dtype : ATTN_DTYPE_F32;
+}
+
+size_t rt_weight_numel(const attn_config *c, int id) {
+    int parts[3];
+    size_t n = 0;
+    for (int k = 0, np = parts_of(id, parts); k < np; k++)
+        n += w_numel(c, parts[k]);
+    return n;
+}
+
+attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix, int id,
+                             bool check_finite, void *dst, attn_msg *m) {
+    int parts[3], np = parts_of(id, parts);
+    attn_dtype to = rt_weight_dtype(c, id);
+    unsigned char *at = dst;
+    for (int k = 0; k < np; k++) {
+        attn_status st = gather_one(s, c, prefix, parts[k], check_finite, to, at, m);
+        if (st)
+            return st;
+        size_t n = w_numel(c, parts[k]);
+        /* the f32 ones too hold values of the weights' dtype (as
+         * attn_weights_round makes them) */
+        for (size_t j = 0; to == ATTN_DTYPE_F32 && j < n; j++)
+            ((float *)at)[j] = rt_round(c->dtype, ((float *)at)[j]);
+        at += n * attn_dtype_size(to);
+    }
+    return ATTN_OK;
+}
+
+void rt_weight_from(const attn_weights *w, int id, void *dst) {
+    int parts[3], np = parts_of(id, parts);
+    attn_dtype to = rt_weight_dtype(&w->cfg, id);
+    unsigned char *at = dst;
+    for (int k = 0; k < np; k++) {
+        size_t n = w_numel(&w->cfg, parts[k]);
+        convert(RT_F32, (const unsigned char *)*slot((attn_weights *)w, parts[k]), to, at, n);
+        at += n * attn_dtype_size(to);
+    }
 }
 
 attn_status attn_weights_load(const attn_config *cfg, const char *path, const char *prefix,
@@ -160,31 +398,49 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
     if (!path || !out)
         return rt_fail(m, ATTN_E_INVALID, "attn_weights_load: NULL argument");
     attn_weights *w = NULL;
-    attn_st *f = NULL;
+    rt_src *s = NULL;
     attn_status st = attn_weights_new(cfg, &w, m);
-    if (st || (st = attn_st_open(path, &f, m)))
+    if (st || (st = rt_src_open(path, &s, m)))
         goto fail;
     for (int i = 0; i < W_COUNT; i++) {
-        int64_t sh[2];
-        int nd = w_shape(cfg, i, sh);
-        char name[512];
-        if (!nd)
-            continue;
-        if (!full_name(name, sizeof name, prefix, i)) {
-            st = rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(prefix));
-            goto fail;
-        }
-        if ((st = attn_st_read_f32(f, name, nd, sh, *slot(w, i), m)))
+        if (w_numel(cfg, i) && (st = gather_one(s, cfg, prefix, i, false, ATTN_DTYPE_F32,
+                                                (unsigned char *)*slot(w, i), m)))
             goto fail;
     }
-    attn_st_close(f);
+    rt_src_close(s);
     attn_weights_round(w); /* the dtype the kernels keep them in (no-op when stored in it) */
     *out = w;
     return ATTN_OK;
 fail:
-    attn_st_close(f);
+    rt_src_close(s);
     attn_weights_free(w);
     return st;
+}
+
+attn_status attn_layer_prefix(const attn_config *c, const char *path, int64_t layer, char *buf,
+                              size_t size, attn_msg *m) {
+    if (!c || !path || !buf || layer < 0)
+        return rt_fail(m, ATTN_E_INVALID, "attn_layer_prefix: bad argument");
+    /* the module paths of each family's Hugging Face model class; GGUF:
+     * llama.cpp's blk.N. */
+    static const char *const fmt[ATTN_LAYOUT_COUNT] = {
+        [ATTN_LAYOUT_LLAMA] = "model.layers.%lld.self_attn.",
+        [ATTN_LAYOUT_GPTJ] = "transformer.h.%lld.attn.",
+        [ATTN_LAYOUT_NEOX] = "gpt_neox.layers.%lld.attention.",
+        [ATTN_LAYOUT_FALCON] = "transformer.h.%lld.self_attention.",
+        [ATTN_LAYOUT_PHI3] = "model.layers.%lld.self_attn.",
+        [ATTN_LAYOUT_BLOOM] = "transformer.h.%lld.self_attention.",
+    };
+    if ((unsigned)c->weights_layout >= ATTN_LAYOUT_COUNT)
+        return rt_fail(m, ATTN_E_INVALID, "attn_layer_prefix: unknown layout");
+    const char *f = rt_path_is_gguf(path) ? "blk.%lld." : fmt[c->weights_layout];
+    if ((size_t)snprintf(buf, size, f, (long long)layer) >= size)
+        return rt_fail(m, ATTN_E_INVALID, "attn_layer_prefix: buffer too small");
+    return ATTN_OK;
+}
+
+static bool full_name(char *buf, size_t n, const char *prefix, int i) {
+    return (size_t)snprintf(buf, n, "%s%s", prefix ? prefix : "", w_names[i]) < n;
 }
 
 attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtype dtype,

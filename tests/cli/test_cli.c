@@ -157,8 +157,12 @@ static void cli_bad_inputs_exit_2_and_write_nothing(void **state) {
     assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w), 0);
     assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "4", "-o", x), 0);
     /* weights of another spec: shape mismatch naming both shapes */
+    assert_int_equal(ATTNC(f, "run", SPEC("mistral_7b"), "--weights", w, "--input", x, "-o", y), 2);
+    assert_stderr_has(f, "tensor 'q_proj.weight' has shape [768, 768], expected [4096, 4096]");
+    /* weights in another layout: the name this layout looks for */
     assert_int_equal(ATTNC(f, "run", SPEC("falcon_7b"), "--weights", w, "--input", x, "-o", y), 2);
-    assert_stderr_has(f, "tensor 'q_proj.weight' has shape [768, 768], expected [4544, 4544]");
+    assert_stderr_has(f, "w.safetensors: missing tensor 'query_key_value.weight' (weights.layout "
+                         "falcon)");
     /* input file without 'x' (the weights file) */
     assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", w, "-o", y), 2);
     assert_stderr_has(f, "missing tensor 'x'");

@@ -189,3 +189,121 @@ int cli_fixture_teardown(void **state) {
     free(f);
     return 0;
 }
+
+/* ---- GGUF ---------------------------------------------------------------- */
+
+typedef struct wbuf {
+    unsigned char *p;
+    size_t n, cap;
+} wbuf;
+
+static void put(wbuf *b, const void *data, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void put_le(wbuf *b, uint64_t v, int bytes) {
+    unsigned char c[8];
+    for (int i = 0; i < bytes; i++)
+        c[i] = (unsigned char)(v >> (8 * i));
+    put(b, c, (size_t)bytes);
+}
+
+static void put_str(wbuf *b, const char *s) {
+    put_le(b, strlen(s), 8);
+    put(b, s, strlen(s));
+}
+
+void write_gguf(const char *path, const test_gguf_kv *kv, int n_kv, const test_gguf_tensor *t,
+                int n_t, uint32_t alignment) {
+    wbuf b = {0};
+    put(&b, "GGUF", 4);
+    put_le(&b, 3, 4);
+    put_le(&b, (uint64_t)n_t, 8);
+    put_le(&b, (uint64_t)n_kv + (alignment != 32), 8);
+    if (alignment != 32) {
+        put_str(&b, "general.alignment");
+        put_le(&b, ATTN_GGUF_UINT32, 4);
+        put_le(&b, alignment, 4);
+    }
+    for (int i = 0; i < n_kv; i++) {
+        put_str(&b, kv[i].key);
+        put_le(&b, (uint64_t)kv[i].type, 4);
+        switch (kv[i].type) {
+        case ATTN_GGUF_UINT32:
+        case ATTN_GGUF_INT32: put_le(&b, (uint64_t)kv[i].i, 4); break;
+        case ATTN_GGUF_BOOL: put_le(&b, (uint64_t)kv[i].i, 1); break;
+        case ATTN_GGUF_FLOAT32: {
+            float f = (float)kv[i].f;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            put_le(&b, u, 4);
+            break;
+        }
+        case ATTN_GGUF_STRING: put_str(&b, kv[i].s); break;
+        case ATTN_GGUF_ARRAY:
+            put_le(&b, ATTN_GGUF_INT32, 4);
+            put_le(&b, (uint64_t)kv[i].n, 8);
+            for (int j = 0; j < kv[i].n; j++)
+                put_le(&b, (uint32_t)kv[i].arr[j], 4);
+            break;
+        default: fail_msg("write_gguf: type %d", kv[i].type);
+        }
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n_t; i++) {
+        put_str(&b, t[i].name);
+        put_le(&b, (uint64_t)t[i].ndim, 4);
+        for (int d = t[i].ndim - 1; d >= 0; d--) /* ne[0] fastest */
+            put_le(&b, (uint64_t)t[i].shape[d], 8);
+        put_le(&b, t[i].type, 4);
+        put_le(&b, off, 8);
+        off += (t[i].nbytes + alignment - 1) / alignment * alignment;
+    }
+    static const unsigned char zero[256];
+    while (b.n % alignment)
+        put(&b, zero, 1);
+    for (int i = 0; i < n_t; i++) {
+        put(&b, t[i].data, t[i].nbytes);
+        while (b.n % alignment)
+            put(&b, zero, 1);
+    }
+    write_file(path, b.p, b.n);
+    free(b.p);
+}
+
+void *to_half(const float *x, size_t n, bool bf16) {
+    /* through the runtime's own rounding would make the test circular:
+     * bit arithmetic here (normal numbers only; tests use small values) */
+    uint16_t *h = malloc((n ? n : 1) * 2);
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        if (bf16) {
+            h[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+            continue;
+        }
+        uint32_t sign = (u >> 16) & 0x8000, man = u & 0x7fffff;
+        int e = (int)((u >> 23) & 0xff) - 127 + 15;
+        if (x[i] == 0) {
+            h[i] = (uint16_t)sign;
+        } else if (e <= 0) { /* subnormal half */
+            man |= 0x800000;
+            int shift = 14 - e;
+            uint32_t v = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+            v += rem > half || (rem == half && (v & 1));
+            h[i] = (uint16_t)(sign | v);
+        } else {
+            uint32_t v = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
+            v += rem > 0x1000 || (rem == 0x1000 && (v & 1));
+            h[i] = (uint16_t)(sign | v);
+        }
+    }
+    return h;
+}

@@ -52,4 +52,30 @@ float *random_floats(size_t n, uint64_t seed);
  * when hlen is UINT64_MAX), the header text, then data_len bytes 0, 1, ... */
 void write_raw_safetensors(const char *path, const char *header, uint64_t hlen, size_t data_len);
 
+/* A GGUF file (version 3) for tests: metadata entries and tensors written
+ * as given, data aligned to `alignment` (general.alignment is written when
+ * it is not 32). */
+typedef struct test_gguf_kv {
+    const char *key;
+    int type;             /* ATTN_GGUF_UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY (of INT32) */
+    int64_t i;            /* integers and bools */
+    double f;             /* FLOAT32 */
+    const char *s;        /* STRING */
+    const int32_t *arr;   /* ARRAY of INT32 */
+    int n;
+} test_gguf_kv;
+typedef struct test_gguf_tensor {
+    const char *name;
+    uint32_t type; /* ggml type id */
+    int ndim;
+    int64_t shape[2]; /* outermost first, as a Linear weight [out, in] */
+    const void *data;
+    size_t nbytes;
+} test_gguf_tensor;
+void write_gguf(const char *path, const test_gguf_kv *kv, int n_kv, const test_gguf_tensor *t,
+                int n_t, uint32_t alignment);
+
+/* n f32 values as raw F16 or BF16 bytes (round to nearest even), malloc'd. */
+void *to_half(const float *x, size_t n, bool bf16);
+
 #endif

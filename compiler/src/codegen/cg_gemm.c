@@ -146,14 +146,14 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
     /* past the last column: zero (the address is clamped to stay inside W) */
     LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, inside, col, cg_i64(c, 0), ""),
                                                        cg_i64(c, gm.k), ""), lk.i, "");
-    LLVMValueRef v = cg_load(c, ATTN_DTYPE_F32, cg_buf_elem(c, src, ATTN_DTYPE_F32, at));
+    attn_dtype dt = c->g->cfg.dtype; /* the weight buffer is in the weights' dtype */
+    LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
     v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
     LLVMValueRef to = LLVMBuildAdd(
         c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
                            cg_i64(c, gm.nr), ""),
         ll.i, "");
-    /* in the weights' dtype: exact, the loader rounded them to it */
-    cg_store(c, c->g->cfg.dtype, v, cg_buf_elem(c, dst, c->g->cfg.dtype, to));
+    cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
     cg_for_end(c, &lk);
     cg_for_end(c, &ll);
     cg_for_end(c, &lp);

@@ -39,6 +39,7 @@ void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
     cfg.rope_attention_factor = c->rope_attention_factor, cfg.rope_truncate = c->rope_truncate;
     cfg.sinks = c->sinks, cfg.alibi = c->alibi, cfg.qk_norm = c->qk_norm;
     cfg.qk_norm_weight = c->qk_norm_weight, cfg.qk_norm_offset = c->qk_norm_offset;
+    cfg.weights_layout = c->weights_layout;
     cfg.qk_norm_eps = c->qk_norm_eps, cfg.chunk = c->chunk;
     cfg.temp_floor_scale = c->temp_floor_scale, cfg.temp_attn_scale = c->temp_attn_scale;
     cfg.sliding_window = c->sliding_window, cfg.softcap = c->softcap;

@@ -19,7 +19,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
     "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
     "scale",  "dtype",          "kv_cache", "qk_norm", "sinks",   "alibi",
-    "chunked_attention", "query_temperature",
+    "chunked_attention", "query_temperature", "weights",
 };
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
@@ -41,6 +41,9 @@ static const char *const norm_keys[N_COUNT] = {"type", "scope", "eps", "weight",
 enum { T_FLOOR_SCALE, T_ATTN_SCALE, T_COUNT };
 static const char *const temp_keys[T_COUNT] = {"floor_scale", "attn_scale"};
 
+enum { W_LAYOUT, W_COUNT };
+static const char *const weights_keys[W_COUNT] = {"layout"};
+
 enum { C_DTYPE, C_BLOCK_TOKENS, C_MAX_TOKENS, C_COUNT };
 static const char *const cache_keys[C_COUNT] = {"dtype", "block_tokens", "max_tokens"};
 
@@ -48,6 +51,7 @@ static const char *const dtype_names[] = {"f32", "f16", "bf16"};
 static const char *const style_names[] = {"half", "interleaved"};
 static const char *const scaling_names[] = {"none", "linear", "llama3", "yarn"};
 static const char *const norm_types[] = {"rms"};
+static const char *const layout_names[] = {"llama", "gptj", "neox", "falcon", "phi3", "bloom"};
 static const char *const norm_scopes[] = {"head", "all"};
 
 #define DEFAULT_ROPE_BASE 10000.0
@@ -445,6 +449,23 @@ static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
         c->temp_floor_scale = fs, c->temp_attn_scale = as;
 }
 
+/* weights: a mapping {layout}: how checkpoints store the projections. */
+static void check_weights(checker *ck, const ynode *v, attn_config *c, const ynode **layout_at) {
+    if (v->kind != YNODE_MAP) {
+        char buf[96];
+        err(ck, v->loc, "weights: expected a mapping {layout}, found %s", found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[W_COUNT], *key[W_COUNT];
+    take_map(ck, v, "weights.", weights_keys, W_COUNT, val, key);
+    int l;
+    if (val[W_LAYOUT] && get_enum(ck, val[W_LAYOUT], "weights.layout", layout_names,
+                                  ATTN_LAYOUT_COUNT, &l)) {
+        c->weights_layout = (attn_layout)l;
+        *layout_at = val[W_LAYOUT];
+    }
+}
+
 /* rope: `none` or a mapping. rotary_dim is checked against head_dim by the
  * caller once both are known; *rotary_at receives its location. */
 static void check_rope(checker *ck, const ynode *v, attn_config *c, const ynode **rotary_at) {
@@ -657,6 +678,15 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             (long long)c.chunk);
     if (val[SPEC_K_QUERY_TEMP])
         check_temperature(ck, val[SPEC_K_QUERY_TEMP], &c);
+    const ynode *layout_at = NULL;
+    if (val[SPEC_K_WEIGHTS])
+        check_weights(ck, val[SPEC_K_WEIGHTS], &c, &layout_at);
+    if (layout_at && heads_ok && c.kv_groups != c.heads &&
+        (c.weights_layout == ATTN_LAYOUT_NEOX || c.weights_layout == ATTN_LAYOUT_BLOOM))
+        err(ck, layout_at->loc,
+            "weights.layout: %s stores one K/V head per query head, but kv_groups (%lld) is not "
+            "heads (%lld); grouped checkpoints use layout falcon, phi3 or llama",
+            attn_layout_name(c.weights_layout), (long long)c.kv_groups, (long long)c.heads);
 
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);
