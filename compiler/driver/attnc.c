@@ -17,7 +17,8 @@ static const char usage[] =
     "  check SPEC          validate a spec and print it normalized\n"
     "  ir SPEC             print the graph IR after the pass pipeline\n"
     "  compile SPEC -o F   compile ahead of time: an object defining NAME_kernels()\n"
-    "  run SPEC ...        run the block on a weights file and an input tensor\n"
+    "  run SPEC ...        run the block on a checkpoint and an input tensor\n"
+    "  import CONFIG       write a layer's spec from a config.json or a .gguf file\n"
     "  gen-weights SPEC    write random weights for a spec\n"
     "  gen-input SPEC      write a random input tensor for a spec\n"
     "  bench SPEC          time the kernels on random weights against the roofline\n"
@@ -67,6 +68,7 @@ int main(int argc, char **argv) {
         {"ir", cmd_ir},
         {"compile", cmd_compile},
         {"run", cmd_run},
+        {"import", cmd_import},
         {"gen-weights", cmd_gen_weights},
         {"gen-input", cmd_gen_input},
         {"bench", cmd_bench},

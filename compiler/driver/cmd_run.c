@@ -9,17 +9,23 @@
 #include "util.h"
 
 static const char run_usage[] =
-    "usage: attnc run SPEC --weights W.safetensors --input X.safetensors -o Y.safetensors\n"
-    "                 [--engine jit|reference] [--chunk N] [--prefix P] [--threads N]\n"
+    "usage: attnc run SPEC --weights W --input X.safetensors -o Y.safetensors\n"
+    "                 [--engine jit|reference] [--chunk N] [--prefix P | --layer N]\n"
+    "                 [--threads N]\n"
     "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
     "                 [--check-finite] [-v]\n"
     "\n"
     "Runs the attention block of SPEC on the tensor 'x' [tokens, d_model] of X\n"
     "(F32, F16 or BF16) and writes 'y' [tokens, d_model] F32 to Y.\n"
     "\n"
-    "  --weights W         q_proj/k_proj/v_proj/o_proj .weight (and .bias) in Hugging\n"
-    "                      Face layout [out, in]; any of F32, F16, BF16\n"
+    "  --weights W         a checkpoint: a .safetensors file, a sharded one's\n"
+    "                      model.safetensors.index.json, or a .gguf file; tensors\n"
+    "                      named as SPEC's weights.layout says (llama: q_proj, k_proj,\n"
+    "                      v_proj, o_proj .weight/.bias); F32, F16 or BF16, kept in\n"
+    "                      SPEC's dtype\n"
     "  --prefix P          prepended to every weight name, e.g. model.layers.0.self_attn.\n"
+    "  --layer N           the prefix of layer N in the layout's checkpoints\n"
+    "                      (model.layers.N.self_attn., blk.N. in GGUF, ...)\n"
     "  --input X           safetensors file holding 'x'\n"
     "  -o, --output Y      output file; written only when everything succeeded\n"
     "  --engine E          jit (default: kernels compiled for this CPU) or reference\n"
@@ -63,6 +69,7 @@ int cmd_run(int argc, char **argv) {
     const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
     const char *check_finite = NULL;
     const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
+    const char *layer_s = NULL;
     const char *disabled[32], *pos[1];
     int n_disabled = 0, n_pos;
     attnc_options o = attnc_options_default();
@@ -74,6 +81,7 @@ int cmd_run(int argc, char **argv) {
         {"--engine", NULL, true, &engine_s, NULL, 0},
         {"--chunk", NULL, true, &chunk_s, NULL, 0},
         {"--prefix", NULL, true, &prefix, NULL, 0},
+        {"--layer", NULL, true, &layer_s, NULL, 0},
         {"--threads", NULL, true, &threads_s, NULL, 0},
         {"--cpu", NULL, true, &o.cpu, NULL, 0},
         {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
@@ -96,8 +104,11 @@ int cmd_run(int argc, char **argv) {
     bool use_jit = strcmp(engine_s, "jit") == 0;
     if (!use_jit && strcmp(engine_s, "reference") != 0)
         return usage_error("run", "--engine expects jit or reference, found '%s'", engine_s);
-    int64_t chunk = 0, threads = 0;
-    if ((chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
+    int64_t chunk = 0, threads = 0, layer = -1;
+    if (prefix && layer_s)
+        return usage_error("run", "give --prefix or --layer, not both");
+    if ((layer_s && !parse_int("run", "--layer", layer_s, 0, 1000000, &layer)) ||
+        (chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
         (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &threads)))
         return EXIT_USAGE;
     if (!check_pass_names("run", disabled, n_disabled))
@@ -117,13 +128,21 @@ int cmd_run(int argc, char **argv) {
     int64_t T = 0;
     attn_status st;
     attn_st *xf = NULL;
-    if ((st = attn_weights_load(&cfg, weights, prefix, &w, &m)) ||
+    char layer_prefix[128];
+    if (layer >= 0) {
+        if ((st = attn_layer_prefix(&cfg, weights, layer, layer_prefix, sizeof layer_prefix, &m)))
+            return runtime_error(st, &m);
+        prefix = layer_prefix;
+    }
+    /* the jit engine loads the checkpoint straight into its block, in the
+     * spec's dtype; the reference engine needs f32 weights */
+    if ((!use_jit && (st = attn_weights_load(&cfg, weights, prefix, &w, &m))) ||
         (st = attn_st_open(input, &xf, &m)) ||
         (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m))) {
         rc = runtime_error(st, &m);
         goto done;
     }
-    if (check_finite && (st = attn_weights_check_finite(w, &m))) {
+    if (!use_jit && check_finite && (st = attn_weights_check_finite(w, &m))) {
         fprintf(stderr, "attnc: error: %s: %s\n", weights, m.text);
         rc = EXIT_INPUT;
         goto done;
@@ -166,7 +185,8 @@ int cmd_run(int argc, char **argv) {
         attn_block_options bo = attn_block_options_default();
         bo.n_threads = (int)threads;
         if ((st = attn_block_new(attnc_jit_kernels(e.jit), &bo, &e.block)) ||
-            (st = attn_block_set_weights(e.block, w)) ||
+            (st = attn_block_load(e.block, weights, prefix,
+                                  check_finite ? ATTN_LOAD_CHECK_FINITE : 0)) ||
             (st = attn_cache_new(e.block, T, &e.cache)) || (st = attn_seq_new(e.cache, &e.seq))) {
             snprintf(m.text, sizeof m.text, "%s",
                      e.cache ? attn_cache_error(e.cache) : e.block ? attn_block_error(e.block) : "");

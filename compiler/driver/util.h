@@ -55,6 +55,7 @@ double now_seconds(void);
 int cmd_run(int argc, char **argv);
 int cmd_ir(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 /* True if every name is a pass; else prints a usage error. */
 bool check_pass_names(const char *cmd, const char *const *names, int n);
