@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "block.h"
 
@@ -63,6 +64,14 @@ void attn_block_free(attn_block *b) {
     free(b);
 }
 
+/* A weight staged for packing only: mapped anonymous memory, returned to
+ * the system as soon as it is freed (the heap may keep a freed buffer of
+ * this size resident, and a load would then peak at every weight twice). */
+static void *stage_map(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 /* Fills dst (rt_weight_numel elements of rt_weight_dtype) with weight id. */
 typedef attn_status (*stage_fn)(void *ctx, const attn_config *c, int id, void *dst, attn_msg *m);
 
@@ -76,6 +85,7 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
     const attn_kernels *k = b->k;
     const attn_config *c = &b->cfg;
     void *staged[ATTN_WEIGHT_COUNT] = {0}, *packed[ATTN_MAX_BUFFERS] = {0};
+    size_t mapped[ATTN_WEIGHT_COUNT] = {0}; /* bytes of staged[i] when mapped */
     int pk[ATTN_MAX_BUFFERS], npk = 0, last[ATTN_WEIGHT_COUNT];
     bool at_run[ATTN_WEIGHT_COUNT] = {0};
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
@@ -101,7 +111,10 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
                                                         "configuration does not have", id);
                 break;
             }
-            if (!(staged[id] = rt_alloc_large(n * attn_dtype_size(rt_weight_dtype(c, (int)id))))) {
+            size_t bytes = n * attn_dtype_size(rt_weight_dtype(c, (int)id));
+            staged[id] = at_run[id] ? rt_alloc_large(bytes) : stage_map(bytes);
+            mapped[id] = at_run[id] || !staged[id] ? 0 : bytes;
+            if (!staged[id]) {
                 st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %u", id);
                 break;
             }
@@ -120,7 +133,7 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
 #pragma omp parallel num_threads(b->n_threads)
         fn(&args, (uint32_t)omp_get_thread_num(), (uint32_t)omp_get_num_threads());
         if (last[id] == li && !at_run[id]) {
-            free(staged[id]);
+            munmap(staged[id], mapped[id]);
             staged[id] = NULL;
         }
         li++;
@@ -138,6 +151,10 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
             st = stage(ctx, c, id, staged[id], &b->error);
     }
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
+        if (mapped[j] && staged[j]) { /* load-only, left after a failure */
+            munmap(staged[j], mapped[j]);
+            staged[j] = NULL;
+        }
         if (st == ATTN_OK) {
             free(b->weight[j]);
             b->weight[j] = staged[j];

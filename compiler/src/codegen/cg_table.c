@@ -52,6 +52,7 @@ void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
     for (int i = 0; i < res->n_buffers; i++) {
         const attn_buffer_desc *d = &res->buffers[i];
         bufs[i].role = d->role, bufs[i].weight = d->weight, bufs[i].per_sequence = d->per_sequence;
+        bufs[i].load_only = d->load_only; /* else an object's blocks keep unpacked weights */
         bufs[i].c = d->c, bufs[i].s = d->s, bufs[i].t = d->t, bufs[i].st = d->st;
     }
     LLVMValueRef buffers = bytes_global(mod, llctx, "attn.buffers", bufs,
