@@ -110,7 +110,8 @@ static bool jint(const imp *m, const cJSON *o, const char *key, int64_t *out, bo
     *found = v != NULL;
     if (!v)
         return true;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e15) {
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+        fabs(v->valuedouble) > 1e15) {
         fail(m, "'%s' must be an integer", key);
         return false;
     }
@@ -149,9 +150,11 @@ static int sliding_layer(imp *m, const cJSON *c, const char *family) {
         if (!cJSON_IsString(e))
             return fail(m, "layer_types has no entry %lld", (long long)m->layer), -1;
         if (strcmp(e->valuestring, "sliding_attention") && strcmp(e->valuestring, "full_attention"))
-            return fail(m, "layer_types[%lld] is '%s'; attnc knows sliding_attention and "
-                           "full_attention",
-                        (long long)m->layer, e->valuestring), -1;
+            return fail(m,
+                        "layer_types[%lld] is '%s'; attnc knows sliding_attention and "
+                        "full_attention",
+                        (long long)m->layer, e->valuestring),
+                   -1;
         snprintf(m->src_window, sizeof m->src_window, "sliding_window, layer_types[%lld] = %s",
                  (long long)m->layer, e->valuestring);
         return strcmp(e->valuestring, "sliding_attention") == 0;
@@ -221,8 +224,9 @@ static int rope_scaling_json(imp *m, const cJSON *rs) {
         m->has_attn_factor = jnum(rs, "attention_factor", &m->attn_factor);
         m->truncate = jbool(rs, "truncate", true);
     } else {
-        return fail(m, "rope_scaling.rope_type '%s' cannot be expressed (attnc has linear, "
-                       "llama3 and yarn)",
+        return fail(m,
+                    "rope_scaling.rope_type '%s' cannot be expressed (attnc has linear, "
+                    "llama3 and yarn)",
                     type);
     }
     return EXIT_OK;
@@ -276,15 +280,16 @@ static int from_config(imp *m, const cJSON *root) {
     if (!cJSON_IsString(mt))
         return fail(m, "no model_type: not a Hugging Face config.json");
     const char *f = mt->valuestring;
-    static const char *const known[] = {"llama", "mistral", "qwen2",   "qwen3", "gemma2",
-                                        "gemma3", "gemma3_text", "olmo2", "gpt_oss", "phi3",
-                                        "falcon", "gptj",   "gpt_neox", "bloom", NULL};
+    static const char *const known[] = {"llama",  "mistral",     "qwen2",    "qwen3",   "gemma2",
+                                        "gemma3", "gemma3_text", "olmo2",    "gpt_oss", "phi3",
+                                        "falcon", "gptj",        "gpt_neox", "bloom",   NULL};
     int k = 0;
     while (known[k] && strcmp(known[k], f))
         k++;
     if (!known[k])
-        return fail(m, "model_type '%s' is not one attnc imports (llama, mistral, qwen2, qwen3, "
-                       "gemma2, gemma3, olmo2, gpt_oss, phi3, falcon, gptj, gpt_neox, bloom)",
+        return fail(m,
+                    "model_type '%s' is not one attnc imports (llama, mistral, qwen2, qwen3, "
+                    "gemma2, gemma3, olmo2, gpt_oss, phi3, falcon, gptj, gpt_neox, bloom)",
                     f);
     snprintf(m->family, sizeof m->family, "%s", f);
     cJSON *merged = cJSON_Duplicate(c, true);
@@ -366,8 +371,8 @@ static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f)
     m->rotary_dim = m->head_dim;
     double frac = 1;
     static const char *const k_rot[] = {"rotary_dim", NULL};
-    bool rot_given = IS("gptj") && first_int(m, c, k_rot, &m->rotary_dim, m->src_rot,
-                                             sizeof m->src_rot, &ok);
+    bool rot_given =
+        IS("gptj") && first_int(m, c, k_rot, &m->rotary_dim, m->src_rot, sizeof m->src_rot, &ok);
     if (!ok)
         return EXIT_INPUT;
     if (!rot_given && (jnum(c, "partial_rotary_factor", &frac) || jnum(c, "rotary_pct", &frac))) {
@@ -430,15 +435,22 @@ static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f)
         m->qkv_bias = m->o_bias = true;
         snprintf(m->src_bias, sizeof m->src_bias, "BloomAttention: always");
     } else if (IS("gptj") || IS("phi3")) {
-        snprintf(m->src_bias, sizeof m->src_bias, "%s: never", IS("gptj") ? "GPTJAttention" : "Phi3Attention");
+        snprintf(m->src_bias, sizeof m->src_bias, "%s: never",
+                 IS("gptj") ? "GPTJAttention" : "Phi3Attention");
     } else {
         bool dflt = IS("gpt_neox") || IS("gpt_oss");
         m->qkv_bias = m->o_bias = jbool(c, "attention_bias", dflt);
-        snprintf(m->src_bias, sizeof m->src_bias, "attention_bias%s", jget(c, "attention_bias") ? "" : dflt ? " (default true)" : " (default false)");
+        snprintf(m->src_bias, sizeof m->src_bias, "attention_bias%s",
+                 jget(c, "attention_bias") ? ""
+                 : dflt                    ? " (default true)"
+                                           : " (default false)");
     }
-    m->layout = IS("gptj") ? ATTN_LAYOUT_GPTJ : IS("gpt_neox") ? ATTN_LAYOUT_NEOX
-              : IS("falcon") ? ATTN_LAYOUT_FALCON : IS("phi3") ? ATTN_LAYOUT_PHI3
-              : IS("bloom") ? ATTN_LAYOUT_BLOOM : ATTN_LAYOUT_LLAMA;
+    m->layout = IS("gptj")       ? ATTN_LAYOUT_GPTJ
+                : IS("gpt_neox") ? ATTN_LAYOUT_NEOX
+                : IS("falcon")   ? ATTN_LAYOUT_FALCON
+                : IS("phi3")     ? ATTN_LAYOUT_PHI3
+                : IS("bloom")    ? ATTN_LAYOUT_BLOOM
+                                 : ATTN_LAYOUT_LLAMA;
     snprintf(m->src_layout, sizeof m->src_layout, "model_type %s", f);
     const cJSON *td = jget(c, "torch_dtype");
     if (!td)
@@ -513,22 +525,23 @@ static int from_gguf(imp *m, const char *path) {
     }
     memcpy(arch, s, sl);
     arch[sl] = 0;
-    static const char *const known[] = {"llama", "qwen2", "qwen3",  "gemma2", "gemma3", "olmo2",
-                                        "phi3",  "falcon", "gptj", "gptneox", "bloom", NULL};
+    static const char *const known[] = {"llama", "qwen2",  "qwen3", "gemma2",  "gemma3", "olmo2",
+                                        "phi3",  "falcon", "gptj",  "gptneox", "bloom",  NULL};
     int k = 0;
     while (known[k] && strcmp(known[k], arch))
         k++;
     if (!known[k]) {
-        rc = fail(m, "general.architecture '%s' is not one attnc imports from GGUF (llama, qwen2, "
-                     "qwen3, gemma2, gemma3, olmo2, phi3, falcon, gptj, gptneox, bloom)",
+        rc = fail(m,
+                  "general.architecture '%s' is not one attnc imports from GGUF (llama, qwen2, "
+                  "qwen3, gemma2, gemma3, olmo2, phi3, falcon, gptj, gptneox, bloom)",
                   arch);
         goto done;
     }
     snprintf(m->family, sizeof m->family, "%s", known[k]);
 #define IS(x) (strcmp(arch, x) == 0)
     if (g_int(g, arch, "block_count", 0, &m->n_layers, NULL, 0) && m->layer >= m->n_layers) {
-        rc = fail(m, "--layer %lld: the model has %lld layers (%s.block_count)", (long long)m->layer,
-                  (long long)m->n_layers, arch);
+        rc = fail(m, "--layer %lld: the model has %lld layers (%s.block_count)",
+                  (long long)m->layer, (long long)m->n_layers, arch);
         goto done;
     }
     if (!g_int(g, arch, "attention.head_count", m->layer, &m->heads, m->src_heads,
@@ -545,8 +558,9 @@ static int from_gguf(imp *m, const char *path) {
     g_int(g, arch, "attention.key_length", 0, &m->head_dim, m->src_hd, sizeof m->src_hd);
     int64_t vl;
     if (g_int(g, arch, "attention.value_length", 0, &vl, NULL, 0) && vl != m->head_dim) {
-        rc = fail(m, "%s.attention.value_length (%lld) differs from key_length (%lld); attnc has "
-                     "one head_dim",
+        rc = fail(m,
+                  "%s.attention.value_length (%lld) differs from key_length (%lld); attnc has "
+                  "one head_dim",
                   arch, (long long)vl, (long long)m->head_dim);
         goto done;
     }
@@ -559,7 +573,7 @@ static int from_gguf(imp *m, const char *path) {
     snprintf(m->src_alibi, sizeof m->src_alibi, "bloom: ALiBi");
     m->style = IS("llama") || IS("gptj") ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
     snprintf(m->src_style, sizeof m->src_style, "%s",
-             IS("llama") ? "llama.cpp's rope type NORM: q/k rows permuted by the converter"
+             IS("llama")  ? "llama.cpp's rope type NORM: q/k rows permuted by the converter"
              : IS("gptj") ? "llama.cpp's rope type NORM"
                           : "llama.cpp's rope type NEOX");
     m->base = 10000;
@@ -592,7 +606,8 @@ static int from_gguf(imp *m, const char *path) {
     /* llama.cpp's layer patterns (llama-model.cpp): gemma2 every other
      * layer from 0, gemma3 all but every sixth; phi3 and the rest all */
     bool sliding = IS("gemma2") ? m->layer % 2 == 0 : IS("gemma3") ? (m->layer + 1) % 6 != 0 : true;
-    if (sliding && g_int(g, arch, "attention.sliding_window", 0, &w, m->src_window, sizeof m->src_window))
+    if (sliding &&
+        g_int(g, arch, "attention.sliding_window", 0, &w, m->src_window, sizeof m->src_window))
         m->window = w;
     if (IS("gemma3")) {
         strcat(m->src_window, sliding ? " (a local layer: 5 of every 6)" : "");
@@ -614,10 +629,12 @@ static int from_gguf(imp *m, const char *path) {
         m->eps = 1e-6;
         g_float(g, arch, "attention.layer_norm_rms_epsilon", &m->eps, NULL, 0);
         /* the converter stores Gemma's norm weights plus one */
-        snprintf(m->src_norm, sizeof m->src_norm, "attn_q_norm.weight, eps %s.attention.layer_norm_rms_epsilon%s",
-                 arch, IS("gemma3") ? "; (1 + weight) stored as is" : "");
+        snprintf(m->src_norm, sizeof m->src_norm,
+                 "attn_q_norm.weight, eps %s.attention.layer_norm_rms_epsilon%s", arch,
+                 IS("gemma3") ? "; (1 + weight) stored as is" : "");
     }
-    m->qkv_bias = has_tensor(g, m->layer, "attn_q.bias") || has_tensor(g, m->layer, "attn_qkv.bias");
+    m->qkv_bias =
+        has_tensor(g, m->layer, "attn_q.bias") || has_tensor(g, m->layer, "attn_qkv.bias");
     m->o_bias = has_tensor(g, m->layer, "attn_output.bias");
     snprintf(m->src_bias, sizeof m->src_bias, "bias tensors of blk.%lld", (long long)m->layer);
     m->layout = ATTN_LAYOUT_LLAMA;
@@ -648,7 +665,8 @@ typedef struct out {
     size_t n;
 } out;
 
-static void line(out *o, const char *src, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line(out *o, const char *src, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void line(out *o, const char *src, const char *fmt, ...) {
     char text[256];
@@ -695,8 +713,10 @@ static void emit(const imp *m, const char *name, int64_t max_tokens, const char 
     } else {
         line(o, NULL, "rope:");
         line(o, m->src_base, "  base: %s", g17(m->base, a));
-        line(o, m->src_style, "  style: %s", m->style == ATTN_ROPE_INTERLEAVED ? "interleaved" : "half");
-        line(o, m->src_rot[0] ? m->src_rot : "head_dim", "  rotary_dim: %lld", (long long)m->rotary_dim);
+        line(o, m->src_style, "  style: %s",
+             m->style == ATTN_ROPE_INTERLEAVED ? "interleaved" : "half");
+        line(o, m->src_rot[0] ? m->src_rot : "head_dim", "  rotary_dim: %lld",
+             (long long)m->rotary_dim);
         if (m->scaling == ATTN_SCALING_NONE) {
             line(o, m->src_scaling[0] ? m->src_scaling : "rope_scaling null", "  scaling: none");
         } else {
@@ -723,8 +743,8 @@ static void emit(const imp *m, const char *name, int64_t max_tokens, const char 
         }
     }
     char wsrc[SRC + 32];
-    snprintf(wsrc, sizeof wsrc, "%s%s", m->window || !m->src_window[0] ? "" : "none here: ",
-             m->src_window);
+    snprintf(wsrc, sizeof wsrc, "%s%s",
+             m->window || !m->src_window[0] ? "" : "none here: ", m->src_window);
     line(o, wsrc, "sliding_window: %lld", (long long)m->window);
     line(o, m->src_softcap, "softcap: %s", g17(m->softcap, a));
     if (m->qk_norm == ATTN_QK_NORM_NONE) {

@@ -136,7 +136,8 @@ int cmd_run(int argc, char **argv) {
     }
     /* the jit engine loads the checkpoint straight into its block, in the
      * spec's dtype; the reference engine needs f32 weights */
-    if ((!use_jit && (st = attn_weights_load(&cfg, weights, prefix, &w, &m))) ||
+    if ((use_jit && (st = attn_weights_check(&cfg, weights, prefix, &m))) ||
+        (!use_jit && (st = attn_weights_load(&cfg, weights, prefix, &w, &m))) ||
         (st = attn_st_open(input, &xf, &m)) ||
         (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m))) {
         rc = runtime_error(st, &m);

@@ -323,6 +323,11 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
  * A missing tensor's message suggests the prefix under which it exists. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
+/* Checks that the checkpoint at path holds every tensor cfg needs (names,
+ * shapes, a loadable dtype; shards opened) without reading their values:
+ * the errors attn_weights_load would give, before any work. */
+ATTN_API attn_status attn_weights_check(const attn_config *cfg, const char *path,
+                                        const char *prefix, attn_msg *msg);
 /* The prefix of layer N's tensors in the checkpoint at path, into buf:
  * blk.N. for a GGUF file, else the module path of the layout's Hugging
  * Face model class (llama, phi3: model.layers.N.self_attn.; gptj:

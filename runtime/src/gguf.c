@@ -22,7 +22,7 @@
 
 #include "rt.h"
 
-#define GGUF_MAX_DIMS 4          /* GGML_MAX_DIMS */
+#define GGUF_MAX_DIMS 4 /* GGML_MAX_DIMS */
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_STRING (1u << 24) /* keys, names and string values */
 
@@ -33,17 +33,17 @@ static const struct ggml_type_info {
     const char *name;
     uint32_t blck, size;
 } ggml_types[] = {
-    {0, "F32", 1, 4},        {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},
-    {3, "Q4_1", 32, 20},     {6, "Q5_0", 32, 22},     {7, "Q5_1", 32, 24},
-    {8, "Q8_0", 32, 34},     {9, "Q8_1", 32, 36},     {10, "Q2_K", 256, 84},
-    {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},  {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66},
-    {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
-    {20, "IQ4_NL", 32, 18},  {21, "IQ3_S", 256, 110}, {22, "IQ2_S", 256, 82},
-    {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
-    {26, "I32", 1, 4},       {27, "I64", 1, 8},       {28, "F64", 1, 8},
-    {29, "IQ1_M", 256, 56},  {30, "BF16", 1, 2},      {34, "TQ1_0", 256, 54},
-    {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},
+    {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
+    {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},      {10, "Q2_K", 256, 84},
+    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66},
+    {17, "IQ2_XS", 256, 74},  {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
+    {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},  {22, "IQ2_S", 256, 82},
+    {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
+    {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},
+    {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},
+    {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
 };
 
 static const struct ggml_type_info *type_info(uint32_t id) {
@@ -166,8 +166,8 @@ static bool read_value(cursor *c, gguf_kv *kv) {
     snprintf(what, sizeof what, "value of '%.100s'", k);
     int sz = scalar_size(kv->type);
     if (sz < 0) {
-        c->st = rt_fail(c->m, ATTN_E_FORMAT, "%s: metadata '%s' has unknown type %u", c->g->path,
-                        k, kv->type);
+        c->st = rt_fail(c->m, ATTN_E_FORMAT, "%s: metadata '%s' has unknown type %u", c->g->path, k,
+                        kv->type);
         return false;
     }
     if (kv->type == ATTN_GGUF_STRING)
@@ -295,10 +295,10 @@ static bool read_tensor(cursor *c, attn_gguf_tensor *t, int i) {
     t->type_name = ti->name;
     t->nbytes = numel / ti->blck * ti->size;
     if (off % g->alignment) {
-        c->st = rt_fail(c->m, ATTN_E_FORMAT,
-                        "%s: tensor '%s': offset %llu is not a multiple of the alignment %llu",
-                        g->path, t->name, (unsigned long long)off,
-                        (unsigned long long)g->alignment);
+        c->st =
+            rt_fail(c->m, ATTN_E_FORMAT,
+                    "%s: tensor '%s': offset %llu is not a multiple of the alignment %llu", g->path,
+                    t->name, (unsigned long long)off, (unsigned long long)g->alignment);
         return false;
     }
     t->offset = off;
@@ -310,7 +310,8 @@ static attn_status parse(attn_gguf *g, attn_msg *m) {
     uint32_t magic = 0;
     uint64_t n_t = 0, n_kv = 0;
     if (!read_u32(&c, &magic, "magic") || magic != 0x46554747u) /* "GGUF" */
-        return c.st ? c.st : rt_fail(m, ATTN_E_FORMAT, "%s: not a GGUF file (no 'GGUF' magic)", g->path);
+        return c.st ? c.st
+                    : rt_fail(m, ATTN_E_FORMAT, "%s: not a GGUF file (no 'GGUF' magic)", g->path);
     if (!read_u32(&c, &g->version, "version"))
         return c.st;
     if (g->version != 2 && g->version != 3)
@@ -358,12 +359,14 @@ static attn_status parse(attn_gguf *g, attn_msg *m) {
         }
         g->n_tensors++;
         if (attn_gguf_find(g, g->t[i].name) != &g->t[i])
-            return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' appears twice", g->path, g->t[i].name);
+            return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' appears twice", g->path,
+                           g->t[i].name);
     }
     uint64_t data = (c.at + g->alignment - 1) / g->alignment * g->alignment;
     if (n_t && data > g->size)
-        return rt_fail(m, ATTN_E_FORMAT, "%s: the tensor data would start at byte %llu, past the "
-                                         "end of the file (%zu bytes)",
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: the tensor data would start at byte %llu, past the "
+                       "end of the file (%zu bytes)",
                        g->path, (unsigned long long)data, g->size);
     uint64_t avail = data <= g->size ? g->size - data : 0;
     span *sp = calloc(n_t + 1, sizeof *sp);
@@ -402,8 +405,8 @@ static attn_gguf *gguf_new(const char *name, attn_msg *m) {
     return g;
 }
 
-attn_status attn_gguf_open_memory(const void *data, size_t size, const char *name,
-                                  attn_gguf **out, attn_msg *m) {
+attn_status attn_gguf_open_memory(const void *data, size_t size, const char *name, attn_gguf **out,
+                                  attn_msg *m) {
     if ((!data && size) || !out)
         return rt_fail(m, ATTN_E_INVALID, "attn_gguf_open_memory: NULL argument");
     attn_gguf *g = gguf_new(name ? name : "<memory>", m);
@@ -527,8 +530,8 @@ static bool num_at(uint32_t t, const unsigned char *p, bool want_int, int64_t *i
 
 /* The value of key as a number: a scalar, or element `index` of an array
  * of numbers (per-layer values). */
-static bool get_num(const attn_gguf *g, const char *key, int64_t index, bool want_int,
-                    int64_t *iv, double *dv) {
+static bool get_num(const attn_gguf *g, const char *key, int64_t index, bool want_int, int64_t *iv,
+                    double *dv) {
     const gguf_kv *kv = find_kv(g, key);
     if (!kv)
         return false;

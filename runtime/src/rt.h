@@ -30,6 +30,9 @@ RT_HIDDEN void *rt_alloc_large(size_t bytes);
 /* Field by field (structs may differ in padding). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
 
+/* "[2, 3]": shape as messages print it, into buf. */
+RT_HIDDEN void rt_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+
 /* Number of elements of shape, or -1 if a dimension is negative or the
  * product overflows limit. */
 RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);

@@ -324,7 +324,7 @@ fail:
     return st;
 }
 
-static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+void rt_shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     size_t at = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < ndim && at < n; i++)
         at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
@@ -344,8 +344,8 @@ attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim, const
         same = t->shape[i] == shape[i];
     if (!same) {
         char want[160], got[160];
-        shape_str(want, sizeof want, ndim, shape);
-        shape_str(got, sizeof got, t->ndim, t->shape);
+        rt_shape_str(want, sizeof want, ndim, shape);
+        rt_shape_str(got, sizeof got, t->ndim, t->shape);
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path,
                        name, got, want);
     }
@@ -377,7 +377,7 @@ attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t co
                        (long long)cols);
     if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] != cols) {
         char got[160];
-        shape_str(got, sizeof got, t->ndim, t->shape);
+        rt_shape_str(got, sizeof got, t->ndim, t->shape);
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected [rows >= 1, %lld]",
                        f->path, name, got, (long long)cols);
     }

@@ -23,9 +23,9 @@ typedef struct shard {
 
 struct rt_src {
     char *path;
-    attn_st *st;  /* a single safetensors file */
-    attn_gguf *gg; /* a GGUF file */
-    cJSON *index;  /* a sharded checkpoint's index */
+    attn_st *st;      /* a single safetensors file */
+    attn_gguf *gg;    /* a GGUF file */
+    cJSON *index;     /* a sharded checkpoint's index */
     const cJSON *map; /* its weight_map */
     char *dir;        /* the index's directory, "/"-terminated */
     shard *shards;
@@ -134,7 +134,9 @@ const char *rt_src_path(const rt_src *s) {
 }
 
 int rt_src_count(const rt_src *s) {
-    return s->st ? attn_st_count(s->st) : s->gg ? attn_gguf_count(s->gg) : cJSON_GetArraySize(s->map);
+    return s->st   ? attn_st_count(s->st)
+           : s->gg ? attn_gguf_count(s->gg)
+                   : cJSON_GetArraySize(s->map);
 }
 
 const char *rt_src_name(const rt_src *s, int i) {
@@ -146,13 +148,20 @@ const char *rt_src_name(const rt_src *s, int i) {
 }
 
 static rt_elem elem_of(const char *type) {
-    return strcmp(type, "F32") == 0 ? RT_F32 : strcmp(type, "F16") == 0 ? RT_F16
-           : strcmp(type, "BF16") == 0 ? RT_BF16 : RT_OTHER;
+    return strcmp(type, "F32") == 0    ? RT_F32
+           : strcmp(type, "F16") == 0  ? RT_F16
+           : strcmp(type, "BF16") == 0 ? RT_BF16
+                                       : RT_OTHER;
 }
 
 static void from_st(const attn_st_info *i, const char *file, rt_tensor *t) {
-    *t = (rt_tensor){.name = i->name, .file = file, .type = i->dtype, .elem = elem_of(i->dtype),
-                     .ndim = i->ndim, .data = i->data, .nbytes = i->nbytes};
+    *t = (rt_tensor){.name = i->name,
+                     .file = file,
+                     .type = i->dtype,
+                     .elem = elem_of(i->dtype),
+                     .ndim = i->ndim,
+                     .data = i->data,
+                     .nbytes = i->nbytes};
     memcpy(t->shape, i->shape, sizeof t->shape);
 }
 
@@ -178,8 +187,7 @@ static attn_status get_shard(rt_src *s, const char *file, const char *tensor, at
     attn_status rc = attn_st_open(full, &st, &why);
     free(full);
     if (rc)
-        return rt_fail(m, rc, "%s: shard '%s' (holding '%s'): %s", s->path, file, tensor,
-                       why.text);
+        return rt_fail(m, rc, "%s: shard '%s' (holding '%s'): %s", s->path, file, tensor, why.text);
     char *copy = strdup(file);
     if (!copy) {
         attn_st_close(st);
@@ -201,10 +209,16 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
         const attn_gguf_tensor *g = attn_gguf_find(s->gg, name);
         if (!g)
             return ATTN_E_FORMAT;
-        *t = (rt_tensor){.name = g->name, .file = s->path, .type = g->type_name,
-                         .elem = g->type == 0 ? RT_F32 : g->type == 1 ? RT_F16
-                                 : g->type == 30 ? RT_BF16 : RT_OTHER,
-                         .ndim = g->ndim, .data = g->data, .nbytes = g->nbytes};
+        *t = (rt_tensor){.name = g->name,
+                         .file = s->path,
+                         .type = g->type_name,
+                         .elem = g->type == 0    ? RT_F32
+                                 : g->type == 1  ? RT_F16
+                                 : g->type == 30 ? RT_BF16
+                                                 : RT_OTHER,
+                         .ndim = g->ndim,
+                         .data = g->data,
+                         .nbytes = g->nbytes};
         for (int d = 0; d < g->ndim; d++) /* ggml: ne[0] fastest; here: outermost first */
             t->shape[d] = g->ne[g->ndim - 1 - d];
         return ATTN_OK;
@@ -218,8 +232,9 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
         return rc == ATTN_E_FORMAT ? ATTN_E_IO : rc; /* not "missing": the message says why */
     const attn_st_info *i = attn_st_find(st, name);
     if (!i)
-        return rt_fail(m, ATTN_E_IO, "%s: '%s' is in the weight_map, but its shard '%s' has no "
-                                     "such tensor",
+        return rt_fail(m, ATTN_E_IO,
+                       "%s: '%s' is in the weight_map, but its shard '%s' has no "
+                       "such tensor",
                        s->path, name, file->valuestring);
     /* names in messages are of the shard's file */
     from_st(i, file->valuestring, t);

@@ -251,14 +251,6 @@ static void convert(rt_elem from, const unsigned char *src, attn_dtype to, void 
     }
 }
 
-static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
-    size_t at = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < ndim && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (at < n)
-        snprintf(buf + at, n - at, "]");
-}
-
 static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, const char *name,
                            const char *local, attn_msg *m) {
     char other[400];
@@ -309,8 +301,8 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
         same = t.shape[d] == want[d];
     if (!same) {
         char w[96], g[160];
-        shape_str(w, sizeof w, nd, want);
-        shape_str(g, sizeof g, t.ndim, t.shape);
+        rt_shape_str(w, sizeof w, nd, want);
+        rt_shape_str(g, sizeof g, t.ndim, t.shape);
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s%s", t.file,
                        name, g, w, gguf ? " (outermost first: GGUF's ne reversed)" : "");
     }
@@ -319,6 +311,8 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
                                          "F16 and BF16",
                        t.file, name, t.type,
                        gguf && t.type[0] == 'Q' ? "quantized weights are not supported yet; " : "");
+    if (!dst) /* checking only */
+        return ATTN_OK;
     int64_t cols = nd == 2 ? want[1] : 1, rows = (int64_t)w_numel(c, i) / cols;
     size_t es = elem_size(t.elem), ds = attn_dtype_size(to);
     for (int64_t r = 0; r < rows; r++) {
@@ -414,6 +408,21 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
 fail:
     rt_src_close(s);
     attn_weights_free(w);
+    return st;
+}
+
+attn_status attn_weights_check(const attn_config *cfg, const char *path, const char *prefix,
+                               attn_msg *m) {
+    if (!cfg || !path)
+        return rt_fail(m, ATTN_E_INVALID, "attn_weights_check: NULL argument");
+    rt_src *s = NULL;
+    attn_status st = attn_config_check(cfg, m);
+    if (st || (st = rt_src_open(path, &s, m)))
+        return st;
+    for (int i = 0; i < W_COUNT && !st; i++)
+        if (w_numel(cfg, i))
+            st = gather_one(s, cfg, prefix, i, false, ATTN_DTYPE_F32, NULL, m);
+    rt_src_close(s);
     return st;
 }
 

@@ -64,8 +64,9 @@ static void cli_usage_errors_exit_1(void **state) {
 
 static void cli_every_command_has_help(void **state) {
     fixture *f = *state;
-    const char *cmds[] = {"check", "run", "gen-weights", "gen-input"};
-    for (int i = 0; i < 4; i++) {
+    const char *cmds[] = {"check",       "ir",        "compile", "run",     "import",
+                          "gen-weights", "gen-input", "bench",   "roofline"};
+    for (int i = 0; i < 9; i++) {
         assert_int_equal(ATTNC(f, cmds[i], "--help"), 0);
         char *s = captured(f->out);
         assert_non_null(strstr(s, "usage: attnc"));

@@ -17,18 +17,8 @@ typedef cli_fixture fixture;
 
 #define ATTNC(f, ...) run_cmd((const char *[]){ATTNC_BIN, __VA_ARGS__, NULL}, (f)->out, (f)->err)
 
-static char *captured(const char *path) {
-    char *s = read_file(path, NULL);
-    assert_non_null(s);
-    return s;
-}
-
-static void assert_stderr_has(fixture *f, const char *want) {
-    char *s = captured(f->err);
-    if (!strstr(s, want))
-        fail_msg("stderr lacks '%s':\n%s", want, s);
-    free(s);
-}
+#define captured file_text
+#define assert_stderr_has(f, want) assert_file_has((f)->err, want)
 
 /* attnc check's output of spec */
 static char *checked(fixture *f, const char *spec) {
@@ -201,9 +191,8 @@ static void run_finds_a_layer_in_shards_and_gguf(void **state) {
     fixture *f = *state;
     const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
     const char *y = path_in(f->dir, "y.safetensors"), *y2 = path_in(f->dir, "y2.safetensors");
-    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "--prefix",
-                           "model.layers.7.self_attn.", "-o", w),
-                     0);
+    assert_int_equal(
+        ATTNC(f, "gen-weights", SPEC("seed"), "--prefix", "model.layers.7.self_attn.", "-o", w), 0);
     assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "5", "-o", x), 0);
     assert_int_equal(
         ATTNC(f, "run", SPEC("seed"), "--weights", w, "--layer", "7", "--input", x, "-o", y), 0);
@@ -216,8 +205,7 @@ static void run_finds_a_layer_in_shards_and_gguf(void **state) {
         "\"model.layers.7.self_attn.o_proj.weight\": \"w.safetensors\"}}";
     write_file(idx, text, strlen(text));
     assert_int_equal(
-        ATTNC(f, "run", SPEC("seed"), "--weights", idx, "--layer", "7", "--input", x, "-o", y2),
-        0);
+        ATTNC(f, "run", SPEC("seed"), "--weights", idx, "--layer", "7", "--input", x, "-o", y2), 0);
     size_t n1, n2;
     char *a = read_file(y, &n1), *b = read_file(y2, &n2);
     assert_true(n1 == n2 && memcmp(a, b, n1) == 0);
@@ -225,8 +213,7 @@ static void run_finds_a_layer_in_shards_and_gguf(void **state) {
     free(b);
     /* the wrong layer: the message says where the tensors are */
     assert_int_equal(
-        ATTNC(f, "run", SPEC("seed"), "--weights", idx, "--layer", "0", "--input", x, "-o", y2),
-        2);
+        ATTNC(f, "run", SPEC("seed"), "--weights", idx, "--layer", "0", "--input", x, "-o", y2), 2);
     assert_stderr_has(f, "missing tensor 'model.layers.0.self_attn.q_proj.weight'; did you mean "
                          "--prefix model.layers.7.self_attn.?");
     assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", idx, "--layer", "0", "--prefix",

@@ -80,9 +80,8 @@ static float *run(attnc_jit *jit, const char *path, const char *prefix, const at
     assert_int_equal(attn_seq_new(cache, &seq), ATTN_OK);
     for (int64_t at = 0; at < T;) {
         int32_t n = at == 0 ? 7 : 1;
-        assert_int_equal(attn_forward(b, cache, 1, &seq, &n, x + at * c->d_model,
-                                      y + at * c->d_model),
-                         ATTN_OK);
+        assert_int_equal(
+            attn_forward(b, cache, 1, &seq, &n, x + at * c->d_model, y + at * c->d_model), ATTN_OK);
         at += n;
     }
     attn_cache_free(cache);
@@ -124,13 +123,15 @@ static float *fuse(const attn_config *c, attn_layout l, const float *q, const fl
 }
 
 /* Writes w in layout l under prefix, stored as dtype. */
-static void write_layout(const char *path, const attn_weights *w, attn_layout l,
-                         const char *prefix, attn_dtype dtype) {
+static void write_layout(const char *path, const attn_weights *w, attn_layout l, const char *prefix,
+                         attn_dtype dtype) {
     const attn_config *c = &w->cfg;
     int64_t D = c->d_model, qd = c->heads * c->head_dim, kvd = c->kv_groups * c->head_dim;
     static const char *const fused_name[ATTN_LAYOUT_COUNT] = {
-        [ATTN_LAYOUT_NEOX] = "query_key_value", [ATTN_LAYOUT_FALCON] = "query_key_value",
-        [ATTN_LAYOUT_PHI3] = "qkv_proj", [ATTN_LAYOUT_BLOOM] = "query_key_value"};
+        [ATTN_LAYOUT_NEOX] = "query_key_value",
+        [ATTN_LAYOUT_FALCON] = "query_key_value",
+        [ATTN_LAYOUT_PHI3] = "qkv_proj",
+        [ATTN_LAYOUT_BLOOM] = "query_key_value"};
     static const char *const o_name[ATTN_LAYOUT_COUNT] = {
         [ATTN_LAYOUT_LLAMA] = "o_proj", [ATTN_LAYOUT_GPTJ] = "out_proj",
         [ATTN_LAYOUT_NEOX] = "dense",   [ATTN_LAYOUT_FALCON] = "dense",
@@ -139,11 +140,11 @@ static void write_layout(const char *path, const attn_weights *w, attn_layout l,
     attn_st_tensor t[10];
     float *owned[2] = {0};
     int n = 0;
-#define ADD(nm, nd, s0, s1, p)                                                                  \
-    do {                                                                                       \
-        snprintf(names[n], sizeof names[n], "%s%s", prefix, nm);                               \
-        t[n] = (attn_st_tensor){names[n], dtype, nd, {s0, s1}, p};                             \
-        n++;                                                                                   \
+#define ADD(nm, nd, s0, s1, p)                                                                     \
+    do {                                                                                           \
+        snprintf(names[n], sizeof names[n], "%s%s", prefix, nm);                                   \
+        t[n] = (attn_st_tensor){names[n], dtype, nd, {s0, s1}, p};                                 \
+        n++;                                                                                       \
     } while (0)
     if (fused_name[l]) {
         char nm[64];
@@ -180,6 +181,49 @@ static void write_layout(const char *path, const attn_weights *w, attn_layout l,
         fail_msg("%s", m.text);
     free(owned[0]);
     free(owned[1]);
+}
+
+/* The tensors of the single file at path, split over two shards beside
+ * it (odd and even tensors) plus the index naming them: its path. */
+static void shard_copy(const char *path, const char *dir, const char *tag, char *index,
+                       size_t index_n) {
+    attn_st *f = NULL;
+    attn_msg m;
+    assert_int_equal(attn_st_open(path, &f, &m), ATTN_OK);
+    int n = attn_st_count(f);
+    attn_st_tensor t[2][16];
+    float *data[16];
+    int k[2] = {0, 0};
+    char json[8192];
+    int at = snprintf(json, sizeof json, "{\"weight_map\": {");
+    for (int i = 0; i < n && i < 16; i++) {
+        const attn_st_info *info = attn_st_get(f, i);
+        size_t numel = 1;
+        for (int d = 0; d < info->ndim; d++)
+            numel *= (size_t)info->shape[d];
+        data[i] = malloc(numel * sizeof(float));
+        assert_int_equal(attn_st_read_f32(f, info->name, info->ndim, info->shape, data[i], &m),
+                         ATTN_OK);
+        attn_dtype dt = strcmp(info->dtype, "F32") == 0   ? ATTN_DTYPE_F32
+                        : strcmp(info->dtype, "F16") == 0 ? ATTN_DTYPE_F16
+                                                          : ATTN_DTYPE_BF16;
+        attn_st_tensor *e = &t[i % 2][k[i % 2]++];
+        *e = (attn_st_tensor){info->name, dt, info->ndim, {0}, data[i]};
+        memcpy(e->shape, info->shape, sizeof e->shape);
+        at += snprintf(json + at, sizeof json - (size_t)at, "%s\"%s\": \"%s-%d.safetensors\"",
+                       i ? ", " : "", info->name, tag, i % 2);
+    }
+    snprintf(json + at, sizeof json - (size_t)at, "}}");
+    for (int s = 0; s < 2; s++) {
+        char shard[1024];
+        snprintf(shard, sizeof shard, "%s/%s-%d.safetensors", dir, tag, s);
+        assert_int_equal(attn_st_write(shard, t[s], k[s], &m), ATTN_OK);
+    }
+    snprintf(index, index_n, "%s/%s.index.json", dir, tag);
+    write_file(index, json, strlen(json));
+    for (int i = 0; i < n && i < 16; i++)
+        free(data[i]);
+    attn_st_close(f);
 }
 
 static attn_config layout_config(attn_layout l, int64_t heads, int64_t kv, attn_dtype dt) {
@@ -263,6 +307,12 @@ static void every_layout_loads_bit_for_bit(void **state) {
             float *y_mem = run(jit, NULL, NULL, w, NULL, NULL, 0);
             assert_same(y_file, y_mem, (size_t)(T * c.d_model), c.name);
             free(y_file);
+            /* the same layout, sharded */
+            char index[1024];
+            shard_copy(path, f->dir, c.name, index, sizeof index);
+            y_file = run(jit, index, "model.layers.3.attn.", NULL, NULL, NULL, 0);
+            assert_same(y_file, y_mem, (size_t)(T * c.d_model), index);
+            free(y_file);
             free(y_mem);
             attnc_jit_free(jit);
             attn_weights_free(back);
@@ -308,11 +358,12 @@ static void sharded_index_loads_as_one_file(void **state) {
     char index[4096];
     int at = snprintf(index, sizeof index, "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {");
     for (int i = 0; i < 4; i++)
-        at += snprintf(index + at, sizeof index - (size_t)at, "\"%s\": \"model-00001-of-00002.safetensors\", ",
-                       a[i].name);
+        at += snprintf(index + at, sizeof index - (size_t)at,
+                       "\"%s\": \"model-00001-of-00002.safetensors\", ", a[i].name);
     for (int i = 0; i < 5; i++)
-        at += snprintf(index + at, sizeof index - (size_t)at, "\"%s\": \"model-00002-of-00002.safetensors\"%s",
-                       b[i].name, i < 4 ? ", " : "}}");
+        at += snprintf(index + at, sizeof index - (size_t)at,
+                       "\"%s\": \"model-00002-of-00002.safetensors\"%s", b[i].name,
+                       i < 4 ? ", " : "}}");
     char ipath[1024];
     snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", f->dir);
     write_file(ipath, index, strlen(index));
@@ -406,7 +457,8 @@ static void write_gguf_layer(const char *path, const attn_weights *w, attn_dtype
         memcpy(qkv + qd * D, k, (size_t)(kvd * D) * 4);
         memcpy(qkv + (qd + kvd) * D, w->wv, (size_t)(kvd * D) * 4);
         data[n] = stored(qkv, (size_t)((qd + 2 * kvd) * D), dt, &nb);
-        t[n] = (test_gguf_tensor){"blk.2.attn_qkv.weight", ggml_type_of[dt], 2, {qd + 2 * kvd, D}, data[n], nb};
+        t[n] = (test_gguf_tensor){"blk.2.attn_qkv.weight", ggml_type_of[dt], 2,
+                                  {qd + 2 * kvd, D},       data[n],          nb};
         n++;
         free(qkv);
     } else {
@@ -414,11 +466,16 @@ static void write_gguf_layer(const char *path, const attn_weights *w, attn_dtype
         t[n] = (test_gguf_tensor){"blk.2.attn_q.weight", ggml_type_of[dt], 2, {qd, D}, data[n], nb};
         n++;
         data[n] = stored(k, (size_t)(kvd * D), dt, &nb);
-        t[n] = (test_gguf_tensor){"blk.2.attn_k.weight", ggml_type_of[dt], 2, {kvd, D}, data[n], nb};
+        t[n] =
+            (test_gguf_tensor){"blk.2.attn_k.weight", ggml_type_of[dt], 2, {kvd, D}, data[n], nb};
         n++;
         data[n] = stored(w->wv, (size_t)(kvd * D), dt, &nb);
-        t[n] = (test_gguf_tensor){"blk.2.attn_v.weight", extra_type ? extra_type : ggml_type_of[dt],
-                                  2, {kvd, D}, data[n], extra_type ? (size_t)(kvd * D / 32 * 34) : nb};
+        t[n] = (test_gguf_tensor){"blk.2.attn_v.weight",
+                                  extra_type ? extra_type : ggml_type_of[dt],
+                                  2,
+                                  {kvd, D},
+                                  data[n],
+                                  extra_type ? (size_t)(kvd * D / 32 * 34) : nb};
         if (extra_type) { /* Q8_0: 34 bytes a block of 32 */
             free(data[n]);
             data[n] = calloc((size_t)(kvd * D / 32 * 34), 1);
@@ -427,7 +484,8 @@ static void write_gguf_layer(const char *path, const attn_weights *w, attn_dtype
         n++;
     }
     data[n] = stored(w->wo, (size_t)(D * qd), dt, &nb);
-    t[n] = (test_gguf_tensor){"blk.2.attn_output.weight", ggml_type_of[dt], 2, {D, qd}, data[n], nb};
+    t[n] =
+        (test_gguf_tensor){"blk.2.attn_output.weight", ggml_type_of[dt], 2, {D, qd}, data[n], nb};
     n++;
     if (c->sinks) {
         data[n] = stored(w->sinks, (size_t)c->heads, ATTN_DTYPE_F32, &nb);
@@ -557,6 +615,10 @@ static void layout_errors_name_the_tensor(void **state) {
              "(weights.layout falcon)",
              path);
     assert_string_equal(m.text, want);
+    attn_msg m2;
+    assert_int_equal(attn_weights_check(&c, path, "transformer.h.0.self_attention.", &m2),
+                     ATTN_E_FORMAT);
+    assert_string_equal(m2.text, want); /* the same, without reading a value */
     /* a fused tensor of the wrong height (an MHA tensor for a GQA spec) */
     attn_config mha = layout_config(ATTN_LAYOUT_FALCON, 6, 6, ATTN_DTYPE_F32);
     attn_weights *w6 = NULL;

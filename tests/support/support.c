@@ -307,3 +307,17 @@ void *to_half(const float *x, size_t n, bool bf16) {
     }
     return h;
 }
+
+char *file_text(const char *path) {
+    char *s = read_file(path, NULL);
+    if (!s)
+        fail_msg("cannot read %s", path);
+    return s;
+}
+
+void assert_file_has(const char *path, const char *want) {
+    char *s = file_text(path);
+    if (!strstr(s, want))
+        fail_msg("%s lacks '%s':\n%s", path, want, s);
+    free(s);
+}

@@ -37,6 +37,11 @@ typedef struct cli_fixture {
 int cli_fixture_setup(void **state);
 int cli_fixture_teardown(void **state);
 
+/* The text of a file (fails the test if it cannot be read), malloc'd;
+ * and a check that it contains want (the file is printed otherwise). */
+char *file_text(const char *path);
+void assert_file_has(const char *path, const char *want);
+
 /* A small valid config; callers change fields, then attn_config_check. */
 attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model);
 
