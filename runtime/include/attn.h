@@ -341,7 +341,8 @@ ATTN_API attn_status attn_layer_prefix(const attn_config *c, const char *path, i
 ATTN_API attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *msg);
 /* The same for any f32 array; what names it in the message. */
 ATTN_API attn_status attn_check_finite(const float *x, size_t n, const char *what, attn_msg *msg);
-/* Writes w under the same names, stored as dtype, atomically. */
+/* Writes w as a checkpoint of w->cfg's layout (the names and fused row
+ * orders attn_weights_load reads), stored as dtype, atomically. */
 ATTN_API attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtype dtype,
                                        const char *prefix, attn_msg *msg);
 ATTN_API void attn_weights_free(attn_weights *w);

@@ -448,27 +448,54 @@ attn_status attn_layer_prefix(const attn_config *c, const char *path, int64_t la
     return ATTN_OK;
 }
 
-static bool full_name(char *buf, size_t n, const char *prefix, int i) {
-    return (size_t)snprintf(buf, n, "%s%s", prefix ? prefix : "", w_names[i]) < n;
-}
-
 attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtype dtype,
                               const char *prefix, attn_msg *m) {
     if (!w || !path || (unsigned)dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_INVALID, "attn_weights_save: bad argument");
+    const attn_config *c = &w->cfg;
     attn_st_tensor t[W_COUNT];
     char names[W_COUNT][512];
+    float *fused[2] = {NULL, NULL}; /* q/k/v weights and biases of a fused layout */
     int n = 0;
-    for (int i = 0; i < W_COUNT; i++) {
+    attn_status st = ATTN_OK;
+    for (int i = 0; i < W_COUNT && !st; i++) {
         int64_t sh[2] = {0, 0};
-        int nd = w_shape(&w->cfg, i, sh);
-        if (!nd)
+        int nd = w_shape(c, i, sh), which;
+        const char *local = source_name(c, false, i, false, &which);
+        if (!nd || which > 0) /* a fused tensor is written with its q part */
             continue;
-        if (!full_name(names[n], sizeof names[n], prefix, i))
-            return rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(prefix));
+        const float *data = *slot((attn_weights *)w, i);
+        if (which == 0) { /* q, k and v rows where the family's file keeps them */
+            bool bias = i == B_Q;
+            int64_t cols = bias ? 1 : c->d_model;
+            int64_t rows[3] = {c->heads * c->head_dim, c->kv_groups * c->head_dim,
+                               c->kv_groups * c->head_dim};
+            float *f = malloc((size_t)((rows[0] + 2 * rows[1]) * cols) * sizeof *f);
+            if (!(fused[bias] = f)) {
+                st = rt_fail(m, ATTN_E_NOMEM, "out of memory writing %s", local);
+                break;
+            }
+            for (int part = 0; part < 3; part++) {
+                const float *src = *slot((attn_weights *)w, (bias ? B_Q : W_Q) + part);
+                for (int64_t r = 0; r < rows[part]; r++)
+                    memcpy(f + qkv_row(c, false, part, r) * cols, src + r * cols,
+                           (size_t)cols * sizeof *f);
+            }
+            sh[0] = rows[0] + 2 * rows[1];
+            data = f;
+        }
+        if ((size_t)snprintf(names[n], sizeof names[n], "%s%s", prefix ? prefix : "", local) >=
+            sizeof names[n]) {
+            st = rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(prefix));
+            break;
+        }
         t[n] = (attn_st_tensor){.name = names[n], .dtype = dtype, .ndim = nd,
-                                .shape = {sh[0], sh[1]}, .data = *slot((attn_weights *)w, i)};
+                                .shape = {sh[0], sh[1]}, .data = data};
         n++;
     }
-    return attn_st_write(path, t, n, m);
+    if (!st)
+        st = attn_st_write(path, t, n, m);
+    free(fused[0]);
+    free(fused[1]);
+    return st;
 }

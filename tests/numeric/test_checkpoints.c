@@ -307,6 +307,23 @@ static void every_layout_loads_bit_for_bit(void **state) {
             float *y_mem = run(jit, NULL, NULL, w, NULL, NULL, 0);
             assert_same(y_file, y_mem, (size_t)(T * c.d_model), c.name);
             free(y_file);
+            /* attn_weights_save writes the layout as the family's file does:
+             * the tensors equal the ones written here, and load back */
+            char saved[1024];
+            snprintf(saved, sizeof saved, "%s/%s_saved.safetensors", f->dir, c.name);
+            assert_int_equal(attn_weights_save(w, saved, dts[d][1], "model.layers.3.attn.", &m),
+                             ATTN_OK);
+            attn_st *sa = NULL, *sb = NULL;
+            assert_int_equal(attn_st_open(path, &sa, &m), ATTN_OK);
+            assert_int_equal(attn_st_open(saved, &sb, &m), ATTN_OK);
+            assert_int_equal(attn_st_count(sa), attn_st_count(sb));
+            for (int k = 0; k < attn_st_count(sa); k++) {
+                const attn_st_info *ta = attn_st_get(sa, k), *tb = attn_st_find(sb, ta->name);
+                if (!tb || tb->nbytes != ta->nbytes || memcmp(ta->data, tb->data, ta->nbytes))
+                    fail_msg("%s: tensor '%s' differs from the family's layout", saved, ta->name);
+            }
+            attn_st_close(sa);
+            attn_st_close(sb);
             /* the same layout, sharded */
             char index[1024];
             shard_copy(path, f->dir, c.name, index, sizeof index);
