@@ -646,6 +646,19 @@ static void layout_errors_name_the_tensor(void **state) {
              "%s: tensor 'query_key_value.weight' has shape [288, 48], expected [160, 48]", path);
     assert_string_equal(m.text, want);
     assert_null(back);
+    /* NaN in a fused tensor: refused on request, naming the file's element */
+    w->wv[5] = NAN; /* v row 0 of group 0: fused row (6/2) * 16 + 16 */
+    write_layout(path, w, ATTN_LAYOUT_FALCON, "", ATTN_DTYPE_F32);
+    attnc_jit *jit = compile(f, &c);
+    attn_block *b = NULL;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
+    assert_int_equal(attn_block_load(b, path, "", ATTN_LOAD_CHECK_FINITE), ATTN_E_FORMAT);
+    snprintf(want, sizeof want, "%s: tensor 'query_key_value.weight' holds NaN at element %d",
+             path, (3 * 16 + 16) * 48 + 5);
+    assert_string_equal(attn_block_error(b), want);
+    assert_int_equal(attn_block_load(b, path, "", 0), ATTN_OK); /* used as it is */
+    attn_block_free(b);
+    attnc_jit_free(jit);
     attn_weights_free(w6);
     attn_weights_free(w);
 }
