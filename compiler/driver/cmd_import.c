@@ -509,6 +509,51 @@ static bool has_tensor(const attn_gguf *g, int64_t layer, const char *name) {
     return attn_gguf_find(g, n) != NULL;
 }
 
+/* Llama 3.1 and 3.2 GGUF files carry their RoPE scaling as one divisor
+ * per frequency, tensor rope_freqs.weight (convert_hf_to_gguf.py
+ * LlamaModel.generate_extra_tensors: 1 above the high-frequency
+ * wavelength, factor below the low one, 1 / ((1 - smooth) / factor +
+ * smooth) between). The converter's parameters other than factor are
+ * low_freq_factor 1, high_freq_factor 4, original context 8192 unless the
+ * config said otherwise, which the file does not record: those are taken,
+ * factor is the largest divisor, and every divisor must then match the
+ * llama3 formula, else the file is refused. */
+static int llama3_from_factors(imp *m, const attn_gguf_tensor *rf) {
+    int64_t half = m->rotary_dim / 2;
+    if (rf->type != 0 || rf->ndim != 1 || rf->ne[0] != half || half < 1)
+        return fail(m, "rope_freqs.weight must be F32 [%lld] (rotary_dim / 2)", (long long)half);
+    const float *div = rf->data;
+    attn_config c = {.rope_style = ATTN_ROPE_HALF, .rope_base = m->base, .rotary_dim = m->rotary_dim,
+                     .rope_scaling = ATTN_SCALING_LLAMA3, .rope_factor = 1,
+                     .rope_low_freq_factor = 1, .rope_high_freq_factor = 4,
+                     .rope_original_max_position = 8192};
+    for (int64_t i = 0; i < half; i++)
+        c.rope_factor = div[i] > c.rope_factor ? div[i] : c.rope_factor;
+    double *f = malloc((size_t)half * sizeof *f), *f0 = malloc((size_t)half * sizeof *f0);
+    if (!f || !f0) {
+        free(f), free(f0);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
+    attn_rope_inv_freq(&c, f);
+    c.rope_scaling = ATTN_SCALING_NONE;
+    attn_rope_inv_freq(&c, f0);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < half && bad < 0; i++)
+        if (fabs(f0[i] / f[i] - div[i]) > 1e-5 * div[i])
+            bad = i;
+    free(f), free(f0);
+    if (bad >= 0)
+        return fail(m, "rope_freqs.weight[%lld] = %g is not Llama 3's scaling with factor %g, "
+                       "low_freq_factor 1, high_freq_factor 4, original context 8192; import "
+                       "the model's config.json instead",
+                    (long long)bad, div[bad], c.rope_factor);
+    m->scaling = ATTN_SCALING_LLAMA3;
+    m->factor = c.rope_factor, m->low = 1, m->high = 4, m->orig = 8192;
+    snprintf(m->src_scaling, sizeof m->src_scaling,
+             "rope_freqs.weight: llama3 divisors, each matched to this scaling");
+    return EXIT_OK;
+}
+
 static int from_gguf(imp *m, const char *path) {
     attn_gguf *g = NULL;
     attn_msg msg = {{0}};
@@ -581,12 +626,9 @@ static int from_gguf(imp *m, const char *path) {
     g_float(g, arch, "rope.freq_base", &m->base, m->src_base, sizeof m->src_base);
     m->rotary_dim = m->head_dim;
     g_int(g, arch, "rope.dimension_count", 0, &m->rotary_dim, m->src_rot, sizeof m->src_rot);
-    if (attn_gguf_find(g, "rope_freqs.weight")) {
-        rc = fail(m, "rope_freqs.weight: per-dimension RoPE factors (Llama 3.1's scaling, baked "
-                     "by the converter) cannot be read back into a spec; import the model's "
-                     "config.json instead");
+    const attn_gguf_tensor *rf = attn_gguf_find(g, "rope_freqs.weight");
+    if (rf && (rc = llama3_from_factors(m, rf)))
         goto done;
-    }
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     if (attn_gguf_get_str(g, key, &s, &sl) && !(sl == 4 && memcmp(s, "none", 4) == 0)) {

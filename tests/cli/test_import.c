@@ -4,6 +4,7 @@
  * GGUF metadata imports with llama.cpp's conventions; fields attnc cannot
  * express are errors naming the field; --layer finds a layer in a sharded
  * index and in a GGUF file. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,11 +174,28 @@ static void gguf_metadata_imports_with_llama_cpp_conventions(void **state) {
         !strstr(spec, "head_dim: 64") || !strstr(spec, "base: 500000"))
         fail_msg("unexpected import:\n%s", spec);
     free(spec);
-    /* Llama 3.1's baked frequency factors and unknown architectures: errors */
-    test_gguf_tensor rf[] = {{"rope_freqs.weight", 0, 1, {32}, w, 32 * 4}};
-    write_gguf(lg, lk, 5, rf, 1, 32);
+    /* Llama 3.1's scaling baked into divisors, as llama.cpp's converter
+     * writes them (factor 8, low 1, high 4, original context 8192) */
+    float div[32];
+    for (int i = 0; i < 32; i++) {
+        float fr = (float)(1.0 / pow(500000.0, (double)(2 * i) / 64.0));
+        double wl = 2 * 3.14159265358979323846 / fr, smooth = (8192.0 / wl - 1) / (4 - 1);
+        div[i] = wl < 8192.0 / 4 ? 1.0f : wl > 8192.0 ? 8.0f : (float)(1 / ((1 - smooth) / 8 + smooth));
+    }
+    test_gguf_tensor rf[] = {{"rope_freqs.weight", 0, 1, {32}, div, 32 * 4}, t[0]};
+    write_gguf(lg, lk, 5, rf, 2, 32);
+    assert_int_equal(ATTNC(f, "import", lg, "-o", out), 0);
+    spec = captured(out);
+    if (!strstr(spec, "type: llama3") || !strstr(spec, "factor: 8\n") ||
+        !strstr(spec, "high_freq_factor: 4\n") || !strstr(spec, "original_max_position: 8192"))
+        fail_msg("unexpected import:\n%s", spec);
+    free(spec);
+    div[15] *= 1.01f; /* between the bounds, off the formula: refused */
+    write_gguf(lg, lk, 5, rf, 2, 32);
     assert_int_equal(ATTNC(f, "import", lg, "-o", out), 2);
-    assert_stderr_has(f, "rope_freqs.weight: per-dimension RoPE factors");
+    assert_stderr_has(f, "rope_freqs.weight[15] = ");
+    assert_stderr_has(f, "is not Llama 3's scaling with factor 8,");
+    /* unknown architectures */
     test_gguf_kv mk[] = {{"general.architecture", ATTN_GGUF_STRING, 0, 0, "mamba", NULL, 0}};
     write_gguf(lg, mk, 1, t, 1, 32);
     assert_int_equal(ATTNC(f, "import", lg, "-o", out), 2);
