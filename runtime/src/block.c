@@ -75,6 +75,30 @@ static void *stage_map(size_t bytes) {
 /* Fills dst (rt_weight_numel elements of rt_weight_dtype) with weight id. */
 typedef attn_status (*stage_fn)(void *ctx, const attn_config *c, int id, void *dst, attn_msg *m);
 
+static size_t weight_bytes(const attn_config *c, int id) {
+    return rt_weight_numel(c, id) * attn_dtype_size(rt_weight_dtype(c, id));
+}
+
+/* Weight id staged into fresh memory at *out: kept by the block when
+ * forwards read it (keep), else mapped, for packing only. */
+static attn_status stage_one(attn_block *b, stage_fn stage, void *ctx, int id, bool keep,
+                             void **out) {
+    size_t bytes = weight_bytes(&b->cfg, id);
+    if (!bytes)
+        return rt_fail(&b->error, ATTN_E_INVALID,
+                       "the kernels need weight %d, which the configuration does not have", id);
+    if (!(*out = keep ? rt_alloc_large(bytes) : stage_map(bytes)))
+        return rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %d", id);
+    return stage(ctx, &b->cfg, id, *out, &b->error);
+}
+
+static void unstage(const attn_config *c, int id, bool keep, void *p) {
+    if (keep)
+        free(p);
+    else if (p)
+        munmap(p, weight_bytes(c, id));
+}
+
 /* Runs the table's load steps, staging each weight just before the first
  * step that packs it and freeing it after the last (unless forwards read
  * it too): the i-th load step packs the i-th packed buffer from the weight
@@ -83,9 +107,7 @@ typedef attn_status (*stage_fn)(void *ctx, const attn_config *c, int id, void *d
  * weights and panels are replaced; on failure nothing changed. */
 static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
     const attn_kernels *k = b->k;
-    const attn_config *c = &b->cfg;
     void *staged[ATTN_WEIGHT_COUNT] = {0}, *packed[ATTN_MAX_BUFFERS] = {0};
-    size_t mapped[ATTN_WEIGHT_COUNT] = {0}; /* bytes of staged[i] when mapped */
     int pk[ATTN_MAX_BUFFERS], npk = 0, last[ATTN_WEIGHT_COUNT];
     bool at_run[ATTN_WEIGHT_COUNT] = {0};
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
@@ -103,24 +125,9 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
         if (k->steps[si].phase != ATTN_PHASE_LOAD)
             continue;
         const attn_buffer_desc *pd = &k->buffers[pk[li]];
-        uint32_t id = pd->weight;
-        size_t n = rt_weight_numel(c, (int)id);
-        if (!staged[id]) {
-            if (!n) {
-                st = rt_fail(&b->error, ATTN_E_INVALID, "the kernels need weight %u, which the "
-                                                        "configuration does not have", id);
-                break;
-            }
-            size_t bytes = n * attn_dtype_size(rt_weight_dtype(c, (int)id));
-            staged[id] = at_run[id] ? rt_alloc_large(bytes) : stage_map(bytes);
-            mapped[id] = at_run[id] || !staged[id] ? 0 : bytes;
-            if (!staged[id]) {
-                st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %u", id);
-                break;
-            }
-            if ((st = stage(ctx, c, (int)id, staged[id], &b->error)))
-                break;
-        }
+        int id = (int)pd->weight;
+        if (!staged[id] && (st = stage_one(b, stage, ctx, id, at_run[id], &staged[id])))
+            break;
         if (pd->c < 0 || pd->s || pd->t || pd->st ||
             !(packed[pk[li]] = rt_alloc_large((size_t)pd->c * sizeof(float)))) {
             st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory packing weights");
@@ -133,33 +140,20 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
 #pragma omp parallel num_threads(b->n_threads)
         fn(&args, (uint32_t)omp_get_thread_num(), (uint32_t)omp_get_num_threads());
         if (last[id] == li && !at_run[id]) {
-            munmap(staged[id], mapped[id]);
+            unstage(&b->cfg, id, false, staged[id]);
             staged[id] = NULL;
         }
         li++;
     }
-    for (int id = 0; st == ATTN_OK && id < ATTN_WEIGHT_COUNT; id++) {
-        if (!at_run[id] || staged[id])
-            continue;
-        size_t n = rt_weight_numel(c, id);
-        if (!n)
-            st = rt_fail(&b->error, ATTN_E_INVALID,
-                         "the kernels need weight %d, which the configuration does not have", id);
-        else if (!(staged[id] = rt_alloc_large(n * attn_dtype_size(rt_weight_dtype(c, id)))))
-            st = rt_fail(&b->error, ATTN_E_NOMEM, "out of memory staging weight %d", id);
-        else
-            st = stage(ctx, c, id, staged[id], &b->error);
-    }
+    for (int id = 0; st == ATTN_OK && id < ATTN_WEIGHT_COUNT; id++)
+        if (at_run[id] && !staged[id])
+            st = stage_one(b, stage, ctx, id, true, &staged[id]);
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
-        if (mapped[j] && staged[j]) { /* load-only, left after a failure */
-            munmap(staged[j], mapped[j]);
-            staged[j] = NULL;
-        }
         if (st == ATTN_OK) {
             free(b->weight[j]);
-            b->weight[j] = staged[j];
+            b->weight[j] = staged[j]; /* only weights forwards read are left */
         } else {
-            free(staged[j]);
+            unstage(&b->cfg, j, at_run[j], staged[j]);
         }
     }
     for (int i = 0; i < ATTN_MAX_BUFFERS; i++) {
