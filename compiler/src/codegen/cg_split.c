@@ -197,50 +197,81 @@ static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
     return q;
 }
 
+/* One pass of pv_block: head_dim vectors [v0, v0 + nvp) for the
+ * block's rows. v0 >= 0: a pass of known vectors, issuing the tile's
+ * prefetches due by load *it when av is not NULL; v0 < 0: whole vectors
+ * from element off (i64) on, known only when it runs. */
+static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
+                    LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded,
+                    int64_t v0, LLVMValueRef off, int64_t nvp, int64_t *it) {
+    int L = s->lanes;
+    LLVMValueRef acc[SPLIT_ROWS][64], at[64];
+    for (int64_t v = 0; v < nvp; v++)
+        at[v] = v0 >= 0 ? cg_i64(c, (v0 + v) * L) : LLVMBuildAdd(c->b, off, cg_i64(c, v * L), "");
+    for (int i = 0; i < s->rb; i++)
+        for (int64_t v = 0; v < nvp; v++)
+            acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], at[v]));
+    for (int j = 0; j < L; j++) {
+        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
+        for (int i = 0; guarded && i < s->rb; i++) {
+            pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
+            zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
+        }
+        for (int64_t v = 0; v < nvp; v++) {
+            if (av)
+                ahead_step(c, av, kvh, (*it)++, L * s->nv);
+            LLVMValueRef vv = v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
+                                      : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
+            for (int i = 0; i < s->rb; i++) {
+                /* unguarded, p[j] is loaded for each FMA, volatile so
+                 * the loads are not merged: each is the FMA's
+                 * broadcast operand (measured 3% faster than one
+                 * broadcast register per row and key) */
+                LLVMValueRef p = guarded ? pj[i] : NULL;
+                if (!guarded) {
+                    p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
+                    LLVMSetVolatile(p, 1);
+                    p = cg_splat(c, p);
+                }
+                LLVMValueRef sum = cg_fma(c, p, vv, acc[i][v]);
+                acc[i][v] = guarded ? LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "") : sum;
+            }
+        }
+    }
+    for (int i = 0; i < s->rb; i++)
+        for (int64_t v = 0; v < nvp; v++)
+            cg_vstore(c, ATTN_DTYPE_F32, acc[i][v], cg_gep(c, c->f32, orow[i], at[v]));
+}
+
 /* The block's rows: o += sum_j p[j] v[j] over one tile, pv_part
  * vectors of head_dim at a time for all rows (each V vector converted
  * once); `guarded`: a key of weight 0 adds nothing even if its v is not
  * finite (as in flash). All loads of a pass come before its stores, so a
- * row twice in the block (the last, repeated) stores the same values. */
+ * row twice in the block (the last, repeated) stores the same values.
+ * The hot unguarded path is unrolled over all passes, its prefetches
+ * spread over its loads; the guarded one (the edge tiles of a chunk)
+ * loops over its passes of whole vectors and asks for its prefetches at
+ * once: that halves the code of the split path, and its compile time. */
 static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow, LLVMValueRef ps,
                      const ahead *av, LLVMValueRef kvh, bool guarded) {
     int L = s->lanes;
-    int64_t it = 0;
+    int64_t it = 0, v0 = 0;
     ps = opaque_ptr(c, ps);
-    for (int64_t v0 = 0; v0 < s->nv; v0 += s->pv_part) {
-        int64_t nvp = s->nv - v0 < s->pv_part ? s->nv - v0 : s->pv_part;
-        LLVMValueRef acc[SPLIT_ROWS][64];
-        for (int i = 0; i < s->rb; i++)
-            for (int64_t v = 0; v < nvp; v++)
-                acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
-        for (int j = 0; j < L; j++) {
-            LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
-            for (int i = 0; guarded && i < s->rb; i++) {
-                pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
-                zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
-            }
-            for (int64_t v = 0; v < nvp; v++, it++) {
-                ahead_step(c, av, kvh, it, L * s->nv);
-                LLVMValueRef vv = row_vec(c, s, s->vdt, vrow[j], v0 + v);
-                for (int i = 0; i < s->rb; i++) {
-                    /* unguarded, p[j] is loaded for each FMA, volatile so
-                     * the loads are not merged: each is the FMA's
-                     * broadcast operand (measured 3% faster than one
-                     * broadcast register per row and key) */
-                    LLVMValueRef p = guarded ? pj[i] : NULL;
-                    if (!guarded) {
-                        p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
-                        LLVMSetVolatile(p, 1);
-                        p = cg_splat(c, p);
-                    }
-                    LLVMValueRef sum = cg_fma(c, p, vv, acc[i][v]);
-                    acc[i][v] = guarded ? LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "") : sum;
-                }
-            }
+    if (guarded) {
+        ahead_step(c, av, kvh, 0, 1);
+        av = NULL;
+        int64_t passes = s->hd / L / s->pv_part; /* of whole vectors only */
+        if (passes > 1) {
+            cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, passes), "pv_pass");
+            LLVMValueRef off = LLVMBuildMul(c->b, lp.i, cg_i64(c, (int64_t)s->pv_part * L), "");
+            pv_pass(c, s, orow, vrow, ps, NULL, kvh, true, -1, off, s->pv_part, &it);
+            cg_for_end(c, &lp);
+            v0 = passes * s->pv_part;
         }
-        for (int i = 0; i < s->rb; i++)
-            for (int64_t v = 0; v < nvp; v++)
-                cg_vstore(c, ATTN_DTYPE_F32, acc[i][v], cg_gep(c, c->f32, orow[i], cg_i64(c, (v0 + v) * L)));
+    }
+    for (; v0 < s->nv; v0 += s->pv_part) {
+        int64_t nvp = s->nv - v0 < s->pv_part ? s->nv - v0 : s->pv_part;
+        pv_pass(c, s, orow, vrow, ps, av, kvh, guarded, v0, NULL, nvp, &it);
     }
 }
 
