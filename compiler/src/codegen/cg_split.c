@@ -341,6 +341,38 @@ static LLVMValueRef key_row(cg *c, const ir_node *kv, const tile *t, LLVMValueRe
     return cg_addr(c, kv, ki);
 }
 
+/* What unit_scores' steps share. */
+typedef struct score_ops {
+    const split *s;
+    const unit *w;
+    LLVMTypeRef et;
+    LLVMValueRef kt, kpf, kptrs, qb; /* the tile's K (kvec), the next tile's, K rows, q */
+    int chains;
+    int64_t line_d;
+} score_ops;
+
+/* One d of the scores (d, an i64 value; dk, a number congruent to it
+ * modulo chains and line_d, and below chains only for d itself): each
+ * row's chain d mod chains += q[row][d] * k[d][keys]. */
+static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
+                    LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
+    const split *s = o->s;
+    LLVMValueRef kv, off = LLVMBuildMul(c->b, d, cg_i64(c, s->kd), "");
+    if (s->kvec) {
+        if (dk % o->line_d == 0) /* the next tile's line of this d, into L2 */
+            cg_prefetch(c, cg_gep(c, o->et, o->kpf, off), 2);
+        kv = cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
+    } else {
+        kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
+    }
+    int u = (int)(dk % o->chains);
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp), ""), d, "");
+        LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, o->qb, qe), ""));
+        acc[i][u] = dk < o->chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
+    }
+}
+
 /* Unit w's scores of tile t, x[i] row i's: for each d, the tile's
  * keys converted once, times each row's q[d] (loaded through a pointer
  * the optimizer cannot follow, so it stays an FMA's broadcast operand
@@ -366,22 +398,39 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     int64_t es = (int64_t)attn_dtype_size(s->kdt);
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
     LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS];
-    for (int64_t d = 0; d < s->hd; d++) {
-        LLVMValueRef kv;
-        if (s->kvec) {
-            if (d % line_d == 0) /* the next tile's line of this d, into L2 */
-                cg_prefetch(c, cg_gep(c, et, kpf, cg_i64(c, d * s->kd)), 2);
-            kv = cg_vload(c, s->kdt, cg_gep(c, et, kt, cg_i64(c, d * s->kd)));
-        } else {
-            LLVMValueRef off = cg_i64(c, d * s->kd);
-            kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, et, kptrs, &off, 1, ""));
-        }
-        int u = (int)(d % chains);
-        for (int i = 0; i < s->rb; i++) {
-            LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w->r[i], cg_i64(c, s->hdp), ""), cg_i64(c, d), "");
-            LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, qb, qe), ""));
-            acc[i][u] = d < chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
-        }
+    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, chains, line_d};
+    /* blocks of nb d's (whole chains and cache lines, 32 FMAs at least):
+     * the first and the tail unrolled, the others a loop, so the code is
+     * a few blocks long whatever head_dim is; each chain still sums its
+     * d's in order (the same bits as unrolled) */
+    int64_t nb = chains > line_d ? chains : line_d;
+    while (nb * s->rb < 32)
+        nb *= 2;
+    int64_t blocks = s->hd / nb, d = 0;
+    if (blocks < 3)
+        blocks = 0; /* short: all unrolled */
+    for (; d < (blocks ? nb : s->hd); d++)
+        score_d(c, &ops, cg_i64(c, d), d, acc);
+    if (blocks) {
+        LLVMValueRef init[SPLIT_CHAINS * SPLIT_ROWS], next[SPLIT_CHAINS * SPLIT_ROWS];
+        int na = s->rb * chains;
+        for (int i = 0; i < s->rb; i++)
+            for (int u = 0; u < chains; u++)
+                init[i * chains + u] = acc[i][u];
+        cg_acc_loop l;
+        cg_acc_loop_begin(c, &l, "qk_block", c->vf, na);
+        for (int i = 0; i < s->rb; i++)
+            for (int u = 0; u < chains; u++)
+                acc[i][u] = l.acc[i * chains + u];
+        LLVMValueRef d0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, l.i, cg_i64(c, 1), ""), cg_i64(c, nb), "d0");
+        for (int64_t k = 0; k < nb; k++) /* k: d's place in its block, d - k a multiple of nb */
+            score_d(c, &ops, LLVMBuildAdd(c->b, d0, cg_i64(c, k), ""), nb + k, acc);
+        for (int i = 0; i < s->rb; i++)
+            for (int u = 0; u < chains; u++)
+                next[i * chains + u] = acc[i][u];
+        cg_acc_loop_end(c, &l, cg_i64(c, blocks - 1), init, next);
+        for (d = blocks * nb; d < s->hd; d++)
+            score_d(c, &ops, cg_i64(c, d), d, acc);
     }
     for (int i = 0; i < s->rb; i++) {
         for (int v = 1; v < chains; v *= 2) /* pairwise: (0+1)+(2+3).. */
