@@ -6,8 +6,6 @@
 
 #include "util.h"
 
-#define ATTNC_VERSION "0.1.0"
-
 static const char usage[] =
     "usage: attnc COMMAND [ARGS]\n"
     "\n"
@@ -23,6 +21,7 @@ static const char usage[] =
     "  gen-input SPEC      write a random input tensor for a spec\n"
     "  bench SPEC          time the kernels on random weights against the roofline\n"
     "  roofline            measure this machine's FMA peak and read bandwidth\n"
+    "  cache info|clear    the kernel cache: where, how big; empty it\n"
     "\n"
     "'attnc COMMAND --help' describes one command.\n"
     "exit codes: 0 ok, 1 usage, 2 bad input (spec, weights, tensors), 3 internal\n";
@@ -73,6 +72,7 @@ int main(int argc, char **argv) {
         {"gen-input", cmd_gen_input},
         {"bench", cmd_bench},
         {"roofline", cmd_roofline},
+        {"cache", cmd_cache},
     };
     if (argc < 2) {
         fputs(usage, stderr);

@@ -29,7 +29,7 @@ static const char roofline_usage[] =
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
-    "                   [--dtype D] [--kv-dtype D] [--disable-pass P]...\n"
+    "                   [--dtype D] [--kv-dtype D] [--disable-pass P]... [--no-cache]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -51,10 +51,13 @@ static const char bench_usage[] =
     "  --dtype D        weights f32, f16 or bf16 instead of the spec's dtype\n"
     "  --kv-dtype D     K/V cache f32, f16 or bf16 instead of the spec's kv_cache.dtype\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
+    "  --no-cache       compile every variant anew: neither read nor write the\n"
+    "                   kernel cache (attnc cache --help)\n"
     "  --json           one JSON object per row: spec, mode, part, seq, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
-    "                   before the runs), pct_peak, pct_read\n"
+    "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
+    "                   compile's wall clock) and compile_cache (off, miss or hit)\n"
     "\n"
     "Useful work counted (S new tokens, T = P + S keys, H heads, hd head_dim,\n"
     "D d_model, kv = kv_groups * hd):\n"
@@ -280,6 +283,7 @@ typedef struct bench {
     int threads, runs;
     const char *disabled[40];
     int n_disabled;
+    bool no_cache;
 } bench;
 
 /* The useful work of one timed call (see the usage text). */
@@ -337,6 +341,7 @@ static float *random_input(int64_t n, uint64_t seed) {
 }
 
 typedef struct runner {
+    attnc_timings compile; /* of jit */
     attnc_jit *jit;
     attn_block *block;
     attn_cache *cache;
@@ -359,11 +364,13 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     attnc_options o = attnc_options_default();
     o.disabled_passes = off;
     o.n_disabled_passes = n;
+    o.no_cache = b->no_cache;
     char *msg = NULL;
     attnc_status cst = attnc_jit_compile_file(b->compiled, &o, &r->jit, &msg);
     if (cst != ATTNC_OK)
         return compile_error(cst, msg);
-    free(msg);
+    compile_warnings(msg);
+    r->compile = attnc_jit_timings(r->jit);
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = b->threads;
     attn_status st;
@@ -503,8 +510,8 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
 /* One row: times (seconds) and bw (GB/s) per run, both sorted here;
  * %read is the median of each run's GB/s over the bandwidth read just
  * before it. */
-static void report(const bench *b, const roofline *rl, const char *variant, double *times,
-                   double *bw, bool json, bool first) {
+static void report(const bench *b, const roofline *rl, const char *variant,
+                   const attnc_timings *ct, double *times, double *bw, bool json, bool first) {
     double flops, bytes;
     work(b, &flops, &bytes);
     double *ratio = times + b->runs; /* the caller's times hold 2 x runs */
@@ -535,6 +542,8 @@ static void report(const bench *b, const roofline *rl, const char *variant, doub
         cJSON_AddNumberToObject(o, "read_gbps_max", rd.max);
         cJSON_AddNumberToObject(o, "pct_peak", pct_peak);
         cJSON_AddNumberToObject(o, "pct_read", pct_read);
+        cJSON_AddNumberToObject(o, "compile_ms", ct->total_ms);
+        cJSON_AddStringToObject(o, "compile_cache", cache_result_name(ct->cache));
         char *text = cJSON_PrintUnformatted(o);
         if (text)
             puts(text);
@@ -565,12 +574,14 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
         rc = check(b, &r, &err);
     if (rc == EXIT_OK) {
         if (!json)
-            fprintf(stderr, "bench: %s: %s: checked against the reference: relative error %.2g\n",
-                    b->spec, variant, err);
+            fprintf(stderr,
+                    "bench: %s: %s: compiled in %.1f ms (kernel cache: %s); checked against the "
+                    "reference: relative error %.2g\n",
+                    b->spec, variant, r.compile.total_ms, cache_result_name(r.compile.cache), err);
         rc = time_runs(b, &r, pb, variant, times, bw);
     }
     if (rc == EXIT_OK)
-        report(b, rl, variant, times, bw, json, first);
+        report(b, rl, variant, &r.compile, times, bw, json, first);
     runner_free(&r);
     free(times);
     return rc;
@@ -579,7 +590,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
 int cmd_bench(int argc, char **argv) {
     const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
     const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
-    const char *dtype_s = NULL, *kv_dtype_s = NULL;
+    const char *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
     bench b = {0};
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -594,6 +605,7 @@ int cmd_bench(int argc, char **argv) {
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
         {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
+        {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {0},
     };
     int n_pos;
@@ -628,6 +640,7 @@ int cmd_bench(int argc, char **argv) {
     if (!check_pass_names("bench", b.disabled, b.n_disabled))
         return EXIT_USAGE;
     b.spec = pos[0];
+    b.no_cache = no_cache != NULL;
     b.seq = seq;
     b.cache = cache;
     b.threads = (int)threads;

@@ -9,7 +9,7 @@
 static const char compile_usage[] =
     "usage: attnc compile SPEC -o FILE [--header FILE.h] [--emit obj|asm|llvm]\n"
     "                     [--target TRIPLE] [--cpu NAME] [--features LIST]\n"
-    "                     [--disable-pass NAME]...\n"
+    "                     [--disable-pass NAME]... [--no-cache]\n"
     "\n"
     "Compiles SPEC ahead of time. The object defines\n"
     "  const attn_kernels *NAME_kernels(void);\n"
@@ -24,11 +24,12 @@ static const char compile_usage[] =
     "  --cpu NAME        e.g. x86-64-v3, generic (default: this host's CPU, or the\n"
     "                    target's generic CPU with --target)\n"
     "  --features LIST   LLVM feature string, e.g. +avx2,+fma\n"
-    "  --disable-pass P  skip a graph pass (repeatable)\n";
+    "  --disable-pass P  skip a graph pass (repeatable)\n"
+    "  --no-cache        neither read nor write the kernel cache (attnc cache --help)\n";
 
 int cmd_compile(int argc, char **argv) {
     const char *help = NULL, *output = NULL, *header = NULL, *emit = "obj";
-    const char *disabled[32], *pos[1];
+    const char *disabled[32], *pos[1], *no_cache = NULL;
     int n_disabled = 0, n_pos;
     attnc_options o = attnc_options_default();
     const opt opts[] = {
@@ -40,6 +41,7 @@ int cmd_compile(int argc, char **argv) {
         {"--cpu", NULL, true, &o.cpu, NULL, 0},
         {"--features", NULL, true, &o.features, NULL, 0},
         {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
+        {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {0},
     };
     if (!parse_opts("compile", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -61,10 +63,12 @@ int cmd_compile(int argc, char **argv) {
         return EXIT_USAGE;
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;
+    o.no_cache = no_cache != NULL;
     char *err = NULL;
     attnc_status st = attnc_compile_file(pos[0], &o, (attnc_emit_kind)kind, output, header, &err);
     if (st != ATTNC_OK)
         return compile_error(st, err);
+    compile_warnings(err);
     printf("wrote %s%s%s\n", output, header ? " and " : "", header ? header : "");
     return EXIT_OK;
 }

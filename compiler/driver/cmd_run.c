@@ -13,7 +13,7 @@ static const char run_usage[] =
     "                 [--engine jit|reference] [--chunk N] [--prefix P | --layer N]\n"
     "                 [--threads N]\n"
     "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
-    "                 [--check-finite] [-v]\n"
+    "                 [--check-finite] [--no-cache] [-v]\n"
     "\n"
     "Runs the attention block of SPEC on the tensor 'x' [tokens, d_model] of X\n"
     "(F32, F16 or BF16) and writes 'y' [tokens, d_model] F32 to Y.\n"
@@ -40,7 +40,9 @@ static const char run_usage[] =
     "  --emit-asm F        write their assembly to F\n"
     "  --check-finite      reject weights or inputs holding NaN or infinity (exit 2);\n"
     "                      without it they are used as they are and propagate\n"
-    "  -v                  print the compile time of each stage\n";
+    "  --no-cache          neither read nor write the kernel cache (attnc cache --help)\n"
+    "  -v                  print the compile time of each stage (and whether the\n"
+    "                      kernel cache held the kernels)\n";
 
 typedef struct engine {
     attn_ref *ref;
@@ -60,14 +62,15 @@ static void engine_free(engine *e) {
 static void print_timings(const attnc_timings *t) {
     fprintf(stderr,
             "compile: spec %.1f ms, ir %.1f ms, passes %.1f ms, llvm ir %.1f ms, "
-            "optimize %.1f ms, codegen+link %.1f ms, total %.1f ms\n",
-            t->spec_ms, t->ir_ms, t->passes_ms, t->llvm_ms, t->optimize_ms, t->jit_ms,
-            t->spec_ms + t->ir_ms + t->passes_ms + t->llvm_ms + t->optimize_ms + t->jit_ms);
+            "optimize %.1f ms, codegen %.1f ms (%.1f ms on %d threads), cache %s %.1f ms, "
+            "link %.1f ms, total %.1f ms\n",
+            t->spec_ms, t->ir_ms, t->passes_ms, t->llvm_ms, t->optimize_ms, t->codegen_ms,
+            t->objects_ms, t->threads, cache_result_name(t->cache), t->cache_ms, t->jit_ms, t->total_ms);
 }
 
 int cmd_run(int argc, char **argv) {
     const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
-    const char *check_finite = NULL;
+    const char *check_finite = NULL, *no_cache = NULL;
     const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
     const char *layer_s = NULL;
     const char *disabled[32], *pos[1];
@@ -89,6 +92,7 @@ int cmd_run(int argc, char **argv) {
         {"--emit-asm", NULL, true, &o.emit_asm, NULL, 0},
         {"--verbose", "-v", false, &verbose, NULL, 0},
         {"--check-finite", NULL, false, &check_finite, NULL, 0},
+        {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {0},
     };
     if (!parse_opts("run", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -115,6 +119,7 @@ int cmd_run(int argc, char **argv) {
         return EXIT_USAGE;
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;
+    o.no_cache = no_cache != NULL;
 
     attn_config cfg;
     int rc = load_spec(pos[0], &cfg);
@@ -178,7 +183,7 @@ int cmd_run(int argc, char **argv) {
             rc = compile_error(cst, msg);
             goto done;
         }
-        free(msg);
+        compile_warnings(msg);
         if (verbose) {
             attnc_timings t = attnc_jit_timings(e.jit);
             print_timings(&t);

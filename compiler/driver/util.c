@@ -154,6 +154,17 @@ bool check_pass_names(const char *cmd, const char *const *names, int n) {
     return true;
 }
 
+const char *cache_result_name(attnc_cache_result r) {
+    static const char *const names[ATTNC_CACHE_RESULT_COUNT] = {"off", "miss", "hit"};
+    return (unsigned)r < ATTNC_CACHE_RESULT_COUNT ? names[r] : "?";
+}
+
+void compile_warnings(char *msg) {
+    if (msg)
+        fputs(msg, stderr);
+    free(msg);
+}
+
 int compile_error(attnc_status st, char *msg) {
     fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
     free(msg);

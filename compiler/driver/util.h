@@ -43,6 +43,12 @@ int load_spec(const char *path, attn_config *cfg);
  * for st: 2 for a bad spec or file, 3 otherwise. */
 int compile_error(attnc_status st, char *msg);
 
+/* Prints (and frees) the warnings a successful compile returned in msg
+ * (NULL: none). */
+void compile_warnings(char *msg);
+/* "off", "miss" or "hit". */
+const char *cache_result_name(attnc_cache_result r);
+
 /* Exit code for a runtime status after printing "attnc: error: MSG". */
 int runtime_error(attn_status st, const attn_msg *msg);
 
@@ -63,5 +69,6 @@ int cmd_gen_weights(int argc, char **argv);
 int cmd_gen_input(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif

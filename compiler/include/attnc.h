@@ -22,6 +22,8 @@ extern "C" {
 #define ATTNC_API
 #endif
 
+#define ATTNC_VERSION "0.1.0"
+
 typedef enum attnc_status {
     ATTNC_OK = 0,
     ATTNC_E_IO,    /* file not found or unreadable */
@@ -33,7 +35,12 @@ typedef enum attnc_status {
     ATTNC_STATUS_COUNT
 } attnc_status;
 
-typedef enum attnc_severity { ATTNC_SEV_ERROR, ATTNC_SEV_NOTE, ATTNC_SEV_COUNT } attnc_severity;
+typedef enum attnc_severity {
+    ATTNC_SEV_ERROR,
+    ATTNC_SEV_NOTE,
+    ATTNC_SEV_WARNING, /* the compile succeeded; something (the kernel cache) did not */
+    ATTNC_SEV_COUNT
+} attnc_severity;
 
 /* line and col are 1-based; 0 means unknown. */
 typedef struct attnc_loc {
@@ -88,6 +95,13 @@ typedef struct attnc_options {
     const char *features; /* LLVM feature string; NULL = the CPU's (host: detected) */
     const char *emit_llvm; /* if set, the optimized module's LLVM IR is written here */
     const char *emit_asm;  /* if set, its assembly is written here */
+    /* The kernel cache: compiled kernels are kept in cache_dir and reused by
+     * later compiles of the same spec, options, CPU and attnc/LLVM build.
+     * NULL = $ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else
+     * $HOME/.cache/attnc; "" or no_cache != 0: no cache. */
+    const char *cache_dir;
+    int no_cache;
+    int threads; /* threads compiling kernels at once; 0 = one per CPU */
 } attnc_options;
 
 ATTNC_API attnc_options attnc_options_default(void);
@@ -116,8 +130,8 @@ typedef enum attnc_emit_kind {
  * declaring `const attn_kernels *<name>_kernels(void);` with the spec and
  * options as a comment). Both are written to temporary files renamed on
  * success: on failure neither exists (or an old one is untouched). The
- * same spec, target and options give byte-identical files. *error as for
- * attnc_jit_compile_file. */
+ * same spec, target and options give byte-identical files (from the
+ * kernel cache when it holds them). *error as for attnc_jit_compile_file. */
 ATTNC_API attnc_status attnc_compile_file(const char *spec_path, const attnc_options *opt,
                                           attnc_emit_kind kind, const char *out_path,
                                           const char *header_path, char **error);
@@ -126,20 +140,39 @@ ATTNC_API attnc_status attnc_compile_file(const char *spec_path, const attnc_opt
 
 typedef struct attnc_jit attnc_jit;
 
-/* Milliseconds spent in each stage of one compile. */
+typedef enum attnc_cache_result {
+    ATTNC_CACHE_OFF,  /* no cache (disabled, or no directory could be named) */
+    ATTNC_CACHE_MISS, /* compiled, then stored (when the directory was writable) */
+    ATTNC_CACHE_HIT,  /* loaded from the cache: nothing was compiled */
+    ATTNC_CACHE_RESULT_COUNT
+} attnc_cache_result;
+
+/* Milliseconds spent in each stage of one compile. Kernels are built,
+ * optimized and turned into machine code one unit per thread at once:
+ * those three are summed over the threads, objects_ms is their wall
+ * clock. On a cache hit only spec, cache, jit and total are nonzero. */
 typedef struct attnc_timings {
     double spec_ms;     /* reading and validating the spec */
     double ir_ms;       /* lowering to the graph IR */
     double passes_ms;   /* the pass pipeline */
-    double llvm_ms;     /* building the LLVM module */
-    double optimize_ms; /* LLVM's O3 pipeline */
-    double jit_ms;      /* machine code generation and linking */
+    double llvm_ms;     /* building the LLVM modules */
+    double optimize_ms; /* LLVM's optimization passes */
+    double codegen_ms;  /* machine code generation */
+    double objects_ms;  /* wall clock of the three above */
+    double cache_ms;    /* looking up and storing the kernel cache */
+    double jit_ms;      /* linking the objects into this process */
+    double total_ms;    /* wall clock of the whole compile */
+    int threads;        /* threads that compiled */
+    attnc_cache_result cache;
 } attnc_timings;
 
-/* Compiles a spec into kernels in memory for this process. On failure
- * *error gets a malloc'd message (every diagnostic, one a line; caller
- * frees) and *out is untouched. Thread-safe: compiles from several threads
- * may run at once (LLVM's shared steps are serialized inside). */
+/* Compiles a spec into kernels in memory for this process (or loads them
+ * from the kernel cache, see attnc_options). On failure *error gets a
+ * malloc'd message (every diagnostic, one a line; caller frees) and *out
+ * is untouched; on success *error is NULL or holds warnings (a damaged
+ * cache entry rebuilt, an unwritable cache directory), also malloc'd.
+ * Thread-safe: compiles from several threads and processes may run at
+ * once (LLVM's shared steps are serialized inside). */
 ATTNC_API attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *opt,
                                               attnc_jit **out, char **error);
 /* The kernel table; valid until attnc_jit_free. */
@@ -147,6 +180,27 @@ ATTNC_API const attn_kernels *attnc_jit_kernels(const attnc_jit *jit);
 ATTNC_API attnc_timings attnc_jit_timings(const attnc_jit *jit);
 /* Frees the machine code: the kernel table is invalid afterwards. */
 ATTNC_API void attnc_jit_free(attnc_jit *jit);
+
+/* ---- kernel cache ------------------------------------------------------------ */
+
+/* The cache directory opt selects (see attnc_options.cache_dir), "" when
+ * none; ATTNC_E_IO when it does not fit in buf[n]. */
+ATTNC_API attnc_status attnc_cache_dir(const attnc_options *opt, char *buf, size_t n);
+
+typedef struct attnc_cache_stats {
+    uint64_t entries; /* compiled spec + option sets stored */
+    uint64_t bytes;   /* their size on disk */
+} attnc_cache_stats;
+
+/* The entries of cache directory dir (a missing directory holds none).
+ * *error as for attnc_jit_compile_file. */
+ATTNC_API attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out,
+                                             char **error);
+/* Removes every entry of dir (and temporary files left by killed
+ * compiles); *removed (may be NULL) gets what was removed. Safe while
+ * other processes compile: they miss and store anew. */
+ATTNC_API attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed,
+                                         char **error);
 
 /* Probes of this machine's limits, compiled for the host as the kernels
  * are (`attnc roofline` times them on every thread):

@@ -27,21 +27,15 @@ double compile_now_ms(void) {
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                           const char *after, ir_graph **out, attnc_timings *t) {
-    attn_config cfg;
-    spec_locs locs;
+attnc_status compile_graph_of(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                              const attnc_options *opt, const char *after, ir_graph **out,
+                              attnc_timings *t) {
     ir_graph *g = NULL;
-    double t0 = compile_now_ms();
-    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
     double t1 = compile_now_ms();
-    if (st == ATTNC_OK)
-        st = ir_build(ctx, &cfg, &locs, &g);
+    attnc_status st = ir_build(ctx, cfg, locs, &g);
     double t2 = compile_now_ms();
-    if (t) {
-        t->spec_ms = t1 - t0;
+    if (t)
         t->ir_ms = t2 - t1;
-    }
     if (st != ATTNC_OK)
         return st;
     pass_options po = {0};
@@ -60,6 +54,17 @@ attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_op
     if (st == ATTNC_OK)
         *out = g;
     return st;
+}
+
+attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
+                           const char *after, ir_graph **out, attnc_timings *t) {
+    attn_config cfg;
+    spec_locs locs;
+    double t0 = compile_now_ms();
+    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    if (t)
+        t->spec_ms = compile_now_ms() - t0;
+    return st == ATTNC_OK ? compile_graph_of(ctx, &cfg, &locs, opt, after, out, t) : st;
 }
 
 attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,

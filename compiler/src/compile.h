@@ -11,6 +11,10 @@
 ATTNC_HIDDEN attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path,
                                         const attnc_options *opt, const char *after,
                                         ir_graph **out, attnc_timings *t);
+/* The same from a loaded spec (locs: where its keys were). */
+ATTNC_HIDDEN attnc_status compile_graph_of(attnc_ctx *ctx, const attn_config *cfg,
+                                           const spec_locs *locs, const attnc_options *opt,
+                                           const char *after, ir_graph **out, attnc_timings *t);
 ATTNC_HIDDEN double compile_now_ms(void);
 /* Every diagnostic of ctx, one a line, malloc'd (fallback when none). */
 ATTNC_HIDDEN char *compile_diag_text(const attnc_ctx *ctx, const char *fallback);

@@ -38,6 +38,8 @@ ATTNC_HIDDEN void diag_error(attnc_ctx *ctx, attnc_status code, attnc_loc loc, c
                              ...) __attribute__((format(printf, 4, 5)));
 ATTNC_HIDDEN void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+ATTNC_HIDDEN void diag_warning(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The code of the first error, or ATTNC_OK. */
 ATTNC_HIDDEN attnc_status diag_first_code(const attnc_ctx *ctx);
 

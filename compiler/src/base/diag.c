@@ -35,6 +35,7 @@ static const char *sev_name(attnc_severity s) {
     switch (s) {
     case ATTNC_SEV_ERROR: return "error";
     case ATTNC_SEV_NOTE: return "note";
+    case ATTNC_SEV_WARNING: return "warning";
     case ATTNC_SEV_COUNT: break;
     }
     return "?";
@@ -92,6 +93,13 @@ void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     add(ctx, ATTNC_SEV_NOTE, ATTNC_OK, loc, fmt, ap);
+    va_end(ap);
+}
+
+void diag_warning(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add(ctx, ATTNC_SEV_WARNING, ATTNC_OK, loc, fmt, ap);
     va_end(ap);
 }
 

@@ -61,26 +61,58 @@ typedef struct cg_plan {
 /* Lays out every live node of g (arena memory). */
 ATTNC_HIDDEN attnc_status cg_plan_build(ir_graph *g, const cg_target *t, cg_plan *p);
 
-/* The result of code generation: a module and the table it implements. */
+/* What code generation builds, unit by unit: each unit is one function
+ * (a kernel with its helpers, a split flash's decode path, or the table
+ * and its accessor) and depends on no other unit's code, so units can be
+ * built and compiled in separate contexts on separate threads; a flash
+ * kernel calls its split path by name. */
+typedef enum cg_unit_kind {
+    CG_UNIT_PACK,  /* a linear's load-time pack */
+    CG_UNIT_NODE,  /* the kernel of a node */
+    CG_UNIT_SPLIT, /* a split flash's decode path, called by its kernel */
+    CG_UNIT_MERGE, /* a split flash's merge */
+    CG_UNIT_TABLE  /* the kernel table and `const attn_kernels *<name>_kernels(void)` */
+} cg_unit_kind;
+
+typedef struct cg_unit {
+    cg_unit_kind kind;
+    const ir_node *n; /* NULL for the table */
+    const char *name; /* the function it defines */
+    attn_phase phase;
+    int cost; /* rough relative size of its code: the biggest are compiled first */
+    bool vector_ir; /* written in vectors (GEMM tiles, flash, split decode, merge):
+                       needs no loop vectorizer */
+} cg_unit;
+
+/* The plan of code generation: buffers, steps (the table) and units. */
 typedef struct cg_result {
-    LLVMModuleRef module; /* owned by the caller after success */
+    ir_graph *g;
+    cg_target target;
+    cg_plan plan;
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
     int n_steps;
     const char **step_names; /* ctx arena */
     attn_phase *step_phase;  /* ctx arena */
+    int n_units;
+    cg_unit *units; /* ctx arena; the table is the last */
 } cg_result;
 
-/* Builds the module for g in llctx, blocked for target t. */
-ATTNC_HIDDEN attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target *t,
-                                          cg_result *out);
+/* Plans g's buffers and units for target t (ctx arena). */
+ATTNC_HIDDEN attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out);
+/* Builds units which[0..n) of r into a new module of llctx; NULL with
+ * *why (LLVM's message, dispose it) when the module does not verify.
+ * Reads r and its graph only: calls with distinct contexts may run on
+ * distinct threads at once. */
+ATTNC_HIDDEN LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n,
+                                          LLVMContextRef llctx, char **why);
 
 /* Adds the kernel table as constant data and `const attn_kernels
- * *<name>_kernels(void)` returning it, for an object file. The config and
- * buffer descriptors are stored as the bytes of their C structs (with
- * zeroed padding, so equal inputs give equal objects): the target must
- * share the host's LP64 little-endian layout. */
-ATTNC_HIDDEN void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res);
+ * *<name>_kernels(void)` returning it (its kernels declared where mod
+ * lacks them). The config and buffer descriptors are stored as the bytes
+ * of their C structs (with zeroed padding, so equal inputs give equal
+ * objects): the target must share the host's LP64 little-endian layout. */
+ATTNC_HIDDEN void cg_table_build(const cg_result *r, LLVMModuleRef mod);
 
 /* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma
  * and attnc_probe_read; *flops_per_iter is what one fma round does. */
@@ -117,6 +149,8 @@ typedef struct cg_loop {
 
 /* Starts kernel `name` for node n: entry block, S/P/T loaded. */
 ATTNC_HIDDEN void cg_kernel_begin(cg *c, const char *name);
+/* Kernel `name` of the module, declared if not (yet) defined. */
+ATTNC_HIDDEN LLVMValueRef cg_kernel_decl(cg *c, const char *name);
 /* Starts a helper function of the kernel being built (internal, first
  * parameter the args pointer; ith = 0, nth = 1 inside). The caller saves
  * and restores c->fn and the builder position around it. */

@@ -47,9 +47,18 @@ static void function_begin(cg *c, LLVMValueRef fn) {
     }
 }
 
+LLVMValueRef cg_kernel_decl(cg *c, const char *name) {
+    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(c->mod, name, c->kernel_ty);
+        LLVMSetLinkage(fn, LLVMExternalLinkage);
+    }
+    return fn;
+}
+
 void cg_kernel_begin(cg *c, const char *name) {
-    LLVMValueRef fn = LLVMAddFunction(c->mod, name, c->kernel_ty);
-    LLVMSetLinkage(fn, LLVMExternalLinkage);
+    LLVMValueRef fn = cg_kernel_decl(c, name);
+    ATTNC_ASSERT(LLVMCountBasicBlocks(fn) == 0);
     function_begin(c, fn);
     c->ith = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 1), c->i64, "ith");
     c->nth = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 2), c->i64, "nth");

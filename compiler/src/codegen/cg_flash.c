@@ -17,6 +17,7 @@
  * Items are dealt round-robin to the threads; each is computed by one
  * thread in one order, so results do not depend on the thread count. */
 #include <math.h>
+#include <stdio.h>
 
 #include "codegen/cg.h"
 
@@ -279,7 +280,12 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "flash");
         LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""), split, whole);
         LLVMPositionBuilderAtEnd(c->b, split);
-        cg_emit_split_partials(c, n);
+        /* a function of its own (a unit, cg_module.c): compiled beside this one */
+        char split_name[160];
+        snprintf(split_name, sizeof split_name, "%s_split", name);
+        LLVMValueRef params[3] = {c->args, LLVMGetParam(c->fn, 1), LLVMGetParam(c->fn, 2)};
+        LLVMValueRef call = LLVMBuildCall2(c->b, c->kernel_ty, cg_kernel_decl(c, split_name), params, 3, "");
+        LLVMSetTailCall(call, true);
         LLVMBuildRetVoid(c->b);
         LLVMPositionBuilderAtEnd(c->b, whole);
     }

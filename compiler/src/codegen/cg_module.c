@@ -1,7 +1,9 @@
-/* cg_module.c: graph -> LLVM module. Plans the buffers, then emits one
- * kernel per node that computes something, named attnk_<graph>_<id>_<op>
- * so JIT lookups and object symbols agree, in graph order: that order is
- * the table's step order. */
+/* cg_module.c: graph -> LLVM modules. Plans the buffers and the units
+ * (one kernel per node that computes something, named
+ * attnk_<graph>_<id>_<op> so JIT lookups and object symbols agree, in
+ * graph order: that order is the table's step order; a split flash's
+ * decode path; the table), then builds any set of units into a module:
+ * all of them (objects), or one each on several threads (the JIT). */
 #include <llvm-c/Analysis.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,24 +37,106 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     }
 }
 
-attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target *t,
-                             cg_result *out) {
-    cg_plan plan;
-    attnc_status st = cg_plan_build(g, t, &plan);
-    if (st != ATTNC_OK)
-        return st;
-    /* two kernels per node at most (a split flash: its merge), plus a
-     * load-time pack per linear */
-    size_t max_steps = 3 * (size_t)g->n_nodes;
-    const char **names = arena_alloc(&g->ctx->arena, max_steps * sizeof *names);
-    attn_phase *phases = arena_alloc(&g->ctx->arena, max_steps * sizeof *phases);
-    if (!names || !phases) {
+/* Rough relative sizes of the kernels' code, for compiling the biggest
+ * first: the flash paths are most of a module (llama3_8b: flash 9, its
+ * split path 6, a linear with its micro-kernels 2). */
+static int unit_cost(cg_unit_kind kind, const ir_node *n) {
+    switch (kind) {
+    case CG_UNIT_SPLIT: return 60;
+    case CG_UNIT_NODE:
+        return n->op == IR_OP_FLASH ? 90 : n->op == IR_OP_LINEAR ? 20 : 2;
+    default: return 1;
+    }
+}
+
+/* Appends a unit; its name goes to the ctx arena. */
+static attnc_status add_unit(ir_graph *g, cg_result *r, cg_unit_kind kind, const ir_node *n,
+                             attn_phase phase, const char *name) {
+    cg_unit *u = &r->units[r->n_units++];
+    bool vector_ir = kind == CG_UNIT_SPLIT || kind == CG_UNIT_MERGE ||
+                     (kind == CG_UNIT_NODE && (n->op == IR_OP_FLASH || n->op == IR_OP_LINEAR));
+    *u = (cg_unit){kind, n, arena_strndup(&g->ctx->arena, name, strlen(name)), phase,
+                   unit_cost(kind, n), vector_ir};
+    if (!u->name) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
-    cg c = {.g = g, .plan = &plan, .llctx = llctx, .n_buffers = plan.n_buffers, .target = *t};
-    char mod_name[ATTN_NAME_MAX + 8];
-    snprintf(mod_name, sizeof mod_name, "attnc.%s", g->cfg.name);
+    if (kind != CG_UNIT_SPLIT && kind != CG_UNIT_TABLE) {
+        r->step_names[r->n_steps] = u->name;
+        r->step_phase[r->n_steps++] = phase;
+    }
+    return ATTNC_OK;
+}
+
+attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
+    memset(out, 0, sizeof *out);
+    out->g = g;
+    out->target = *t;
+    attnc_status st = cg_plan_build(g, t, &out->plan);
+    if (st != ATTNC_OK)
+        return st;
+    /* three kernels per node at most (a split flash: its split path and
+     * merge), plus a load-time pack per linear, plus the table */
+    size_t max_units = 4 * (size_t)g->n_nodes + 1;
+    out->step_names = arena_alloc(&g->ctx->arena, max_units * sizeof *out->step_names);
+    out->step_phase = arena_alloc(&g->ctx->arena, max_units * sizeof *out->step_phase);
+    out->units = arena_alloc(&g->ctx->arena, max_units * sizeof *out->units);
+    if (!out->step_names || !out->step_phase || !out->units) {
+        diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
+        return ATTNC_E_NOMEM;
+    }
+    char name[160];
+    for (int i = 0; st == ATTNC_OK && i < g->n_nodes; i++) { /* load phase first: packing */
+        const ir_node *n = g->nodes[i];
+        if (n->dead || n->op != IR_OP_LINEAR)
+            continue;
+        snprintf(name, sizeof name, "attnk_%s_%d_pack", g->cfg.name, n->id);
+        st = add_unit(g, out, CG_UNIT_PACK, n, ATTN_PHASE_LOAD, name);
+    }
+    for (int i = 0; st == ATTNC_OK && i < g->n_nodes; i++) {
+        const ir_node *n = g->nodes[i];
+        if (n->dead || !out->plan.emit[n->id])
+            continue;
+        attn_phase ph = out->plan.phase[n->id];
+        snprintf(name, sizeof name, "attnk_%s_%d_%s", g->cfg.name, n->id, ir_op_name(n->op));
+        st = add_unit(g, out, CG_UNIT_NODE, n, ph, name);
+        if (st == ATTNC_OK && n->op == IR_OP_FLASH && n->split_tokens) {
+            snprintf(name, sizeof name, "attnk_%s_%d_flash_split", g->cfg.name, n->id);
+            st = add_unit(g, out, CG_UNIT_SPLIT, n, ph, name);
+            snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", g->cfg.name, n->id);
+            if (st == ATTNC_OK)
+                st = add_unit(g, out, CG_UNIT_MERGE, n, ph, name);
+        }
+    }
+    snprintf(name, sizeof name, "%s_kernels", g->cfg.name);
+    if (st == ATTNC_OK)
+        st = add_unit(g, out, CG_UNIT_TABLE, NULL, ATTN_PHASE_LOAD, name);
+    out->n_buffers = out->plan.n_buffers;
+    memcpy(out->buffers, out->plan.buffers, sizeof out->buffers);
+    return st;
+}
+
+static void emit_unit(cg *c, const cg_result *r, const cg_unit *u) {
+    c->phase = u->phase;
+    switch (u->kind) {
+    case CG_UNIT_PACK: cg_emit_pack(c, u->n, u->name); break;
+    case CG_UNIT_NODE: emit_node(c, u->n, u->name); break;
+    case CG_UNIT_SPLIT:
+        cg_kernel_begin(c, u->name);
+        cg_emit_split_partials(c, u->n);
+        cg_kernel_end(c);
+        break;
+    case CG_UNIT_MERGE: cg_emit_split_merge(c, u->n, u->name); break;
+    case CG_UNIT_TABLE: cg_table_build(r, c->mod); break;
+    }
+}
+
+LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n, LLVMContextRef llctx,
+                             char **why) {
+    cg c = {.g = r->g, .plan = &r->plan, .llctx = llctx, .n_buffers = r->plan.n_buffers,
+            .target = r->target};
+    char mod_name[ATTN_NAME_MAX + 24];
+    snprintf(mod_name, sizeof mod_name, "attnc.%s.%d", r->g->cfg.name, n == 1 ? which[0] : -1);
     c.mod = LLVMModuleCreateWithNameInContext(mod_name, llctx);
     c.b = LLVMCreateBuilderInContext(llctx);
     c.i16 = LLVMInt16TypeInContext(llctx);
@@ -62,54 +146,19 @@ attnc_status cg_module_build(ir_graph *g, LLVMContextRef llctx, const cg_target 
     c.f32 = LLVMFloatTypeInContext(llctx);
     c.f64 = LLVMDoubleTypeInContext(llctx);
     c.ptr = LLVMPointerTypeInContext(llctx, 0);
-    c.vf = LLVMVectorType(c.f32, (unsigned)t->lanes);
-    c.vi = LLVMVectorType(c.i32, (unsigned)t->lanes);
+    c.vf = LLVMVectorType(c.f32, (unsigned)r->target.lanes);
+    c.vi = LLVMVectorType(c.i32, (unsigned)r->target.lanes);
     LLVMTypeRef params[3] = {c.ptr, c.i32, c.i32};
     c.kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(llctx), params, 3, false);
-
-    int n_steps = 0;
-    for (int i = 0; i < g->n_nodes; i++) { /* load phase first: packing */
-        const ir_node *n = g->nodes[i];
-        if (n->dead || n->op != IR_OP_LINEAR)
-            continue;
-        char name[128];
-        snprintf(name, sizeof name, "attnk_%s_%d_pack", g->cfg.name, n->id);
-        c.phase = phases[n_steps] = ATTN_PHASE_LOAD;
-        cg_emit_pack(&c, n, name);
-        names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = g->nodes[i];
-        if (n->dead || !plan.emit[n->id])
-            continue;
-        char name[128];
-        snprintf(name, sizeof name, "attnk_%s_%d_%s", g->cfg.name, n->id, ir_op_name(n->op));
-        c.phase = plan.phase[n->id];
-        phases[n_steps] = c.phase;
-        emit_node(&c, n, name);
-        names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
-        if (n->op == IR_OP_FLASH && n->split_tokens) {
-            snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", g->cfg.name, n->id);
-            phases[n_steps] = c.phase;
-            cg_emit_split_merge(&c, n, name);
-            names[n_steps++] = arena_strndup(&g->ctx->arena, name, strlen(name));
-        }
-    }
+    for (int i = 0; i < n; i++)
+        emit_unit(&c, r, &r->units[which[i]]);
     LLVMDisposeBuilder(c.b);
-    char *why = NULL;
-    if (LLVMVerifyModule(c.mod, LLVMReturnStatusAction, &why)) {
-        diag_error(g->ctx, ATTNC_E_LLVM, (attnc_loc){0}, "generated module is invalid: %s",
-                   why ? why : "?");
-        LLVMDisposeMessage(why);
+    *why = NULL;
+    if (LLVMVerifyModule(c.mod, LLVMReturnStatusAction, why)) {
         LLVMDisposeModule(c.mod);
-        return ATTNC_E_LLVM;
+        return NULL;
     }
-    LLVMDisposeMessage(why);
-    out->module = c.mod;
-    out->n_buffers = plan.n_buffers;
-    memcpy(out->buffers, plan.buffers, sizeof plan.buffers);
-    out->n_steps = n_steps;
-    out->step_names = names;
-    out->step_phase = phases;
-    return ATTNC_OK;
+    LLVMDisposeMessage(*why);
+    *why = NULL;
+    return c.mod;
 }

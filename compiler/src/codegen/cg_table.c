@@ -17,9 +17,12 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
     return g;
 }
 
-void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
+void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
+    const ir_graph *g = res->g;
     LLVMContextRef llctx = LLVMGetModuleContext(mod);
     LLVMTypeRef i32 = LLVMInt32TypeInContext(llctx), ptr = LLVMPointerTypeInContext(llctx, 0);
+    LLVMTypeRef kparams[3] = {ptr, i32, i32};
+    LLVMTypeRef kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(llctx), kparams, 3, false);
     const char *name = g->cfg.name;
 
     /* the config, field by field into zeroed storage: padding stays 0 */
@@ -71,7 +74,8 @@ void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
         LLVMSetGlobalConstant(sg, true);
         LLVMSetLinkage(sg, LLVMPrivateLinkage);
         LLVMValueRef fn = LLVMGetNamedFunction(mod, sym);
-        ATTNC_ASSERT(fn);
+        if (!fn) /* built in another unit */
+            fn = LLVMAddFunction(mod, sym, kernel_ty);
         LLVMValueRef f[4] = {sg, fn, LLVMConstInt(i32, res->step_phase[i], false),
                              LLVMConstInt(i32, 0, false)};
         steps[i] = LLVMConstNamedStruct(step_ty, f, 4);
@@ -103,6 +107,7 @@ void cg_table_build(ir_graph *g, LLVMModuleRef mod, const cg_result *res) {
     char fname[ATTN_NAME_MAX + 16];
     snprintf(fname, sizeof fname, "%s_kernels", name);
     LLVMValueRef fn = LLVMAddFunction(mod, fname, LLVMFunctionType(ptr, NULL, 0, false));
+    LLVMSetLinkage(fn, LLVMExternalLinkage);
     LLVMBuilderRef b = LLVMCreateBuilderInContext(llctx);
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(llctx, fn, "entry"));
     LLVMBuildRet(b, table);

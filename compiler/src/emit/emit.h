@@ -7,6 +7,8 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "base/base.h"
+#include "codegen/cg.h"
+#include "emit/kcache.h"
 
 /* A target machine for this host's triple with opt's CPU and features
  * (the host's when NULL). */
@@ -17,9 +19,29 @@ ATTNC_HIDDEN attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_option
  * name AVX-512 or AVX2, else by asking tm to compile a vector add. */
 ATTNC_HIDDEN void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs);
 /* Sets the module's triple and data layout from tm and runs default<O3>
- * with loop and SLP vectorization. */
+ * (the probes). */
 ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod,
                                         LLVMTargetMachineRef tm);
+/* Sets the module's triple and data layout from tm and runs the pipeline
+ * for a unit (light: a cg_unit's vector_ir; emit_target.c says which and
+ * why): NULL, or LLVM's message (malloc'd). Safe on several threads at
+ * once for modules of distinct contexts. */
+ATTNC_HIDDEN char *emit_passes(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool light);
+/* Every unit of r built and optimized on its own as emit_unit_objects
+ * does, then linked into one module of llctx (*out): the code of an
+ * object file and of --emit-llvm/--emit-asm is the JIT's. */
+ATTNC_HIDDEN attnc_status emit_linked_module(attnc_ctx *ctx, const cg_result *r,
+                                             LLVMTargetMachineRef tm, LLVMContextRef llctx,
+                                             LLVMModuleRef *out);
+/* Threads that compile n_units units with opt (opt->threads, else one
+ * per CPU, at most n_units). */
+ATTNC_HIDDEN int emit_threads(const attnc_options *opt, int n_units);
+/* Compiles every unit of r to an object (*objs: r->n_units of them,
+ * malloc'd; kc_blobs_free), on emit_threads threads at once. Adds the
+ * stages' times and the thread count to *t (may be NULL). */
+ATTNC_HIDDEN attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r,
+                                            const attnc_options *opt, kc_blob **objs,
+                                            attnc_timings *t);
 /* Writes opt->emit_llvm / opt->emit_asm if asked (asm from a clone). */
 ATTNC_HIDDEN attnc_status emit_dumps(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm,
                                      const attnc_options *opt);

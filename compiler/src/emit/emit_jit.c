@@ -1,8 +1,9 @@
-/* emit_jit.c: ORC LLJIT. The fused graph becomes a module in a
- * thread-safe context, is optimized for the chosen CPU, added to a fresh
- * LLJIT and its kernels looked up into a kernel table. Creating JITs,
- * adding modules and looking up symbols are serialized by one mutex;
- * calling the compiled kernels is not. */
+/* emit_jit.c: ORC LLJIT. The fused graph's units are compiled to objects
+ * on all threads at once (emit_units.c), or found in the kernel cache
+ * (kcache.c), linked into a fresh LLJIT, and the kernel table their
+ * `<name>_kernels` returns is copied. Creating JITs, adding objects and
+ * looking up symbols are serialized by one mutex; calling the compiled
+ * kernels is not. */
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
@@ -21,10 +22,7 @@ static pthread_mutex_t jit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct attnc_jit {
     LLVMOrcLLJITRef lljit; /* owned; disposing it frees the code */
-    attn_kernels table;
-    attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
-    attn_kernel_step *steps; /* owned */
-    char *names;             /* owned: the step names, NUL-separated */
+    attn_kernels table;    /* a copy of the objects' table; points into them */
     attnc_timings timings;
 };
 
@@ -38,8 +36,6 @@ void attnc_jit_free(attnc_jit *jit) {
         if (err)
             LLVMConsumeError(err);
     }
-    free(jit->steps);
-    free(jit->names);
     free(jit);
 }
 
@@ -51,125 +47,144 @@ attnc_timings attnc_jit_timings(const attnc_jit *jit) {
     return jit ? jit->timings : (attnc_timings){0};
 }
 
-/* Builds the LLJIT for tm's CPU and adds mod to it; both consumed. */
-static attnc_status make_lljit(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm,
-                               LLVMOrcThreadSafeModuleRef tsm, LLVMOrcLLJITRef *out) {
+/* An LLJIT for jit_tm's CPU (consumed) that resolves what the kernels
+ * call outside themselves (libm's cos and sin, for RoPE tables) from
+ * this process. Call with jit_lock held. */
+static attnc_status new_lljit(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, LLVMOrcLLJITRef *out) {
     LLVMOrcJITTargetMachineBuilderRef jtmb =
         LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm); /* consumes jit_tm */
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* consumes jtmb */
     LLVMOrcLLJITRef lljit = NULL;
     LLVMErrorRef err = LLVMOrcCreateLLJIT(&lljit, builder); /* consumes builder */
-    if (err) {
-        LLVMOrcDisposeThreadSafeModule(tsm);
+    if (err)
         return emit_llvm_error(ctx, err, "creating the JIT");
-    }
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(lljit), NULL, NULL);
-    if (!err) {
-        /* libm's cos and sin, used by RoPE, resolve from this process */
-        LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(lljit), gen);
-        err = LLVMOrcLLJITAddLLVMIRModule(lljit, LLVMOrcLLJITGetMainJITDylib(lljit), tsm);
-        tsm = NULL; /* consumed, also on error */
-    }
     if (err) {
-        if (tsm)
-            LLVMOrcDisposeThreadSafeModule(tsm);
         LLVMConsumeError(LLVMOrcDisposeLLJIT(lljit));
-        return emit_llvm_error(ctx, err, "adding the module to the JIT");
+        return emit_llvm_error(ctx, err, "creating the JIT");
     }
+    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(lljit), gen);
     *out = lljit;
     return ATTNC_OK;
 }
 
+/* Links the objects into a new LLJIT of jit and copies the table that
+ * `<name>_kernels` returns. */
+static attnc_status link_objects(attnc_ctx *ctx, const attnc_options *opt, const char *name,
+                                 const kc_blob *objs, int n, attnc_jit *jit) {
+    LLVMTargetMachineRef jit_tm = NULL;
+    attnc_status st = emit_target_machine(ctx, opt, &jit_tm);
+    if (st != ATTNC_OK)
+        return st;
+    char sym[ATTN_NAME_MAX + 16];
+    snprintf(sym, sizeof sym, "%s_kernels", name);
+    LLVMOrcJITTargetAddress addr = 0;
+    pthread_mutex_lock(&jit_lock);
+    st = new_lljit(ctx, jit_tm, &jit->lljit); /* consumes jit_tm */
+    LLVMOrcJITDylibRef jd = st == ATTNC_OK ? LLVMOrcLLJITGetMainJITDylib(jit->lljit) : NULL;
+    for (int i = 0; st == ATTNC_OK && i < n; i++) {
+        LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+            (const char *)objs[i].data, objs[i].size, "attnc-unit");
+        LLVMErrorRef err = LLVMOrcLLJITAddObjectFile(jit->lljit, jd, buf); /* consumes buf */
+        if (err)
+            st = emit_llvm_error(ctx, err, "adding an object to the JIT");
+    }
+    if (st == ATTNC_OK) {
+        LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, sym);
+        if (err)
+            st = emit_llvm_error(ctx, err, sym);
+    }
+    pthread_mutex_unlock(&jit_lock);
+    if (st != ATTNC_OK)
+        return st;
+    const attn_kernels *(*get)(void) = (const attn_kernels *(*)(void))(uintptr_t)addr;
+    jit->table = *get();
+    return ATTNC_OK;
+}
+
+/* opt->emit_llvm / emit_asm: every unit in one module (as an object
+ * file has them), optimized as the units are. */
+/* opt->emit_llvm / emit_asm: every unit in one module, as an object file
+ * has them. */
+static attnc_status dump_module(attnc_ctx *ctx, ir_graph *g, const cg_target *target,
+                                LLVMTargetMachineRef tm, const attnc_options *opt) {
+    LLVMContextRef llctx = LLVMContextCreate();
+    LLVMModuleRef mod = NULL;
+    cg_result res;
+    attnc_status st = cg_units_plan(g, target, &res);
+    if (st == ATTNC_OK && (st = emit_linked_module(ctx, &res, tm, llctx, &mod)) == ATTNC_OK)
+        st = emit_dumps(ctx, mod, tm, opt);
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(llctx);
+    return st;
+}
+
 static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
                                 attnc_jit **out) {
+    double t0 = compile_now_ms();
     attnc_jit *jit = calloc(1, sizeof *jit);
     if (!jit) {
         diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
-    ir_graph *g = NULL;
-    attnc_status st = compile_graph(ctx, spec_path, opt, NULL, &g, &jit->timings);
-    LLVMTargetMachineRef tm = NULL, jit_tm = NULL;
-    LLVMOrcThreadSafeContextRef tsc = NULL;
-    cg_result res = {0};
+    attnc_timings *t = &jit->timings;
+    attn_config cfg;
+    spec_locs locs;
+    LLVMTargetMachineRef tm = NULL;
+    char *dir = NULL, *key = NULL;
+    kc_blob *objs = NULL;
+    int n = 0;
+    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    t->spec_ms = compile_now_ms() - t0;
+    if (st == ATTNC_OK)
+        st = emit_target_machine(ctx, opt, &tm);
     if (st != ATTNC_OK)
-        goto fail;
-    double t0 = compile_now_ms();
-    tsc = LLVMOrcCreateNewThreadSafeContext();
-    if ((st = emit_target_machine(ctx, opt, &tm)) != ATTNC_OK)
-        goto fail;
-    cg_target target;
-    emit_target_shape(tm, &target.lanes, &target.regs);
-    if ((st = cg_module_build(g, LLVMOrcThreadSafeContextGetContext(tsc), &target, &res)) != ATTNC_OK)
-        goto fail;
-    double t1 = compile_now_ms();
-    if ((st = emit_optimize(ctx, res.module, tm)) != ATTNC_OK ||
-        (st = emit_dumps(ctx, res.module, tm, opt)) != ATTNC_OK ||
-        (st = emit_target_machine(ctx, opt, &jit_tm)) != ATTNC_OK)
-        goto fail;
-    double t2 = compile_now_ms();
-    jit->timings.llvm_ms = t1 - t0;
-    jit->timings.optimize_ms = t2 - t1;
-
-    size_t names_len = 0;
-    for (int i = 0; i < res.n_steps; i++)
-        names_len += strlen(res.step_names[i]) + 1;
-    jit->steps = calloc((size_t)res.n_steps + 1, sizeof *jit->steps);
-    jit->names = malloc(names_len + 1);
-    if (!jit->steps || !jit->names) {
-        diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
-        st = ATTNC_E_NOMEM;
-        goto fail;
-    }
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(res.module, tsc);
-    res.module = NULL; /* owned by tsm now */
-    pthread_mutex_lock(&jit_lock);
-    st = make_lljit(ctx, jit_tm, tsm, &jit->lljit); /* consumes jit_tm and tsm */
-    jit_tm = NULL;
-    char *at = jit->names;
-    for (int i = 0; st == ATTNC_OK && i < res.n_steps; i++) {
-        LLVMOrcJITTargetAddress addr = 0;
-        LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, res.step_names[i]);
-        if (err) {
-            st = emit_llvm_error(ctx, err, res.step_names[i]);
-            break;
+        goto done;
+    double tc = compile_now_ms();
+    bool hit = false;
+    if ((dir = kc_dir(opt)) && (key = kc_key(&cfg, opt, tm, "jit")))
+        hit = kc_get(ctx, dir, key, &objs, &n);
+    t->cache = !key ? ATTNC_CACHE_OFF : hit ? ATTNC_CACHE_HIT : ATTNC_CACHE_MISS;
+    t->cache_ms = compile_now_ms() - tc;
+    if (!hit || (opt && (opt->emit_llvm || opt->emit_asm))) {
+        ir_graph *g = NULL;
+        cg_target target;
+        cg_result res;
+        emit_target_shape(tm, &target.lanes, &target.regs);
+        if ((st = compile_graph_of(ctx, &cfg, &locs, opt, NULL, &g, t)) != ATTNC_OK)
+            goto done;
+        if (!hit && (st = cg_units_plan(g, &target, &res)) == ATTNC_OK &&
+            (st = emit_unit_objects(ctx, &res, opt, &objs, t)) == ATTNC_OK) {
+            n = res.n_units;
+            tc = compile_now_ms();
+            if (key)
+                kc_put(ctx, dir, key, objs, n);
+            t->cache_ms += compile_now_ms() - tc;
         }
-        strcpy(at, res.step_names[i]);
-        jit->steps[i].name = at;
-        at += strlen(at) + 1;
-        jit->steps[i].fn = (attn_kernel_fn)(uintptr_t)addr;
-        jit->steps[i].phase = res.step_phase[i];
+        if (st == ATTNC_OK && opt && (opt->emit_llvm || opt->emit_asm))
+            st = dump_module(ctx, g, &target, tm, opt);
+        if (st != ATTNC_OK)
+            goto done;
     }
-    pthread_mutex_unlock(&jit_lock);
-    if (st != ATTNC_OK)
-        goto fail;
-    jit->timings.jit_ms = compile_now_ms() - t2;
-    memcpy(jit->buffers, res.buffers, sizeof jit->buffers);
-    jit->table = (attn_kernels){
-        .abi_version = ATTN_KERNELS_ABI,
-        .n_buffers = (uint32_t)res.n_buffers,
-        .n_steps = (uint32_t)res.n_steps,
-        .config = g->cfg,
-        .buffers = jit->buffers,
-        .steps = jit->steps,
-    };
-    LLVMDisposeTargetMachine(tm);
-    LLVMOrcDisposeThreadSafeContext(tsc); /* the module keeps its own reference */
-    *out = jit;
-    return ATTNC_OK;
-fail:
-    if (res.module)
-        LLVMDisposeModule(res.module);
+    double tj = compile_now_ms();
+    if ((st = link_objects(ctx, opt, cfg.name, objs, n, jit)) != ATTNC_OK)
+        goto done;
+    t->jit_ms = compile_now_ms() - tj;
+    t->total_ms = compile_now_ms() - t0;
+done:
+    kc_blobs_free(objs, n);
+    free(key);
+    free(dir);
     if (tm)
         LLVMDisposeTargetMachine(tm);
-    if (jit_tm)
-        LLVMDisposeTargetMachine(jit_tm);
-    if (tsc)
-        LLVMOrcDisposeThreadSafeContext(tsc);
-    attnc_jit_free(jit);
+    if (st == ATTNC_OK)
+        *out = jit;
+    else
+        attnc_jit_free(jit);
     return st;
 }
 
@@ -181,7 +196,7 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
     if (!ctx)
         return ATTNC_E_NOMEM;
     attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_IO;
-    if (st != ATTNC_OK && error)
+    if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
         *error = compile_diag_text(ctx, spec_path ? "compilation failed" : "no spec path");
     attnc_ctx_free(ctx);
     return st;
@@ -207,8 +222,16 @@ static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes
         goto done;
     }
     pthread_mutex_lock(&jit_lock);
-    st = make_lljit(ctx, jit_tm, LLVMOrcCreateNewThreadSafeModule(mod, tsc), &jit->lljit);
+    st = new_lljit(ctx, jit_tm, &jit->lljit); /* consumes jit_tm */
     jit_tm = NULL;
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
+    if (st == ATTNC_OK) {
+        LLVMErrorRef err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
+        if (err) /* consumed tsm either way */
+            st = emit_llvm_error(ctx, err, "adding the probes to the JIT");
+    } else {
+        LLVMOrcDisposeThreadSafeModule(tsm);
+    }
     const char *names[2] = {"attnc_probe_fma", "attnc_probe_read"};
     LLVMOrcJITTargetAddress addr[2] = {0, 0};
     for (int i = 0; st == ATTNC_OK && i < 2; i++) {
