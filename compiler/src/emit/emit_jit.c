@@ -105,10 +105,8 @@ static attnc_status link_objects(attnc_ctx *ctx, const attnc_options *opt, const
     return ATTNC_OK;
 }
 
-/* opt->emit_llvm / emit_asm: every unit in one module (as an object
- * file has them), optimized as the units are. */
-/* opt->emit_llvm / emit_asm: every unit in one module, as an object file
- * has them. */
+/* opt->emit_llvm / emit_asm: every unit, optimized as the JIT's are,
+ * linked into one module as an object file has them. */
 static attnc_status dump_module(attnc_ctx *ctx, ir_graph *g, const cg_target *target,
                                 LLVMTargetMachineRef tm, const attnc_options *opt) {
     LLVMContextRef llctx = LLVMContextCreate();

@@ -50,7 +50,7 @@ static attnc_status module_bytes(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMa
     size_t n = 0;
     if (kind == ATTNC_EMIT_LLVM) {
         text = LLVMPrintModuleToString(mod);
-        p = text, n = strlen(text);
+        p = text, n = text ? strlen(text) : 0;
     } else if (LLVMTargetMachineEmitToMemoryBuffer(
                    tm, mod, kind == ATTNC_EMIT_OBJ ? LLVMObjectFile : LLVMAssemblyFile, &why,
                    &buf)) {
@@ -61,7 +61,7 @@ static attnc_status module_bytes(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMa
     } else {
         p = LLVMGetBufferStart(buf), n = LLVMGetBufferSize(buf);
     }
-    if (b && (b->data = malloc(n ? n : 1))) {
+    if (b && p && (b->data = malloc(n ? n : 1))) {
         memcpy(b->data, p, n);
         b->size = n;
     }
