@@ -38,8 +38,9 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
 }
 
 /* Rough relative sizes of the kernels' code, for compiling the biggest
- * first: the flash paths are most of a module (llama3_8b: flash 9, its
- * split path 6, a linear with its micro-kernels 2). */
+ * first (so the last unit a thread takes is a small one): the flash
+ * kernel and its split path are the biggest, then the linears with their
+ * micro-kernels; the others take a few milliseconds each. */
 static int unit_cost(cg_unit_kind kind, const ir_node *n) {
     switch (kind) {
     case CG_UNIT_SPLIT: return 60;
