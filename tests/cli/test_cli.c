@@ -64,9 +64,9 @@ static void cli_usage_errors_exit_1(void **state) {
 
 static void cli_every_command_has_help(void **state) {
     fixture *f = *state;
-    const char *cmds[] = {"check",       "ir",        "compile", "run",     "import",
-                          "gen-weights", "gen-input", "bench",   "roofline"};
-    for (int i = 0; i < 9; i++) {
+    const char *cmds[] = {"check",       "ir",        "compile", "run",      "import",
+                          "gen-weights", "gen-input", "bench",   "roofline", "cache"};
+    for (int i = 0; i < 10; i++) {
         assert_int_equal(ATTNC(f, cmds[i], "--help"), 0);
         char *s = captured(f->out);
         assert_non_null(strstr(s, "usage: attnc"));
@@ -74,6 +74,56 @@ static void cli_every_command_has_help(void **state) {
     }
     assert_int_equal(ATTNC(f, "--help"), 0);
     assert_int_equal(ATTNC(f, "--version"), 0);
+}
+
+/* The kernel cache from the command line: run -v says miss then hit,
+ * --no-cache neither reads nor writes, cache info counts and clear
+ * empties (the directory named by --dir or $ATTNC_CACHE_DIR). */
+static void cli_kernel_cache(void **state) {
+    fixture *f = *state;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/kc", f->dir);
+    setenv("ATTNC_CACHE_DIR", dir, 1);
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w), 0);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "5", "-o", x), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v",
+                           "--no-cache"),
+                     0);
+    assert_stderr_has(f, "cache off");
+    assert_int_equal(ATTNC(f, "cache", "info"), 0);
+    char *s = captured(f->out);
+    assert_non_null(strstr(s, "entries: 0"));
+    assert_non_null(strstr(s, dir));
+    free(s);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v"), 0);
+    assert_stderr_has(f, "cache miss");
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v"), 0);
+    assert_stderr_has(f, "cache hit");
+    assert_int_equal(ATTNC(f, "compile", SPEC("seed"), "-o", path_in(f->dir, "s.o")), 0);
+    assert_int_equal(ATTNC(f, "cache", "info", "--dir", dir), 0);
+    s = captured(f->out);
+    assert_non_null(strstr(s, "entries: 2")); /* the JIT's and the object's */
+    free(s);
+    /* a damaged entry: a warning on stderr, the run succeeds */
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "for e in %s/*.attnk; do : > \"$e\"; done", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y), 0);
+    assert_stderr_has(f, "warning: damaged kernel cache entry (empty, 0 bytes)");
+    assert_int_equal(ATTNC(f, "cache", "clear"), 0);
+    s = captured(f->out);
+    assert_non_null(strstr(s, "removed 2 entries"));
+    free(s);
+    assert_int_equal(ATTNC(f, "cache", "info"), 0);
+    s = captured(f->out);
+    assert_non_null(strstr(s, "entries: 0"));
+    free(s);
+    assert_int_equal(ATTNC(f, "cache", "bogus"), 1);
+    assert_stderr_has(f, "expected info or clear");
+    assert_int_equal(ATTNC(f, "cache", "info", "--dir", w), 2); /* a file, not a directory */
+    unsetenv("ATTNC_CACHE_DIR");
 }
 
 static void cli_check_prints_normalized_spec(void **state) {
@@ -236,6 +286,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cli_every_command_has_help, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_check_prints_normalized_spec, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_kernel_cache, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, cli_fixture_setup,
                                         cli_fixture_teardown),
