@@ -25,12 +25,24 @@ typedef struct cg_view {
                             only (T - jlo of them), see cg_first_key */
 } cg_view;
 
-/* What the target's vector unit looks like: f32 lanes of one vector and
- * the number of vector registers. Kernels block for it; any value is
- * correct on any target (LLVM legalizes), only speed depends on it. */
+/* What the target's vector unit looks like (f32 lanes of one vector, the
+ * number of vector registers) and the register blocking of every kernel
+ * family chosen for it, in one place (cg_target_for): kernels read their
+ * shapes from here. Any values are correct on any target (LLVM
+ * legalizes); only speed depends on them. */
 typedef struct cg_target {
     int lanes, regs;
+    int flash_rv;      /* flash: vectors of query rows per work item */
+    int flash_bks;     /* flash: keys per score pass (a key tile is two) */
+    int flash_dc;      /* flash: most head_dim rows per p.v register block */
+    int split_pv_regs; /* split decode: registers for the p.v sums of a row block */
+    int gemm_mr;       /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
+    int probe_accs;    /* roofline's FMA probe: independent accumulators */
 } cg_target;
+
+/* The target of lanes-wide f32 vectors and regs vector registers, with
+ * the kernels' shapes for it. */
+ATTNC_HIDDEN cg_target cg_target_for(int lanes, int regs);
 
 /* The register-blocked GEMM of a linear: y[S, N] = x[S, K] . W^T. W is
  * packed at load time into np panels of nr = 2 * lanes output columns,

@@ -248,18 +248,16 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.hd = cfg->head_dim;
     f.group = cfg->heads / f.k->ne[1].c;
     f.lanes = c->target.lanes;
-    f.rv = c->target.regs >= 32 ? 3 : 2;
-    f.bks = c->target.regs >= 32 ? 8 : 4;
+    f.rv = c->target.flash_rv;
+    f.bks = c->target.flash_bks;
     f.bk = 2 * f.bks;
     f.rows = f.rv * f.lanes;
     f.hpi = f.group < f.rows ? f.group : f.rows;
     f.chunks = (f.group + f.hpi - 1) / f.hpi;
     int64_t bq = f.rows / f.hpi; /* tokens per item */
-    f.dc = 8;
+    f.dc = c->target.flash_dc; /* the largest power of two up to it dividing head_dim */
     while (f.hd % f.dc)
         f.dc /= 2;
-    if (c->target.regs < 32 && f.dc > 4)
-        f.dc = 4;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
 
     cg_kernel_begin(c, name);

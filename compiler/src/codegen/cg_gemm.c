@@ -36,8 +36,7 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
     g.lanes = t->lanes;
     g.nr = 2 * t->lanes;
     g.np = (g.n + g.nr - 1) / g.nr;
-    /* mr rows x 2 vectors of sums, two panel vectors and a broadcast */
-    g.mr = (t->regs - 4) / 2;
+    g.mr = t->gemm_mr;
     /* measured on llama3_8b prefill (2048 tokens, whole block, medians of
      * alternating runs): kc 256, mc 16 mr: 1240-1320 ms; kc 512, 16 mr:
      * 1160-1200; kc 768, 12 mr: 1130-1200; kc 1024, 4 mr: 1090-1150 (the

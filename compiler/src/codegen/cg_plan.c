@@ -47,6 +47,26 @@ static cg_view contiguous(cg_plan *p, const ir_node *n, attn_buf_role role, int 
     return v;
 }
 
+cg_target cg_target_for(int lanes, int regs) {
+    bool wide = regs >= 32; /* AVX-512 and AArch64: 32 registers; AVX2: 16 */
+    return (cg_target){
+        .lanes = lanes,
+        .regs = regs,
+        /* flash: rv x bks score sums and dc x rv p.v sums in registers */
+        .flash_rv = wide ? 3 : 2,
+        .flash_bks = wide ? 8 : 4,
+        .flash_dc = wide ? 8 : 4,
+        /* split decode: half the registers hold p.v sums, the rest its
+         * V vectors and broadcasts */
+        .split_pv_regs = regs / 2,
+        /* GEMM: mr rows x 2 vectors of sums, two panel vectors and a
+         * broadcast */
+        .gemm_mr = (regs - 4) / 2,
+        /* the FMA probe: enough independent chains to cover the latency */
+        .probe_accs = regs - 8 > 4 ? regs - 8 : 4,
+    };
+}
+
 attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);

@@ -67,7 +67,7 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
     LLVMTypeRef fma_ty = LLVMIntrinsicGetType(ctx, id, &vt, 1);
 
     /* fma: registers minus the two operands and some slack */
-    int accs = t->regs - 8 > 4 ? t->regs - 8 : 4;
+    int accs = t->probe_accs;
     LLVMTypeRef params[2] = {ptr, i64};
     LLVMValueRef fn = LLVMAddFunction(mod, "attnc_probe_fma", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));

@@ -70,7 +70,7 @@ static split split_of(cg *c, const ir_node *n) {
     s.vdt = c->plan->view[s.v->id].dt;
     s.rb = s.group < SPLIT_ROWS ? (int)s.group : SPLIT_ROWS;
     /* p.v keeps rb x pv_part accumulators: half the registers */
-    s.pv_part = c->target.regs / 2 / s.rb;
+    s.pv_part = c->target.split_pv_regs / s.rb;
     s.pv_part = s.pv_part < 1 ? 1 : s.pv_part > s.nv ? (int)s.nv : s.pv_part;
     s.buf = c->plan->split[n->id];
     /* rows of q, v and the output are contiguous over head_dim */

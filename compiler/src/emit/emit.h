@@ -14,10 +14,10 @@
  * (the host's when NULL). */
 ATTNC_HIDDEN attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
                                               LLVMTargetMachineRef *out);
-/* The f32 lanes of tm's widest vector registers and how many there are
- * (codegen blocks its kernels for them): from tm's features where they
+/* The codegen target of tm (cg_target_for): the f32 lanes of its widest
+ * vector registers and how many there are, from tm's features where they
  * name AVX-512 or AVX2, else by asking tm to compile a vector add. */
-ATTNC_HIDDEN void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs);
+ATTNC_HIDDEN cg_target emit_target_shape(LLVMTargetMachineRef tm);
 /* Sets the module's triple and data layout from tm and runs default<O3>
  * (the probes). */
 ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod,

@@ -150,9 +150,8 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
     t->cache_ms = compile_now_ms() - tc;
     if (!hit || (opt && (opt->emit_llvm || opt->emit_asm))) {
         ir_graph *g = NULL;
-        cg_target target;
+        cg_target target = emit_target_shape(tm);
         cg_result res;
-        emit_target_shape(tm, &target.lanes, &target.regs);
         if ((st = compile_graph_of(ctx, &cfg, &locs, opt, NULL, &g, t)) != ATTNC_OK)
             goto done;
         if (!hit && (st = cg_units_plan(g, &target, &res)) == ATTNC_OK &&
@@ -211,8 +210,7 @@ static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes
         st = emit_target_machine(ctx, NULL, &jit_tm);
     if (st != ATTNC_OK)
         goto done;
-    cg_target target;
-    emit_target_shape(tm, &target.lanes, &target.regs);
+    cg_target target = emit_target_shape(tm);
     LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter);
     pr->lanes = target.lanes;
     if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {

@@ -161,8 +161,7 @@ static attnc_status aot_bytes(attnc_ctx *ctx, const attn_config *cfg, const spec
         LLVMContextRef llctx = LLVMContextCreate();
         LLVMModuleRef mod = NULL;
         cg_result res;
-        cg_target target;
-        emit_target_shape(tm, &target.lanes, &target.regs);
+        cg_target target = emit_target_shape(tm);
         st = compile_graph_of(ctx, cfg, locs, opt, NULL, &g, NULL);
         if (st == ATTNC_OK)
             st = cg_units_plan(g, &target, &res);

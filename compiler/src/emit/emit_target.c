@@ -122,22 +122,22 @@ static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
     return found;
 }
 
-void emit_target_shape(LLVMTargetMachineRef tm, int *lanes, int *regs) {
+cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     char *features = LLVMGetTargetMachineFeatureString(tm);
     bool x86 = strncmp(triple, "x86_64", 6) == 0;
-    *lanes = 4;
-    *regs = x86 ? 16 : 32;
+    int lanes = 4, regs = x86 ? 16 : 32;
     if (x86) {
         if (strstr(features, "+avx512f") || (!strstr(features, "-avx512f") && uses_register(tm, 16, "zmm"))) {
-            *lanes = 16;
-            *regs = 32;
+            lanes = 16;
+            regs = 32;
         } else if (strstr(features, "+avx2") || uses_register(tm, 8, "ymm")) {
-            *lanes = 8;
+            lanes = 8;
         }
     }
     LLVMDisposeMessage(features);
     LLVMDisposeMessage(triple);
+    return cg_target_for(lanes, regs);
 }
 
 /* The kernels that build their vectors themselves (register tiles of

@@ -143,7 +143,8 @@ static void warm_up(void) {
                                     LLVMRelocPIC, LLVMCodeModelSmall);
         LLVMContextRef llctx = LLVMContextCreate();
         int64_t flops;
-        LLVMModuleRef mod = cg_probe_build(llctx, &(cg_target){4, 16}, &flops);
+        cg_target t = cg_target_for(4, 16);
+        LLVMModuleRef mod = cg_probe_build(llctx, &t, &flops);
         LLVMMemoryBufferRef buf = NULL;
         char *err = emit_passes(mod, tm, false);
         if (!err && !LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &why, &buf))
