@@ -11,14 +11,10 @@
  * A string is a u64 length and that many bytes (no NUL). Every count,
  * length, offset and size is checked against the bytes that are there
  * before it is used; the file is mapped and only read. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "rt.h"
 
@@ -429,28 +425,12 @@ attn_status attn_gguf_open(const char *path, attn_gguf **out, attn_msg *m) {
     attn_gguf *g = gguf_new(path, m);
     if (!g)
         return ATTN_E_NOMEM;
-    attn_status st;
-    struct stat sb;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        st = rt_fail(m, ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    } else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = rt_fail(m, ATTN_E_IO, "%s: not a regular file", path);
-    } else if (sb.st_size == 0) {
+    attn_status st = rt_map_file(path, &g->map, &g->size, m);
+    g->mapped = g->map != NULL; /* attn_gguf_close unmaps it */
+    if (st == ATTN_OK && g->size == 0)
         st = rt_fail(m, ATTN_E_FORMAT, "%s: empty file; a GGUF file starts with 'GGUF'", path);
-    } else {
-        void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            st = rt_fail(m, ATTN_E_IO, "%s: cannot map: %s", path, strerror(errno));
-        } else {
-            g->map = map;
-            g->mapped = true;
-            g->size = (size_t)sb.st_size;
-            st = parse(g, m);
-        }
-    }
-    if (fd >= 0)
-        close(fd);
+    if (st == ATTN_OK)
+        st = parse(g, m);
     if (st) {
         attn_gguf_close(g);
         return st;

@@ -30,6 +30,12 @@ RT_HIDDEN void *rt_alloc_large(size_t bytes);
 /* Field by field (structs may differ in padding). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
 
+/* Maps the regular file at path read-only and privately: *map (NULL for
+ * an empty file; munmap it with *size) and *size. ATTN_E_IO with the
+ * reason (cannot open, not a regular file, cannot map). */
+RT_HIDDEN attn_status rt_map_file(const char *path, const unsigned char **map, size_t *size,
+                                  attn_msg *m);
+
 /* "[2, 3]": shape as messages print it, into buf. */
 RT_HIDDEN void rt_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 

@@ -288,39 +288,37 @@ attn_status attn_st_open(const char *path, attn_st **out, attn_msg *m) {
     attn_st *f = st_new(path, m);
     if (!f)
         return ATTN_E_NOMEM;
-    attn_status st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0) {
-        st = rt_fail(m, ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
+    attn_status st = rt_map_file(path, &f->map, &f->size, m);
+    f->mapped = f->map != NULL; /* attn_st_close unmaps it */
+    if (st == ATTN_OK && f->size < 8)
+        st = too_short(path, f->size, m);
+    if (st == ATTN_OK)
+        st = parse_header(f, m);
+    if (st != ATTN_OK) {
+        attn_st_close(f);
+        return st;
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = rt_fail(m, ATTN_E_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    if (sb.st_size < 8) {
-        st = too_short(path, (size_t)sb.st_size, m);
-        goto fail;
-    }
-    f->size = (size_t)sb.st_size;
-    void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-        st = rt_fail(m, ATTN_E_IO, "%s: cannot map: %s", path, strerror(errno));
-        goto fail;
-    }
-    f->map = map;
-    f->mapped = true;
-    close(fd);
-    fd = -1;
-    if ((st = parse_header(f, m)) != ATTN_OK)
-        goto fail;
     *out = f;
     return ATTN_OK;
-fail:
-    if (fd >= 0)
-        close(fd);
-    attn_st_close(f);
+}
+
+attn_status rt_map_file(const char *path, const unsigned char **map, size_t *size, attn_msg *m) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rt_fail(m, ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    void *p = NULL;
+    attn_status st = ATTN_OK;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        st = rt_fail(m, ATTN_E_IO, "%s: not a regular file", path);
+    else if (sb.st_size > 0 &&
+             (p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        st = rt_fail(m, ATTN_E_IO, "%s: cannot map: %s", path, strerror(errno));
+    close(fd);
+    if (st == ATTN_OK) {
+        *map = p;
+        *size = (size_t)sb.st_size;
+    }
     return st;
 }
 
