@@ -71,14 +71,11 @@ static attnc_status new_lljit(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, LLVMO
     return ATTNC_OK;
 }
 
-/* Links the objects into a new LLJIT of jit and copies the table that
- * `<name>_kernels` returns. */
-static attnc_status link_objects(attnc_ctx *ctx, const attnc_options *opt, const char *name,
+/* Links the objects into a new LLJIT of jit for jit_tm's CPU (consumed)
+ * and copies the table that `<name>_kernels` returns. */
+static attnc_status link_objects(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, const char *name,
                                  const kc_blob *objs, int n, attnc_jit *jit) {
-    LLVMTargetMachineRef jit_tm = NULL;
-    attnc_status st = emit_target_machine(ctx, opt, &jit_tm);
-    if (st != ATTNC_OK)
-        return st;
+    attnc_status st;
     char sym[ATTN_NAME_MAX + 16];
     snprintf(sym, sizeof sym, "%s_kernels", name);
     LLVMOrcJITTargetAddress addr = 0;
@@ -168,7 +165,9 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
             goto done;
     }
     double tj = compile_now_ms();
-    if ((st = link_objects(ctx, opt, cfg.name, objs, n, jit)) != ATTNC_OK)
+    st = link_objects(ctx, tm, cfg.name, objs, n, jit); /* consumes tm */
+    tm = NULL;
+    if (st != ATTNC_OK)
         goto done;
     t->jit_ms = compile_now_ms() - tj;
     t->total_ms = compile_now_ms() - t0;
