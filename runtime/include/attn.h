@@ -47,12 +47,23 @@ typedef enum attn_dtype {
     ATTN_DTYPE_F32,
     ATTN_DTYPE_F16,
     ATTN_DTYPE_BF16,
+    /* ggml's block formats (weights only): blocks of 32 consecutive values
+     * of a row, each with an f16 scale d. Q8_0: 32 int8 q, w = d * q (34
+     * bytes). Q4_0: 16 bytes, value j < 16 in the low nibble of byte j and
+     * value 16 + j in its high nibble, w = d * (q - 8) (18 bytes). */
+    ATTN_DTYPE_Q8_0,
+    ATTN_DTYPE_Q4_0,
     ATTN_DTYPE_COUNT
 } attn_dtype;
 
-/* "f32", "f16", "bf16"; NULL for an out-of-range value. */
+/* "f32", "f16", "bf16", "q8_0", "q4_0"; NULL for an out-of-range value. */
 ATTN_API const char *attn_dtype_name(attn_dtype t);
+/* Bytes of one element; 0 for the block formats (see attn_dtype_bytes). */
 ATTN_API size_t attn_dtype_size(attn_dtype t);
+/* Values per block: 32 for the block formats, else 1. */
+ATTN_API int64_t attn_dtype_block(attn_dtype t);
+/* Bytes of n values (n a multiple of attn_dtype_block). */
+ATTN_API size_t attn_dtype_bytes(attn_dtype t, int64_t n);
 
 typedef enum attn_rope_style {
     ATTN_ROPE_NONE,        /* no positional rotation */
@@ -204,8 +215,16 @@ ATTN_API const attn_st_info *attn_st_get(const attn_st *f, int i);
 /* NULL if the file has no tensor of that name. */
 ATTN_API const attn_st_info *attn_st_find(const attn_st *f, const char *name);
 
-/* Reads tensor name, which must have exactly shape[0..ndim), into dst
- * (numel floats), converting F32, F16 or BF16 to f32. ATTN_E_FORMAT names
+/* The dtype of tensor t of f: F32, F16, BF16, or a block format (the
+ * __metadata__ entry ATTN_ST_FORMAT_KEY + name over U8 bytes, below);
+ * ATTN_DTYPE_COUNT for any other. shape (ATTN_ST_MAX_DIMS entries, may be
+ * NULL): t's shape in values (a block format's last dimension is stored
+ * in bytes). */
+ATTN_API attn_dtype attn_st_format(const attn_st *f, const attn_st_info *t, int64_t *shape);
+
+/* Reads tensor name, which must have exactly shape[0..ndim) (in values),
+ * into dst (numel floats), converting F32, F16, BF16, Q8_0 or Q4_0 to f32
+ * (exactly but for F32 NaN payloads). ATTN_E_FORMAT names
  * the tensor for a missing tensor, a shape mismatch (both shapes) or an
  * unsupported dtype; dst is untouched then. */
 ATTN_API attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim,
@@ -216,7 +235,19 @@ ATTN_API attn_status attn_st_read_f32(const attn_st *f, const char *name, int nd
 ATTN_API attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t cols,
                                            float **out, int64_t *rows, attn_msg *msg);
 
-/* A tensor to write: f32 data, stored as dtype (rounded to nearest even). */
+/* The value of key in the header's __metadata__; NULL if absent or not a
+ * string. */
+ATTN_API const char *attn_st_metadata(const attn_st *f, const char *key);
+
+/* Tensors of a block format (ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0) are stored
+ * as dtype U8, their last dimension counted in bytes (34 or 18 per 32
+ * values), with __metadata__ entry ATTN_ST_FORMAT_KEY + name holding
+ * "q8_0" or "q4_0"; the blocks are ggml's, bit for bit. */
+#define ATTN_ST_FORMAT_KEY "attnc.format."
+
+/* A tensor to write: f32 data, stored as dtype (rounded to nearest even;
+ * the block formats quantize rows, the last dimension, with ggml's
+ * reference quantizers, and refuse NaN and infinity). */
 typedef struct attn_st_tensor {
     const char *name;
     attn_dtype dtype;

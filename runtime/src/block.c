@@ -76,7 +76,7 @@ static void *stage_map(size_t bytes) {
 typedef attn_status (*stage_fn)(void *ctx, const attn_config *c, int id, void *dst, attn_msg *m);
 
 static size_t weight_bytes(const attn_config *c, int id) {
-    return rt_weight_numel(c, id) * attn_dtype_size(rt_weight_dtype(c, id));
+    return attn_dtype_bytes(rt_weight_dtype(c, id), (int64_t)rt_weight_numel(c, id));
 }
 
 /* Weight id staged into fresh memory at *out: kept by the block when
@@ -170,9 +170,8 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
 
 static attn_status stage_from_weights(void *ctx, const attn_config *c, int id, void *dst,
                                       attn_msg *m) {
-    (void)c, (void)m;
-    rt_weight_from(ctx, id, dst);
-    return ATTN_OK;
+    (void)c;
+    return rt_weight_from(ctx, id, dst, m);
 }
 
 attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {

@@ -64,6 +64,8 @@ float rt_round(attn_dtype t, float f) {
     case ATTN_DTYPE_F32: return f;
     case ATTN_DTYPE_F16: return rt_f16_to_f32(rt_f32_to_f16(f));
     case ATTN_DTYPE_BF16: return rt_bf16_to_f32(rt_f32_to_bf16(f));
+    case ATTN_DTYPE_Q8_0:
+    case ATTN_DTYPE_Q4_0: return f;
     case ATTN_DTYPE_COUNT: break;
     }
     return NAN;

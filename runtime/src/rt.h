@@ -17,8 +17,27 @@ RT_HIDDEN uint16_t rt_f32_to_f16(float f);
 RT_HIDDEN float rt_f16_to_f32(uint16_t h);
 RT_HIDDEN uint16_t rt_f32_to_bf16(float f);
 RT_HIDDEN float rt_bf16_to_f32(uint16_t h);
-/* f rounded to dtype t and back to f32. */
+/* f rounded to dtype t and back to f32; f itself for the block formats,
+ * which round whole blocks (rt_quant_row). */
 RT_HIDDEN float rt_round(attn_dtype t, float f);
+
+/* ---- block formats (quant.c) --------------------------------------------- */
+
+#define RT_QK 32 /* values per block of Q8_0 and Q4_0 */
+/* Bytes per block of t; 0 if t is not a block format. */
+RT_HIDDEN size_t rt_quant_block_bytes(attn_dtype t);
+/* n values (a multiple of RT_QK) of x as blocks of t at dst, with ggml's
+ * reference quantizers. -1, or the first index that is NaN or infinite,
+ * or the first of a block whose scale overflows f16 (dst then partly
+ * written). */
+RT_HIDDEN int64_t rt_quant_row(attn_dtype t, const float *x, unsigned char *dst, int64_t n);
+/* The same, except that a block whose values some block of t holds
+ * exactly (one the reference quantizer would not write: another scale) is
+ * stored as that block, so values from any Q8_0/Q4_0 file come back
+ * unchanged. */
+RT_HIDDEN int64_t rt_quant_row_exact(attn_dtype t, const float *x, unsigned char *dst, int64_t n);
+/* n values of blocks of t at src, exactly, into y. */
+RT_HIDDEN void rt_dequant_row(attn_dtype t, const unsigned char *src, float *y, int64_t n);
 
 /* bytes (rounded up to 64) of 64-byte aligned memory, free()d as usual;
  * from 2 MB on, 2 MB aligned and advised to the kernel as huge pages:
@@ -45,7 +64,7 @@ RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);
 
 /* ---- checkpoints (source.c) ---------------------------------------------- */
 
-typedef enum rt_elem { RT_F32, RT_F16, RT_BF16, RT_OTHER } rt_elem;
+typedef enum rt_elem { RT_F32, RT_F16, RT_BF16, RT_Q8_0, RT_Q4_0, RT_OTHER } rt_elem;
 
 /* A tensor of a checkpoint, shape outermost first (a Linear weight is
  * [out, in] whatever the file's convention). */
@@ -92,7 +111,8 @@ RT_HIDDEN size_t rt_weight_numel(const attn_config *c, int id);
  * and infinity. */
 RT_HIDDEN attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix,
                                        int id, bool check_finite, void *dst, attn_msg *m);
-/* The same from f32 weights w. */
-RT_HIDDEN void rt_weight_from(const attn_weights *w, int id, void *dst);
+/* The same from f32 weights w; ATTN_E_FORMAT for a value a block format
+ * cannot take (NaN, infinity, or a block scale beyond f16). */
+RT_HIDDEN attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m);
 
 #endif

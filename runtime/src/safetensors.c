@@ -49,6 +49,8 @@ static const char *st_dtype_of(attn_dtype t) {
     case ATTN_DTYPE_F32: return "F32";
     case ATTN_DTYPE_F16: return "F16";
     case ATTN_DTYPE_BF16: return "BF16";
+    case ATTN_DTYPE_Q8_0:
+    case ATTN_DTYPE_Q4_0: return "U8"; /* blocks as bytes; the format in __metadata__ */
     case ATTN_DTYPE_COUNT: break;
     }
     return NULL;
@@ -80,6 +82,38 @@ const attn_st_info *attn_st_find(const attn_st *f, const char *name) {
         if (strcmp(f->t[i].name, name) == 0)
             return &f->t[i];
     return NULL;
+}
+
+const char *attn_st_metadata(const attn_st *f, const char *key) {
+    if (!f || !key)
+        return NULL;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+attn_dtype attn_st_format(const attn_st *f, const attn_st_info *t, int64_t *shape) {
+    if (!f || !t)
+        return ATTN_DTYPE_COUNT;
+    if (shape)
+        memcpy(shape, t->shape, sizeof t->shape);
+    for (int d = 0; d < ATTN_DTYPE_BF16 + 1; d++)
+        if (strcmp(t->dtype, st_dtype_of((attn_dtype)d)) == 0)
+            return (attn_dtype)d;
+    char key[600];
+    snprintf(key, sizeof key, "%s%s", ATTN_ST_FORMAT_KEY, t->name);
+    const char *fmt = attn_st_metadata(f, key);
+    if (!fmt || strcmp(t->dtype, "U8") != 0 || t->ndim < 1)
+        return ATTN_DTYPE_COUNT;
+    attn_dtype dt = strcmp(fmt, "q8_0") == 0   ? ATTN_DTYPE_Q8_0
+                    : strcmp(fmt, "q4_0") == 0 ? ATTN_DTYPE_Q4_0
+                                               : ATTN_DTYPE_COUNT;
+    int64_t bb = (int64_t)rt_quant_block_bytes(dt), last = t->shape[t->ndim - 1];
+    if (!bb || last % bb)
+        return ATTN_DTYPE_COUNT;
+    if (shape)
+        shape[t->ndim - 1] = last / bb * RT_QK;
+    return dt;
 }
 
 /* A JSON number that is an exact non-negative integer. */
@@ -337,30 +371,33 @@ attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim, const
     const attn_st_info *t = attn_st_find(f, name);
     if (!t)
         return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s'", f->path, name);
+    int64_t has[ATTN_ST_MAX_DIMS];
+    attn_dtype dt = attn_st_format(f, t, has);
     bool same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++)
-        same = t->shape[i] == shape[i];
+        same = has[i] == shape[i];
     if (!same) {
         char want[160], got[160];
         rt_shape_str(want, sizeof want, ndim, shape);
-        rt_shape_str(got, sizeof got, t->ndim, t->shape);
+        rt_shape_str(got, sizeof got, t->ndim, has);
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path,
                        name, got, want);
     }
-    size_t n = t->nbytes / dtype_size(t->dtype);
     const unsigned char *src = t->data;
-    if (strcmp(t->dtype, "F32") == 0) {
-        memcpy(dst, src, n * 4);
-    } else if (strcmp(t->dtype, "F16") == 0 || strcmp(t->dtype, "BF16") == 0) {
-        bool bf = t->dtype[0] == 'B';
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-            dst[i] = bf ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
-        }
-    } else {
+    if (dt == ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_FORMAT,
-                       "%s: tensor '%s' has dtype %s; supported are F32, F16 and BF16", f->path,
-                       name, t->dtype);
+                       "%s: tensor '%s' has dtype %s; supported are F32, F16, BF16 and attnc's "
+                       "q8_0 and q4_0",
+                       f->path, name, t->dtype);
+    if (dt == ATTN_DTYPE_F32) {
+        memcpy(dst, src, t->nbytes);
+    } else if (attn_dtype_block(dt) > 1) {
+        rt_dequant_row(dt, src, dst, (int64_t)(t->nbytes / rt_quant_block_bytes(dt)) * RT_QK);
+    } else {
+        for (size_t i = 0; i < t->nbytes / 2; i++) {
+            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            dst[i] = dt == ATTN_DTYPE_BF16 ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
+        }
     }
     return ATTN_OK;
 }
@@ -373,16 +410,18 @@ attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t co
     if (!t)
         return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' [rows, %lld]", f->path, name,
                        (long long)cols);
-    if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] != cols) {
+    int64_t has[ATTN_ST_MAX_DIMS];
+    attn_st_format(f, t, has);
+    if (t->ndim != 2 || has[0] < 1 || has[1] != cols) {
         char got[160];
-        rt_shape_str(got, sizeof got, t->ndim, t->shape);
+        rt_shape_str(got, sizeof got, t->ndim, has);
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected [rows >= 1, %lld]",
                        f->path, name, got, (long long)cols);
     }
-    float *buf = malloc(t->nbytes / dtype_size(t->dtype) * sizeof(float));
+    float *buf = malloc((size_t)(has[0] * cols) * sizeof(float));
     if (!buf)
         return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading '%s'", f->path, name);
-    attn_status st = attn_st_read_f32(f, name, 2, t->shape, buf, m);
+    attn_status st = attn_st_read_f32(f, name, 2, has, buf, m);
     if (st) {
         free(buf);
         return st;
@@ -408,7 +447,12 @@ static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes,
         if (numel < 0 || (numel > 0 && !t[i].data))
             return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s': bad shape or no data",
                            t[i].name);
-        nbytes[i] = (size_t)numel * attn_dtype_size(t[i].dtype);
+        if (rt_quant_block_bytes(t[i].dtype) &&
+            (t[i].ndim < 1 || t[i].shape[t[i].ndim - 1] % RT_QK))
+            return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s': %s needs rows of a "
+                                              "multiple of %d values",
+                           t[i].name, attn_dtype_name(t[i].dtype), RT_QK);
+        nbytes[i] = attn_dtype_bytes(t[i].dtype, numel);
     }
     return ATTN_OK;
 }
@@ -426,9 +470,19 @@ static char *build_header(const attn_st_tensor *t, int n, const size_t *nbytes, 
         cJSON *of = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
         if (!of || !cJSON_AddStringToObject(e, "dtype", st_dtype_of(t[i].dtype)))
             goto done;
-        for (int d = 0; d < t[i].ndim; d++)
-            if (!cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d])))
+        size_t bb = rt_quant_block_bytes(t[i].dtype);
+        for (int d = 0; d < t[i].ndim; d++) {
+            int64_t dim = t[i].shape[d];
+            if (bb && d == t[i].ndim - 1) /* a row of blocks: its bytes */
+                dim = dim / RT_QK * (int64_t)bb;
+            if (!cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)dim)))
                 goto done;
+        }
+        char key[600];
+        if (bb && (snprintf(key, sizeof key, "%s%s", ATTN_ST_FORMAT_KEY, t[i].name) >=
+                       (int)sizeof key ||
+                   !cJSON_AddStringToObject(meta, key, attn_dtype_name(t[i].dtype))))
+            goto done;
         if (!cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off)) ||
             !cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + nbytes[i]))))
             goto done;
@@ -450,12 +504,27 @@ done:
     return txt;
 }
 
-static bool write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
+/* Writes t's data: 0, -1 if the file cannot be written, or 1 + the index
+ * of a value a block format cannot take. */
+static int64_t write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
+    if (nbytes == 0) /* zero-size tensors may have no data pointer */
+        return 0;
+    size_t bb = rt_quant_block_bytes(t->dtype);
+    if (bb) { /* row by row through the reference quantizer */
+        int64_t cols = t->shape[t->ndim - 1], rows = (int64_t)(nbytes / bb) * RT_QK / cols;
+        size_t row_bytes = attn_dtype_bytes(t->dtype, cols);
+        unsigned char *buf = malloc(row_bytes);
+        int64_t rc = buf ? 0 : -1;
+        for (int64_t r = 0; rc == 0 && r < rows; r++) {
+            int64_t bad = rt_quant_row_exact(t->dtype, t->data + r * cols, buf, cols);
+            rc = bad >= 0 ? 1 + r * cols + bad : fwrite(buf, 1, row_bytes, fp) == row_bytes ? 0 : -1;
+        }
+        free(buf);
+        return rc;
+    }
     size_t n = nbytes / attn_dtype_size(t->dtype);
-    if (n == 0) /* zero-size tensors may have no data pointer */
-        return true;
     if (t->dtype == ATTN_DTYPE_F32)
-        return fwrite(t->data, 4, n, fp) == n;
+        return fwrite(t->data, 4, n, fp) == n ? 0 : -1;
     unsigned char buf[8192];
     for (size_t i = 0; i < n;) {
         size_t k = 0;
@@ -466,9 +535,9 @@ static bool write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
             buf[k + 1] = (unsigned char)(h >> 8);
         }
         if (fwrite(buf, 1, k, fp) != k)
-            return false;
+            return -1;
     }
-    return true;
+    return 0;
 }
 
 attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn_msg *m) {
@@ -511,8 +580,23 @@ attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     bool ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr, 1, hlen, fp) == hlen;
-    for (int i = 0; ok && i < n; i++)
-        ok = write_data(fp, &t[i], nbytes[i]);
+    for (int i = 0; ok && i < n; i++) {
+        int64_t rc = write_data(fp, &t[i], nbytes[i]);
+        if (rc > 0) { /* nothing is left of the file: tmp is removed below */
+            fclose(fp);
+            fp = NULL;
+            const float *v = t[i].data + rc - 1;
+            st = rt_fail(m, ATTN_E_INVALID, "%s: tensor '%s' holds %s at element %lld: it "
+                                            "cannot be stored as %s",
+                         path, t[i].name,
+                         isnan(*v)   ? "NaN"
+                         : isinf(*v) ? "infinity"
+                                     : "values whose block scale overflows f16",
+                         (long long)(rc - 1), attn_dtype_name(t[i].dtype));
+            goto done;
+        }
+        ok = rc == 0;
+    }
     ok = (fflush(fp) == 0) && ok;
     int err = errno;
     ok = (fclose(fp) == 0) && ok;

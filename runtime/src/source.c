@@ -154,7 +154,9 @@ static rt_elem elem_of(const char *type) {
                                        : RT_OTHER;
 }
 
-static void from_st(const attn_st_info *i, const char *file, rt_tensor *t) {
+/* A tensor of st: a block format where the header says so (attn.h
+ * ATTN_ST_FORMAT_KEY), its shape then counted in values. */
+static void from_st(const attn_st *st, const attn_st_info *i, const char *file, rt_tensor *t) {
     *t = (rt_tensor){.name = i->name,
                      .file = file,
                      .type = i->dtype,
@@ -162,7 +164,11 @@ static void from_st(const attn_st_info *i, const char *file, rt_tensor *t) {
                      .ndim = i->ndim,
                      .data = i->data,
                      .nbytes = i->nbytes};
-    memcpy(t->shape, i->shape, sizeof t->shape);
+    attn_dtype dt = attn_st_format(st, i, t->shape);
+    if (attn_dtype_block(dt) > 1) {
+        t->elem = dt == ATTN_DTYPE_Q8_0 ? RT_Q8_0 : RT_Q4_0;
+        t->type = dt == ATTN_DTYPE_Q8_0 ? "Q8_0" : "Q4_0";
+    }
 }
 
 /* The open shard named file, opening it on first use. */
@@ -202,7 +208,7 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
     if (s->st) {
         const attn_st_info *i = attn_st_find(s->st, name);
         if (i)
-            from_st(i, s->path, t);
+            from_st(s->st, i, s->path, t);
         return i ? ATTN_OK : ATTN_E_FORMAT;
     }
     if (s->gg) {
@@ -215,6 +221,8 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
                          .elem = g->type == 0    ? RT_F32
                                  : g->type == 1  ? RT_F16
                                  : g->type == 30 ? RT_BF16
+                                 : g->type == 8  ? RT_Q8_0 /* ggml.h GGML_TYPE_Q8_0 */
+                                 : g->type == 2  ? RT_Q4_0
                                                  : RT_OTHER,
                          .ndim = g->ndim,
                          .data = g->data,
@@ -237,7 +245,7 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
                        "such tensor",
                        s->path, name, file->valuestring);
     /* names in messages are of the shard's file */
-    from_st(i, file->valuestring, t);
+    from_st(st, i, file->valuestring, t);
     return ATTN_OK;
 }
 

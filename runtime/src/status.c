@@ -35,6 +35,8 @@ const char *attn_dtype_name(attn_dtype t) {
     case ATTN_DTYPE_F32: return "f32";
     case ATTN_DTYPE_F16: return "f16";
     case ATTN_DTYPE_BF16: return "bf16";
+    case ATTN_DTYPE_Q8_0: return "q8_0";
+    case ATTN_DTYPE_Q4_0: return "q4_0";
     case ATTN_DTYPE_COUNT: break;
     }
     return NULL;
@@ -47,7 +49,16 @@ const char *attn_layout_name(attn_layout l) {
 }
 
 size_t attn_dtype_size(attn_dtype t) {
-    return t == ATTN_DTYPE_F32 ? 4 : 2;
+    return t == ATTN_DTYPE_F32 ? 4 : t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16 ? 2 : 0;
+}
+
+int64_t attn_dtype_block(attn_dtype t) {
+    return rt_quant_block_bytes(t) ? RT_QK : 1;
+}
+
+size_t attn_dtype_bytes(attn_dtype t, int64_t n) {
+    size_t bb = rt_quant_block_bytes(t);
+    return bb ? (size_t)(n / RT_QK) * bb : (size_t)n * attn_dtype_size(t);
 }
 
 int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit) {
@@ -171,6 +182,17 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
         return rt_fail(m, bad, "scale (%g) must be a finite number > 0", c->scale);
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, bad, "dtype is unknown");
+    if (rt_quant_block_bytes(c->kv_dtype))
+        return rt_fail(m, bad, "kv_cache.dtype %s is not supported (f32, f16 or bf16)",
+                       attn_dtype_name(c->kv_dtype));
+    /* the block formats quantize rows of the projections along their
+     * inputs, d_model for q/k/v and heads * head_dim for o */
+    if (rt_quant_block_bytes(c->dtype) &&
+        (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
+        return rt_fail(m, bad, "dtype %s needs d_model (%lld) and heads * head_dim (%lld) to be "
+                               "multiples of %d",
+                       attn_dtype_name(c->dtype), (long long)c->d_model,
+                       (long long)(c->heads * c->head_dim), RT_QK);
     if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
         return rt_fail(m, bad, "kv_cache.max_tokens (%lld) must be in 1..%lld",
                        (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);

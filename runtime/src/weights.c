@@ -46,6 +46,12 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     return 0;
 }
 
+/* The longest row of the projection matrices. */
+static int64_t w_cols_max(const attn_config *c) {
+    int64_t q = c->heads * c->head_dim;
+    return q > c->d_model ? q : c->d_model;
+}
+
 static size_t w_numel(const attn_config *c, int i) {
     int64_t sh[2] = {1, 1};
     int nd = w_shape(c, i, sh);
@@ -85,6 +91,21 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
 void attn_weights_round(attn_weights *w) {
     if (!w || w->cfg.dtype == ATTN_DTYPE_F32)
         return;
+    attn_dtype dt = w->cfg.dtype;
+    if (rt_quant_block_bytes(dt)) { /* the matrices' rows through their blocks */
+        unsigned char *blk = malloc(attn_dtype_bytes(dt, w_cols_max(&w->cfg)));
+        for (int i = W_Q; blk && i <= W_O; i++) {
+            int64_t sh[2];
+            w_shape(&w->cfg, i, sh);
+            for (int64_t r = 0; r < sh[0]; r++) {
+                float *row = *slot(w, i) + r * sh[1];
+                if (rt_quant_row_exact(dt, row, blk, sh[1]) < 0) /* non-finite rows stay */
+                    rt_dequant_row(dt, blk, row, sh[1]);
+            }
+        }
+        free(blk);
+        return;
+    }
     for (int i = 0; i < W_COUNT; i++) {
         float *p = *slot(w, i);
         size_t n = w_numel(&w->cfg, i);
@@ -220,37 +241,55 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     }
 }
 
-static size_t elem_size(rt_elem e) {
-    return e == RT_F32 ? 4 : 2;
-}
-
-static float elem_get(rt_elem e, const unsigned char *p) {
-    if (e == RT_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
+static attn_dtype dtype_of(rt_elem e) {
+    switch (e) {
+    case RT_F16: return ATTN_DTYPE_F16;
+    case RT_BF16: return ATTN_DTYPE_BF16;
+    case RT_Q8_0: return ATTN_DTYPE_Q8_0;
+    case RT_Q4_0: return ATTN_DTYPE_Q4_0;
+    default: return ATTN_DTYPE_F32;
     }
-    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-    return e == RT_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
 }
 
-/* n elements of type from at src into dst, as dtype to (round to nearest
- * even where it cannot hold them). */
-static void convert(rt_elem from, const unsigned char *src, attn_dtype to, void *dst, size_t n) {
-    rt_elem want = to == ATTN_DTYPE_F32 ? RT_F32 : to == ATTN_DTYPE_F16 ? RT_F16 : RT_BF16;
-    if (from == want) {
-        memcpy(dst, src, n * elem_size(from));
+/* n values of type from at src as f32 into dst. */
+static void to_f32(rt_elem from, const unsigned char *src, float *dst, int64_t n) {
+    attn_dtype dt = dtype_of(from);
+    if (rt_quant_block_bytes(dt)) {
+        rt_dequant_row(dt, src, dst, n);
         return;
     }
-    for (size_t j = 0; j < n; j++) {
-        float f = elem_get(from, src + j * elem_size(from));
-        if (to == ATTN_DTYPE_F32)
-            ((float *)dst)[j] = f;
-        else
-            ((uint16_t *)dst)[j] = to == ATTN_DTYPE_F16 ? rt_f32_to_f16(f) : rt_f32_to_bf16(f);
+    for (int64_t j = 0; j < n; j++) {
+        if (from == RT_F32) {
+            memcpy(&dst[j], src + 4 * j, 4);
+            continue;
+        }
+        uint16_t h = (uint16_t)(src[2 * j] | src[2 * j + 1] << 8);
+        dst[j] = from == RT_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
     }
 }
 
+/* n f32 values as dtype to into dst (rounded to nearest even, or
+ * quantized by rows of n). -1, or the index of a value the block formats
+ * cannot take (rt_quant_row). */
+static int64_t from_f32(const float *src, attn_dtype to, void *dst, int64_t n) {
+    if (rt_quant_block_bytes(to))
+        return rt_quant_row_exact(to, src, dst, n);
+    for (int64_t j = 0; j < n; j++) {
+        if (to == ATTN_DTYPE_F32)
+            ((float *)dst)[j] = src[j];
+        else
+            ((uint16_t *)dst)[j] = to == ATTN_DTYPE_F16 ? rt_f32_to_f16(src[j])
+                                                        : rt_f32_to_bf16(src[j]);
+    }
+    return -1;
+}
+
+/* Why value `at` of a row could not be stored as dtype to. */
+static const char *unstorable(const float *row, int64_t at) {
+    return isnan(row[at])    ? "NaN"
+           : isinf(row[at]) ? "infinity"
+                            : "values whose block scale overflows f16";
+}
 static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, const char *name,
                            const char *local, attn_msg *m) {
     char other[400];
@@ -307,28 +346,51 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
                        name, g, w, gguf ? " (outermost first: GGUF's ne reversed)" : "");
     }
     if (t.elem == RT_OTHER)
-        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; %ssupported are F32, "
-                                         "F16 and BF16",
-                       t.file, name, t.type,
-                       gguf && t.type[0] == 'Q' ? "quantized weights are not supported yet; " : "");
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; supported are F32, "
+                                         "F16, BF16, Q8_0 and Q4_0",
+                       t.file, name, t.type);
+    attn_dtype from = dtype_of(t.elem);
+    if (nd == 1 && attn_dtype_block(from) > 1) /* ggml quantizes matrices only */
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; vectors (biases, "
+                                         "norms, sinks) must be F32, F16 or BF16",
+                       t.file, name, t.type);
     if (!dst) /* checking only */
         return ATTN_OK;
+    bool quantized = nd == 2 && attn_dtype_block(c->dtype) > 1; /* NaN has no block */
+    check_finite |= quantized;
     int64_t cols = nd == 2 ? want[1] : 1, rows = (int64_t)w_numel(c, i) / cols;
-    size_t es = elem_size(t.elem), ds = attn_dtype_size(to);
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t sr = which >= 0 ? qkv_row(c, gguf, which, r) : r;
-        const unsigned char *row = t.data + (size_t)(sr * cols) * es;
-        for (int64_t j = 0; check_finite && j < cols; j++) {
-            float f = elem_get(t.elem, row + (size_t)j * es);
-            if (!isfinite(f))
-                return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' holds %s at element %lld",
-                               t.file, name, isnan(f) ? "NaN" : "infinity",
-                               (long long)(sr * cols + j));
-        }
-        convert(t.elem, row, to, dst + (size_t)(r * cols) * ds, (size_t)cols);
+    size_t src_row = attn_dtype_bytes(from, cols), dst_row = attn_dtype_bytes(to, cols);
+    float *tmp = from == to && !check_finite ? NULL : malloc((size_t)cols * sizeof *tmp);
+    if (from != to || check_finite) {
+        if (!tmp)
+            return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading '%s'", t.file, name);
     }
+    attn_status st2 = ATTN_OK;
+    for (int64_t r = 0; r < rows && !st2; r++) {
+        int64_t sr = which >= 0 ? qkv_row(c, gguf, which, r) : r;
+        const unsigned char *row = t.data + (size_t)sr * src_row;
+        unsigned char *out = dst + (size_t)r * dst_row;
+        if (!tmp) { /* stored as the kernels keep it: copied as it is */
+            memcpy(out, row, dst_row);
+            continue;
+        }
+        to_f32(t.elem, row, tmp, cols);
+        int64_t bad = -1;
+        for (int64_t j = 0; check_finite && bad < 0 && j < cols; j++)
+            if (!isfinite(tmp[j]))
+                bad = j;
+        if (bad < 0 && from == to)
+            memcpy(out, row, dst_row);
+        else if (bad < 0)
+            bad = from_f32(tmp, to, out, cols);
+        if (bad >= 0)
+            st2 = rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' holds %s at element %lld%s", t.file,
+                          name, unstorable(tmp, bad), (long long)(sr * cols + bad),
+                          quantized ? ": it cannot be quantized" : "");
+    }
+    free(tmp);
     rt_src_release(&t);
-    return ATTN_OK;
+    return st2;
 }
 
 /* The logical tensors weight id (attn_weight_id) is made of, in order. */
@@ -371,20 +433,30 @@ attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix
          * attn_weights_round makes them) */
         for (size_t j = 0; to == ATTN_DTYPE_F32 && j < n; j++)
             ((float *)at)[j] = rt_round(c->dtype, ((float *)at)[j]);
-        at += n * attn_dtype_size(to);
+        at += attn_dtype_bytes(to, (int64_t)n);
     }
     return ATTN_OK;
 }
 
-void rt_weight_from(const attn_weights *w, int id, void *dst) {
+attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m) {
     int parts[3], np = parts_of(id, parts);
     attn_dtype to = rt_weight_dtype(&w->cfg, id);
     unsigned char *at = dst;
     for (int k = 0; k < np; k++) {
-        size_t n = w_numel(&w->cfg, parts[k]);
-        convert(RT_F32, (const unsigned char *)*slot((attn_weights *)w, parts[k]), to, at, n);
-        at += n * attn_dtype_size(to);
+        int64_t sh[2] = {1, 1};
+        int nd = w_shape(&w->cfg, parts[k], sh);
+        int64_t cols = nd == 2 ? sh[1] : sh[0], rows = nd == 2 ? sh[0] : 1;
+        const float *src = *slot((attn_weights *)w, parts[k]);
+        for (int64_t r = 0; r < rows; r++, at += attn_dtype_bytes(to, cols)) {
+            int64_t bad = from_f32(src + r * cols, to, at, cols);
+            if (bad >= 0)
+                return rt_fail(m, ATTN_E_FORMAT, "weights: tensor '%s' holds %s at element %lld: "
+                                                 "it cannot be quantized",
+                               w_names[parts[k]], unstorable(src + r * cols, bad),
+                               (long long)(r * cols + bad));
+        }
     }
+    return ATTN_OK;
 }
 
 attn_status attn_weights_load(const attn_config *cfg, const char *path, const char *prefix,
@@ -489,7 +561,9 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
             st = rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(prefix));
             break;
         }
-        t[n] = (attn_st_tensor){.name = names[n], .dtype = dtype, .ndim = nd,
+        /* vectors stay f32 beside quantized matrices (as ggml's converters write them) */
+        attn_dtype dt = nd == 1 && attn_dtype_block(dtype) > 1 ? ATTN_DTYPE_F32 : dtype;
+        t[n] = (attn_st_tensor){.name = names[n], .dtype = dt, .ndim = nd,
                                 .shape = {sh[0], sh[1]}, .data = data};
         n++;
     }

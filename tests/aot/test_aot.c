@@ -144,37 +144,32 @@ static void other_targets_and_output_kinds(void **state) {
     free(s);
 }
 
-/* Links an AArch64 object with an AArch64 build of the runtime (Debian's
- * cross gcc, arm64 libcjson from multiarch) and runs it under qemu-user.
- * One thread: under qemu-user 7.2 even a bare two-thread OpenMP barrier
- * never returns, so the emulated run is kept single-threaded. */
-static void aarch64_object_runs_under_emulation(void **state) {
-    fixture *f = *state;
-    if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
-               "/dev/null && test -e /usr/lib/aarch64-linux-gnu/libcjson.so") != 0) {
-        print_message("aarch64-linux-gnu-gcc, qemu-user or libcjson-dev:arm64 is missing "
-                      "(scripts/setup installs them): skipping the AArch64 run\n");
-        skip();
-    }
-    const char *spec = ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml";
-    const char *o = path_in(f->dir, "gemma2_9b.o"), *h = path_in(f->dir, "gemma2_9b.h");
+/* Links the AArch64 object of spec (block name) with an AArch64 build of
+ * the runtime (Debian's cross gcc, arm64 libcjson from multiarch) and runs
+ * it under qemu-user. One thread: under qemu-user 7.2 even a bare
+ * two-thread OpenMP barrier never returns, so the emulated run is kept
+ * single-threaded. */
+static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
+    char o[1024], h[1024], asm_path[1024];
+    snprintf(o, sizeof o, "%s/%s.o", f->dir, name);
+    snprintf(h, sizeof h, "%s/%s.h", f->dir, name);
+    snprintf(asm_path, sizeof asm_path, "%s/%s_arm.s", f->dir, name);
     assert_int_equal(compile(f, spec, o, h, "--target", "aarch64-linux-gnu"), 0);
-    assert_int_equal(
-        run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", path_in(f->dir, "arm.s"),
-                                 "--emit", "asm", "--target", "aarch64-linux-gnu", NULL},
-                NULL, NULL),
-        0);
-    char *s = read_file(path_in(f->dir, "arm.s"), NULL);
+    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", asm_path, "--emit",
+                                              "asm", "--target", "aarch64-linux-gnu", NULL},
+                             NULL, NULL),
+                     0);
+    char *s = read_file(asm_path, NULL);
     assert_non_null(strstr(s, "fmla\tv")); /* NEON */
     free(s);
     char cmd[8192], prog[1024];
-    snprintf(prog, sizeof prog, "%s/gemma2_9b_arm", f->dir);
+    snprintf(prog, sizeof prog, "%s/%s_arm", f->dir, name);
     snprintf(cmd, sizeof cmd,
              "aarch64-linux-gnu-gcc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DATTN_BUILD "
              "-I%s -I%s/runtime/src -I/usr/include/cjson %s/runtime/src/*.c "
-             "%s/tests/aot/aot_main.c -include %s -DKERNELS=gemma2_9b_kernels %s "
+             "%s/tests/aot/aot_main.c -include %s -DKERNELS=%s_kernels %s "
              "-L/usr/lib/aarch64-linux-gnu -lcjson -lm -o %s",
-             ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, o, prog);
+             ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, name, o, prog);
     if (system(cmd) != 0)
         fail_msg("cross link failed: %s", cmd);
     assert_int_equal(
@@ -184,8 +179,28 @@ static void aarch64_object_runs_under_emulation(void **state) {
         0);
     char *said = read_file(f->out, NULL);
     print_message("AArch64 under qemu: %s", said);
-    assert_non_null(strstr(said, "gemma2_9b: 23 tokens through the emitted kernels"));
+    char want[256];
+    snprintf(want, sizeof want, "%s: 23 tokens through the emitted kernels", name);
+    assert_non_null(strstr(said, want));
     free(said);
+}
+
+/* gemma2_9b, and seed with q4_0 weights (the block formats' kernels in
+ * NEON). */
+static void aarch64_object_runs_under_emulation(void **state) {
+    fixture *f = *state;
+    if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
+               "/dev/null && test -e /usr/lib/aarch64-linux-gnu/libcjson.so") != 0) {
+        print_message("aarch64-linux-gnu-gcc, qemu-user or libcjson-dev:arm64 is missing "
+                      "(scripts/setup installs them): skipping the AArch64 run\n");
+        skip();
+    }
+    run_on_aarch64(f, ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml", "gemma2_9b");
+    const char *q4 = path_in(f->dir, "seed_q4.yaml");
+    const char text[] = "name: seed_q4\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
+                        "rope: {base: 10000}\ndtype: q4_0\n";
+    write_file(q4, text, sizeof text - 1);
+    run_on_aarch64(f, q4, "seed_q4");
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {

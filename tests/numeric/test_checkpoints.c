@@ -14,6 +14,7 @@
 
 #include "attn_kernels.h"
 #include "attnc.h"
+#include "rt.h"
 #include "support.h"
 
 #define T 11 /* tokens per run: prefill 7, then 4 decode steps */
@@ -143,7 +144,9 @@ static void write_layout(const char *path, const attn_weights *w, attn_layout l,
 #define ADD(nm, nd, s0, s1, p)                                                                     \
     do {                                                                                           \
         snprintf(names[n], sizeof names[n], "%s%s", prefix, nm);                                   \
-        t[n] = (attn_st_tensor){names[n], dtype, nd, {s0, s1}, p};                                 \
+        /* biases stay f32 next to quantized matrices, as converters write them */             \
+        attn_dtype dt_ = nd == 1 && attn_dtype_block(dtype) > 1 ? ATTN_DTYPE_F32 : dtype;          \
+        t[n] = (attn_st_tensor){names[n], dt_, nd, {s0, s1}, p};                                   \
         n++;                                                                                       \
     } while (0)
     if (fused_name[l]) {
@@ -198,18 +201,17 @@ static void shard_copy(const char *path, const char *dir, const char *tag, char 
     int at = snprintf(json, sizeof json, "{\"weight_map\": {");
     for (int i = 0; i < n && i < 16; i++) {
         const attn_st_info *info = attn_st_get(f, i);
+        int64_t shape[ATTN_ST_MAX_DIMS];
+        attn_dtype dt = attn_st_format(f, info, shape); /* blocks: written back as they are */
+        assert_int_not_equal(dt, ATTN_DTYPE_COUNT);
         size_t numel = 1;
         for (int d = 0; d < info->ndim; d++)
-            numel *= (size_t)info->shape[d];
+            numel *= (size_t)shape[d];
         data[i] = malloc(numel * sizeof(float));
-        assert_int_equal(attn_st_read_f32(f, info->name, info->ndim, info->shape, data[i], &m),
-                         ATTN_OK);
-        attn_dtype dt = strcmp(info->dtype, "F32") == 0   ? ATTN_DTYPE_F32
-                        : strcmp(info->dtype, "F16") == 0 ? ATTN_DTYPE_F16
-                                                          : ATTN_DTYPE_BF16;
+        assert_int_equal(attn_st_read_f32(f, info->name, info->ndim, shape, data[i], &m), ATTN_OK);
         attn_st_tensor *e = &t[i % 2][k[i % 2]++];
         *e = (attn_st_tensor){info->name, dt, info->ndim, {0}, data[i]};
-        memcpy(e->shape, info->shape, sizeof e->shape);
+        memcpy(e->shape, shape, sizeof e->shape);
         at += snprintf(json + at, sizeof json - (size_t)at, "%s\"%s\": \"%s-%d.safetensors\"",
                        i ? ", " : "", info->name, tag, i % 2);
     }
@@ -227,7 +229,7 @@ static void shard_copy(const char *path, const char *dir, const char *tag, char 
 }
 
 static attn_config layout_config(attn_layout l, int64_t heads, int64_t kv, attn_dtype dt) {
-    attn_config c = config_small(heads, kv, 16, 48);
+    attn_config c = config_small(heads, kv, 16, attn_dtype_block(dt) > 1 ? 64 : 48);
     snprintf(c.name, sizeof c.name, "ck_%s_%lld_%s", attn_layout_name(l), (long long)kv,
              attn_dtype_name(dt));
     c.weights_layout = l;
@@ -275,9 +277,12 @@ static void every_layout_loads_bit_for_bit(void **state) {
     static const attn_dtype dts[][2] = {{ATTN_DTYPE_F32, ATTN_DTYPE_F32},
                                         {ATTN_DTYPE_BF16, ATTN_DTYPE_BF16},
                                         {ATTN_DTYPE_F16, ATTN_DTYPE_F16},
-                                        {ATTN_DTYPE_BF16, ATTN_DTYPE_F32}};
+                                        {ATTN_DTYPE_BF16, ATTN_DTYPE_F32},
+                                        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0},
+                                        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q4_0},
+                                        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F32}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        for (size_t d = 0; d < 4; d++) {
+        for (size_t d = 0; d < 7; d++) {
             if (d && cases[i].l != ATTN_LAYOUT_FALCON && cases[i].l != ATTN_LAYOUT_PHI3 &&
                 cases[i].l != ATTN_LAYOUT_LLAMA)
                 continue; /* dtypes over a plain, a grouped and a concatenated layout */
@@ -435,7 +440,12 @@ static void sharded_index_loads_as_one_file(void **state) {
 /* ---- GGUF -------------------------------------------------------------------- */
 
 static void *stored(const float *x, size_t n, attn_dtype dt, size_t *nbytes) {
-    *nbytes = n * attn_dtype_size(dt);
+    *nbytes = attn_dtype_bytes(dt, (int64_t)n);
+    if (attn_dtype_block(dt) > 1) { /* rows are whole blocks: blocks of the flat values */
+        unsigned char *b = malloc(*nbytes);
+        assert_int_equal(rt_quant_row(dt, x, b, (int64_t)n), -1);
+        return b;
+    }
     if (dt != ATTN_DTYPE_F32)
         return to_half(x, n, dt == ATTN_DTYPE_BF16);
     void *p = malloc(*nbytes);
@@ -443,7 +453,7 @@ static void *stored(const float *x, size_t n, attn_dtype dt, size_t *nbytes) {
     return p;
 }
 
-static const uint32_t ggml_type_of[ATTN_DTYPE_COUNT] = {0, 1, 30};
+static const uint32_t ggml_type_of[ATTN_DTYPE_COUNT] = {0, 1, 30, 8, 2}; /* ggml.h GGML_TYPE_* */
 
 /* w as llama.cpp writes a layer: blk.N.attn_q/k/v/output (fused: one
  * attn_qkv [q; k; v]); permute: q and k rows in llama.cpp's order for its
@@ -492,10 +502,10 @@ static void write_gguf_layer(const char *path, const attn_weights *w, attn_dtype
                                   2,
                                   {kvd, D},
                                   data[n],
-                                  extra_type ? (size_t)(kvd * D / 32 * 34) : nb};
-        if (extra_type) { /* Q8_0: 34 bytes a block of 32 */
+                                  extra_type ? (size_t)(kvd * D / 32 * 20) : nb};
+        if (extra_type) { /* Q4_1: 20 bytes a block of 32 */
             free(data[n]);
-            data[n] = calloc((size_t)(kvd * D / 32 * 34), 1);
+            data[n] = calloc((size_t)(kvd * D / 32 * 20), 1);
             t[n].data = data[n];
         }
         n++;
@@ -555,13 +565,13 @@ static void gguf_quantized_and_missing_tensors_are_refused(void **state) {
     assert_int_equal(attn_weights_random(&c, 5, &w, &m), ATTN_OK);
     char path[1024];
     snprintf(path, sizeof path, "%s/q8.gguf", f->dir);
-    write_gguf_layer(path, w, ATTN_DTYPE_F32, false, false, 8 /* Q8_0 */);
+    write_gguf_layer(path, w, ATTN_DTYPE_F32, false, false, 3 /* Q4_1 */);
     attn_weights *back = NULL;
     assert_int_equal(attn_weights_load(&c, path, "blk.2.", &back, &m), ATTN_E_FORMAT);
     char want[1200];
     snprintf(want, sizeof want,
-             "%s: tensor 'blk.2.attn_v.weight' is stored as Q8_0; quantized weights are not "
-             "supported yet; supported are F32, F16 and BF16",
+             "%s: tensor 'blk.2.attn_v.weight' is stored as Q4_1; supported are F32, F16, BF16, "
+             "Q8_0 and Q4_0",
              path);
     assert_string_equal(m.text, want);
     assert_int_equal(attn_weights_load(&c, path, "blk.0.", &back, &m), ATTN_E_FORMAT);

@@ -240,8 +240,16 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
         c.scale_auto = false;
     }
     c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
-    /* weights in f16/bf16 are exact in the kernels (widened in registers) */
+    /* weights in f16/bf16 are exact in the kernels (widened in registers),
+     * q8_0 and q4_0 too (d * q is exact); the block formats need whole
+     * blocks of 32 inputs */
     c.dtype = (attn_dtype)(i % 5 == 3 ? ATTN_DTYPE_BF16 : i % 7 == 4 ? ATTN_DTYPE_F16 : 0);
+    if (i % 11 == 6 || i % 11 == 9) {
+        c.dtype = i % 11 == 6 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_Q4_0;
+        c.d_model = (c.d_model + 31) / 32 * 32;
+        if ((c.heads * c.head_dim) % 32) /* head_dim 40 or 80: 4 x 40 = 5 x 32 */
+            c.heads *= 4, c.kv_groups *= 4;
+    }
     c.kv_max_tokens = 512;
     /* cache blocks of whole key tiles (16, 32, 48) or not (1, 7, 20): the
      * split kernel reads a tile's keys as one vector or gathers them */
@@ -353,6 +361,9 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
         {"gpt_oss_20b_full", ATTN_DTYPE_F32, ATTN_DTYPE_F16, 20, 3},
         {"olmo2_7b", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 10, 2},
         {"llama4_scout_local", ATTN_DTYPE_F16, ATTN_DTYPE_F32, 10, 2},
+        {"seed", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F16, 40, 5},
+        {"llama3_8b", ATTN_DTYPE_Q4_0, ATTN_DTYPE_BF16, 12, 3},
+        {"qwen2_7b", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, 10, 3}, /* with q/k/v biases */
         /* across chunk boundaries (24, 20) and the window (40) */
         {"features_0", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 30, 40},
         {"features_1", ATTN_DTYPE_F16, ATTN_DTYPE_F16, 35, 20},
@@ -453,51 +464,63 @@ static void split_decode_follows_growing_scores(void **state) {
  * (calls of at most 8 tokens) as in the GEMM: a block with bf16 weights
  * gives the same bits as one with f32 weights of the same values (biases
  * too), for the host's CPU and an AVX2 one. */
-static void bf16_weights_are_exact(void **state) {
+/* bf16, q8_0 and q4_0 weights give what f32 weights of the same values
+ * give, bit for bit: they are widened exactly (d * q is exact in f32) and
+ * summed in the same order. The wide config has K = 1088 > the GEMM's k
+ * block of 1024 (partial sums between k blocks) and a panel past N. */
+static void narrow_weights_are_exact(void **state) {
     (void)state;
     char *dir = tmpdir_new();
-    attn_config cb = load(spec_path("seed"));
-    cb.dtype = ATTN_DTYPE_BF16;
-    cb.qkv_bias = cb.o_bias = true;
-    attn_config cf = cb;
-    cf.dtype = ATTN_DTYPE_F32;
-    attn_weights *wb, *wf;
-    assert_int_equal(attn_weights_random(&cb, 21, &wb, NULL), ATTN_OK);
-    assert_int_equal(attn_weights_new(&cf, &wf, NULL), ATTN_OK);
-    size_t D = (size_t)cb.d_model, q = (size_t)(cb.heads * cb.head_dim),
-           kv = (size_t)(cb.kv_groups * cb.head_dim);
-    float *from[8] = {wb->wq, wb->wk, wb->wv, wb->wo, wb->bq, wb->bk, wb->bv, wb->bo};
-    float *to[8] = {wf->wq, wf->wk, wf->wv, wf->wo, wf->bq, wf->bk, wf->bv, wf->bo};
-    size_t len[8] = {q * D, kv * D, kv * D, D * q, q, kv, kv, D};
-    for (int i = 0; i < 8; i++)
-        memcpy(to[i], from[i], len[i] * sizeof(float));
-    int64_t T = 40;
-    size_t n = (size_t)T * D;
-    float *x = random_floats(n, 22), *yb = malloc(n * sizeof(float)),
-          *yf = malloc(n * sizeof(float));
-    const char *cpus[] = {NULL, "x86-64-v3"};
-    const int64_t chunks[] = {3, 8, 40}; /* the GEMV, its largest call, the GEMM */
-    for (int i = 0; i < 2; i++) {
-        attnc_options o = attnc_options_default();
-        o.cpu = cpus[i];
-        attnc_jit *jb = compile(write_spec(dir, &cb, "bf16.yaml"), &o);
-        attnc_jit *jf = compile(write_spec(dir, &cf, "f32.yaml"), &o);
-        for (int k = 0; k < 3; k++) {
-            run_jit(jb, wb, T, x, yb, chunks[k], 2);
-            run_jit(jf, wf, T, x, yf, chunks[k], 2);
-            if (memcmp(yb, yf, n * sizeof(float)) != 0)
-                fail_msg("--cpu %s, calls of %lld tokens: bf16 weights differ from f32 ones of the "
-                         "same values (relative %g)",
-                         cpus[i] ? cpus[i] : "host", (long long)chunks[k], rel_err(yb, yf, n));
+    attn_config wide = config_small(12, 4, 96, 1088);
+    snprintf(wide.name, sizeof wide.name, "wide");
+    const attn_config bases[2] = {load(spec_path("seed")), wide};
+    const attn_dtype dts[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0};
+    for (int bi = 0; bi < 2; bi++)
+        for (int di = 0; di < 3; di++) {
+            attn_config cb = bases[bi];
+            cb.dtype = dts[di];
+            cb.qkv_bias = cb.o_bias = true;
+            attn_config cf = cb;
+            cf.dtype = ATTN_DTYPE_F32;
+            attn_weights *wb, *wf;
+            assert_int_equal(attn_weights_random(&cb, 21 + (uint64_t)di, &wb, NULL), ATTN_OK);
+            assert_int_equal(attn_weights_new(&cf, &wf, NULL), ATTN_OK);
+            size_t D = (size_t)cb.d_model, q = (size_t)(cb.heads * cb.head_dim),
+                   kv = (size_t)(cb.kv_groups * cb.head_dim);
+            float *from[8] = {wb->wq, wb->wk, wb->wv, wb->wo, wb->bq, wb->bk, wb->bv, wb->bo};
+            float *to[8] = {wf->wq, wf->wk, wf->wv, wf->wo, wf->bq, wf->bk, wf->bv, wf->bo};
+            size_t len[8] = {q * D, kv * D, kv * D, D * q, q, kv, kv, D};
+            for (int i = 0; i < 8; i++)
+                memcpy(to[i], from[i], len[i] * sizeof(float));
+            int64_t T = 40;
+            size_t n = (size_t)T * D;
+            float *x = random_floats(n, 22), *yb = malloc(n * sizeof(float)),
+                  *yf = malloc(n * sizeof(float));
+            const char *cpus[] = {NULL, "x86-64-v3"};
+            const int64_t chunks[] = {3, 8, 40}; /* the GEMV, its largest call, the GEMM */
+            for (int i = 0; i < 2; i++) {
+                attnc_options o = attnc_options_default();
+                o.cpu = cpus[i];
+                attnc_jit *jb = compile(write_spec(dir, &cb, "narrow.yaml"), &o);
+                attnc_jit *jf = compile(write_spec(dir, &cf, "f32.yaml"), &o);
+                for (int k = 0; k < 3; k++) {
+                    run_jit(jb, wb, T, x, yb, chunks[k], 2);
+                    run_jit(jf, wf, T, x, yf, chunks[k], 2);
+                    if (memcmp(yb, yf, n * sizeof(float)) != 0)
+                        fail_msg("%s, --cpu %s, calls of %lld tokens: %s weights differ from f32 "
+                                 "ones of the same values (relative %g)",
+                                 cb.name, cpus[i] ? cpus[i] : "host", (long long)chunks[k],
+                                 attn_dtype_name(cb.dtype), rel_err(yb, yf, n));
+                }
+                attnc_jit_free(jb);
+                attnc_jit_free(jf);
+            }
+            attn_weights_free(wb);
+            attn_weights_free(wf);
+            free(x);
+            free(yb);
+            free(yf);
         }
-        attnc_jit_free(jb);
-        attnc_jit_free(jf);
-    }
-    attn_weights_free(wb);
-    attn_weights_free(wf);
-    free(x);
-    free(yb);
-    free(yf);
     tmpdir_remove(dir);
 }
 
@@ -667,7 +690,7 @@ int main(void) {
         cmocka_unit_test(jit_results_do_not_depend_on_thread_count),
         cmocka_unit_test(decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(split_decode_follows_growing_scores),
-        cmocka_unit_test(bf16_weights_are_exact),
+        cmocka_unit_test(narrow_weights_are_exact),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),
         cmocka_unit_test(jit_reports_spec_errors_and_writes_dumps),

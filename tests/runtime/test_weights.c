@@ -77,7 +77,7 @@ static void weights_save_load_round_trip_every_dtype_with_prefix(void **state) {
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
     const char *prefix = "model.layers.0.self_attn.";
-    for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
+    for (int t = 0; t <= ATTN_DTYPE_BF16; t++) { /* the block formats: test_quant.c */
         const char *path = path_in(dir, "w.safetensors");
         attn_msg m;
         assert_int_equal(attn_weights_save(w, path, (attn_dtype)t, prefix, &m), ATTN_OK);
@@ -130,7 +130,7 @@ static void weights_load_rounds_to_the_spec_dtype(void **state) {
 
 static void weights_random_are_representable_in_the_spec_dtype(void **state) {
     (void)state;
-    for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
+    for (int t = 0; t <= ATTN_DTYPE_BF16; t++) { /* the block formats: test_quant.c */
         attn_config c = config_small(2, 2, 4, 8);
         c.dtype = (attn_dtype)t;
         attn_weights *w;

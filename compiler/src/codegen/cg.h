@@ -59,6 +59,8 @@ typedef struct cg_gemm {
 #define CG_GEMV_ROWS 8
 
 ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
+/* 4-byte words of the packed panels of g for weights of dtype dt. */
+ATTNC_HIDDEN int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt);
 
 typedef struct cg_plan {
     cg_view *view; /* by node id */

@@ -175,6 +175,8 @@ LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt) {
     case ATTN_DTYPE_F32: return c->f32;
     case ATTN_DTYPE_F16: return c->f16;
     case ATTN_DTYPE_BF16: return c->i16;
+    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
     ATTNC_ASSERT(!"dtype");
@@ -299,6 +301,8 @@ LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
                                       LLVMConstInt(c->i32, 16, false), "");
         return LLVMBuildBitCast(c->b, w, c->f32, "");
     }
+    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
     return v;
@@ -322,6 +326,8 @@ void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
                            like(ty, c->i16), "");
         break;
     }
+    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
     LLVMValueRef st = LLVMBuildStore(c->b, v, p);
@@ -395,6 +401,8 @@ static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
     case ATTN_DTYPE_BF16:
         return LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->vi, ""), iconst(c->vi, 16), ""),
                                 c->vf, "");
+    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
     return v;

@@ -12,6 +12,13 @@
  * in rotated heads of the `half` style, where c1 = c0 + rotary_dim / 2 so
  * that the pairs RoPE turns meet in the same lanes of two registers. Past
  * N the panel is zero. The panel map is a constant table in the module.
+ * Weights in ggml's block formats (q8_0, q4_0) keep their bytes: a panel
+ * is a run of k blocks of 32, each [nr f16 scales][32 x nr int8] (q8_0) or
+ * [nr f16 scales][16 x nr bytes, k = 2i in the low nibble and 2i + 1 in
+ * the high one] (q4_0), 34 or 18 bytes per weight as in the file; the
+ * micro-kernel widens a block's scales once and each weight exactly
+ * (d * q is exact in f32), so every sum is the f32 kernel's over the
+ * dequantized weights, bit for bit.
  *
  * The kernel: threads split the panels; each walks k in blocks of kc, rows
  * in blocks of mc, its panels, and the rows of a block mr at a time; the
@@ -22,6 +29,7 @@
  * not depend on the thread count. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/cg.h"
 
@@ -45,6 +53,17 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
     g.kc = 1024;
     g.mc = 4 * g.mr;
     return g;
+}
+
+int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt) {
+    int64_t bytes = attn_dtype_block(dt) > 1 ? g->np * (g->k / 32) * g->nr * (int64_t)attn_dtype_bytes(dt, 32)
+                                              : g->np * g->k * g->nr * (int64_t)attn_dtype_size(dt);
+    return (bytes + 3) / 4;
+}
+
+/* Bytes of one k block of 32 of a panel of a block format. */
+static int64_t panel_block_bytes(const cg_gemm *g, attn_dtype dt) {
+    return g->nr * (int64_t)attn_dtype_bytes(dt, 32);
 }
 
 /* The panel map of linear n: MAP_FIELDS ints per panel (malloc'd). */
@@ -126,11 +145,63 @@ static LLVMValueRef lanes_below(cg *c, LLVMValueRef col, int64_t n) {
     return LLVMBuildICmp(c->b, LLVMIntSLT, ids, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)n, false)), "");
 }
 
+/* Byte i8 at p + off. */
+static LLVMValueRef byte_at(cg *c, LLVMValueRef p, LLVMValueRef off) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, i8, cg_gep(c, i8, p, off), "");
+    return v;
+}
+
+static void put_byte(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef off) {
+    LLVMBuildStore(c->b, v, cg_gep(c, LLVMInt8TypeInContext(c->llctx), p, off));
+}
+
+/* The panels of a block format: column col (lane ll of panel lp) copied
+ * block by block; past N, scale 0 and zero weights. */
+static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int dst, LLVMValueRef lp,
+                        LLVMValueRef ll, LLVMValueRef col, LLVMValueRef inside) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    int64_t kb = gm->k / 32, bb = (int64_t)attn_dtype_bytes(dt, 32), pbb = panel_block_bytes(gm, dt);
+    bool q8 = dt == ATTN_DTYPE_Q8_0;
+    LLVMValueRef srow = cg_gep(c, i8, c->base[src], LLVMBuildMul(c->b, col, cg_i64(c, kb * bb), ""));
+    LLVMValueRef dpan = cg_gep(c, i8, c->base[dst], LLVMBuildMul(c->b, lp, cg_i64(c, kb * pbb), ""));
+    cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, kb), "block");
+    LLVMValueRef sb = cg_gep(c, i8, srow, LLVMBuildMul(c->b, lb.i, cg_i64(c, bb), ""));
+    LLVMValueRef db = cg_gep(c, i8, dpan, LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), ""));
+    LLVMValueRef zero8 = LLVMConstInt(i8, 0, false);
+    for (int h = 0; h < 2; h++) { /* the f16 scale, byte by byte */
+        LLVMValueRef d = LLVMBuildSelect(c->b, inside, byte_at(c, sb, cg_i64(c, h)), zero8, "");
+        put_byte(c, d, db, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, 2), ""), cg_i64(c, h), ""));
+    }
+    LLVMValueRef dq = cg_gep(c, i8, db, LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr), ll, ""));
+    if (q8) {
+        cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, 32), "q");
+        LLVMValueRef q = byte_at(c, sb, LLVMBuildAdd(c->b, lj.i, cg_i64(c, 2), ""));
+        put_byte(c, LLVMBuildSelect(c->b, inside, q, zero8, ""), dq, LLVMBuildMul(c->b, lj.i, cg_i64(c, gm->nr), ""));
+        cg_for_end(c, &lj);
+    } else {
+        /* ggml: value e < 16 in the low nibble of byte e, 16 + e in the
+         * high nibble of byte e; here k = 2i low, 2i + 1 high of byte i */
+        LLVMValueRef nib[32];
+        for (int e = 0; e < 16; e++) {
+            LLVMValueRef b = byte_at(c, sb, cg_i64(c, 2 + e));
+            nib[e] = LLVMBuildAnd(c->b, b, LLVMConstInt(i8, 15, false), "");
+            nib[16 + e] = LLVMBuildLShr(c->b, b, LLVMConstInt(i8, 4, false), "");
+        }
+        for (int i = 0; i < 16; i++) {
+            LLVMValueRef v = LLVMBuildOr(c->b, nib[2 * i], LLVMBuildShl(c->b, nib[2 * i + 1], LLVMConstInt(i8, 4, false), ""), "");
+            put_byte(c, LLVMBuildSelect(c->b, inside, v, LLVMConstInt(i8, 0x88, false), ""), dq, cg_i64(c, i * gm->nr));
+        }
+    }
+    cg_for_end(c, &lb);
+}
+
 void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
     cg_gemm gm = cg_gemm_shape(n, &c->target);
     const ir_node *w = n->args[1];
     int src = c->plan->view[w->id].buf, dst = c->plan->packed[n->id];
     LLVMValueRef map = map_global(c, n, &gm);
+    attn_dtype dt = c->g->cfg.dtype; /* the weight buffer is in the weights' dtype */
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
     cg_share(c, cg_i64(c, gm.np), &lo, &hi);
@@ -141,19 +212,22 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
         c->b, LLVMBuildSelect(c->b, second, map_field(c, map, lp.i, MAP_C1), map_field(c, map, lp.i, MAP_C0), ""),
         LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""), "col");
     LLVMValueRef inside = LLVMBuildICmp(c->b, LLVMIntSLT, col, cg_i64(c, gm.n), "");
-    cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.k), "k");
     /* past the last column: zero (the address is clamped to stay inside W) */
-    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, inside, col, cg_i64(c, 0), ""),
-                                                       cg_i64(c, gm.k), ""), lk.i, "");
-    attn_dtype dt = c->g->cfg.dtype; /* the weight buffer is in the weights' dtype */
-    LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
-    v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
-    LLVMValueRef to = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
-                           cg_i64(c, gm.nr), ""),
-        ll.i, "");
-    cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
-    cg_for_end(c, &lk);
+    LLVMValueRef safe = LLVMBuildSelect(c->b, inside, col, cg_i64(c, 0), "");
+    if (attn_dtype_block(dt) > 1) {
+        pack_blocks(c, &gm, dt, src, dst, lp.i, ll.i, safe, inside);
+    } else {
+        cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.k), "k");
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""), lk.i, "");
+        LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
+        v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
+        LLVMValueRef to = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
+                               cg_i64(c, gm.nr), ""),
+            ll.i, "");
+        cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
+        cg_for_end(c, &lk);
+    }
     cg_for_end(c, &ll);
     cg_for_end(c, &lp);
     cg_kernel_end(c);
@@ -313,6 +387,152 @@ static void finish_rows(cg *c, const gemm_ctx *gc, int R, LLVMValueRef m, LLVMVa
     cg_for_end(c, &lr);
 }
 
+/* x of row r at local k (x0 as micro's). */
+static LLVMValueRef x_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0, int r, LLVMValueRef k) {
+    LLVMValueRef xa = direct ? cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, r * gm->k), ""))
+                             : cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
+                                                                  cg_i64(c, r), ""));
+    return cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
+}
+
+/* acc[2r + j] += x[r, k] * w[k, vector j] for the panel vectors b[2] of k. */
+static void fma_rows(cg *c, const cg_gemm *gm, int R, bool direct, LLVMValueRef x0, LLVMValueRef k,
+                     const LLVMValueRef b[2], LLVMValueRef *acc) {
+    for (int r = 0; r < R; r++) {
+        LLVMValueRef xb = x_at(c, gm, direct, x0, r, k);
+        acc[2 * r] = cg_fma(c, xb, b[0], acc[2 * r]);
+        acc[2 * r + 1] = cg_fma(c, xb, b[1], acc[2 * r + 1]);
+    }
+}
+
+/* The sums of R rows over k in [0, kn) from init into next, the panel's
+ * f32, f16 or bf16 weights from w (nr per k), widened exactly. */
+static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype wdt, LLVMValueRef w,
+                       LLVMValueRef kn, LLVMValueRef x0, const LLVMValueRef *init, LLVMValueRef *next) {
+    const cg_gemm *gm = &gc->gm;
+    LLVMTypeRef wet = cg_elem_type(c, wdt);
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
+    LLVMValueRef wk = LLVMBuildMul(c->b, l.i, cg_i64(c, gm->nr), "");
+    LLVMValueRef b[2] = {cg_vload(c, wdt, cg_gep(c, wet, w, wk)),
+                         cg_vload(c, wdt, cg_gep(c, wet, w, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")))};
+    memcpy(next, l.acc, (size_t)(2 * R) * sizeof *next);
+    fma_rows(c, gm, R, direct, x0, l.i, b, next);
+    cg_acc_loop_end(c, &l, kn, init, next);
+}
+
+/* <lanes x i8> at p, as <lanes x i32>: sign- or zero-extended. */
+static LLVMValueRef bytes_at(cg *c, LLVMValueRef p, bool sign) {
+    LLVMTypeRef vt = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)c->target.lanes);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
+    LLVMSetAlignment(v, 1);
+    return sign ? LLVMBuildSExt(c->b, v, c->vi, "") : LLVMBuildZExt(c->b, v, c->vi, "");
+}
+
+/* One k block of 32 of a panel of a block format, at blk: its scale
+ * vectors d (and -8 d) once, then at step i of its loop (32 steps for
+ * q8_0, 16 for q4_0) the weights of k = i (q8_0: b[0], b[1]) or of
+ * k = 2i and 2i + 1 (q4_0: b[0..1], b[2..3]): d * q or d * q - 8 d, exact. */
+typedef struct qblock {
+    LLVMValueRef blk, d[2], md[2];
+    bool q8;
+} qblock;
+
+static qblock qblock_at(cg *c, const cg_gemm *gm, attn_dtype dt, LLVMValueRef blk) {
+    qblock q = {.blk = blk, .q8 = dt == ATTN_DTYPE_Q8_0};
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    for (int j = 0; j < 2; j++) {
+        q.d[j] = cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, i8, blk, cg_i64(c, 2 * j * gm->lanes)));
+        q.md[j] = LLVMBuildFMul(c->b, q.d[j], cg_vf32(c, -8.0), "");
+    }
+    return q;
+}
+
+static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueRef i, LLVMValueRef b[4]) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    LLVMValueRef qp = cg_gep(c, i8, q->blk, LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr),
+                                                          LLVMBuildMul(c->b, i, cg_i64(c, gm->nr), ""), ""));
+    LLVMValueRef raw[2] = {bytes_at(c, qp, q->q8), bytes_at(c, cg_gep(c, i8, qp, cg_i64(c, gm->lanes)), q->q8)};
+    for (int j = 0; j < 2; j++) {
+        if (q->q8) {
+            b[j] = LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, raw[j], c->vf, ""), q->d[j], "");
+            continue;
+        }
+        LLVMValueRef lo = LLVMBuildAnd(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 15, false)), "");
+        LLVMValueRef hi = LLVMBuildLShr(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 4, false)), "");
+        b[j] = cg_fma(c, LLVMBuildSIToFP(c->b, lo, c->vf, ""), q->d[j], q->md[j]);
+        b[2 + j] = cg_fma(c, LLVMBuildSIToFP(c->b, hi, c->vf, ""), q->d[j], q->md[j]);
+    }
+}
+
+/* The k blocks of 32 from kb of panel p of a block format: their first
+ * byte. */
+static LLVMValueRef qpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMValueRef kb) {
+    const cg_gemm *gm = &gc->gm;
+    LLVMValueRef first = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k / 32), ""),
+                                      LLVMBuildSDiv(c->b, kb, cg_i64(c, 32), ""), "");
+    return cg_gep(c, LLVMInt8TypeInContext(c->llctx), c->base[gc->w_buf],
+                  LLVMBuildMul(c->b, first, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), ""));
+}
+
+/* float_sums straight from a panel of a block format (the GEMV: each
+ * weight is used once, so it is widened where it is used). */
+static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, LLVMValueRef w0, LLVMValueRef kn,
+                       LLVMValueRef x0, const LLVMValueRef *init, LLVMValueRef *next) {
+    const cg_gemm *gm = &gc->gm;
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    cg_acc_loop lb;
+    cg_acc_loop_begin(c, &lb, "kblock32", c->vf, 2 * R);
+    qblock q = qblock_at(c, gm, c->g->cfg.dtype,
+                         cg_gep(c, i8, w0, LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
+    LLVMValueRef k0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), "");
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
+    memcpy(next, l.acc, (size_t)(2 * R) * sizeof *next);
+    LLVMValueRef b[4];
+    qblock_weights(c, gm, &q, l.i, b);
+    LLVMValueRef k = LLVMBuildAdd(c->b, k0, q.q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
+    fma_rows(c, gm, R, direct, x0, k, b, next);
+    if (!q.q8) /* k = 2i + 1: the high nibbles */
+        fma_rows(c, gm, R, direct, x0, LLVMBuildAdd(c->b, k, cg_i64(c, 1), ""), b + 2, next);
+    cg_acc_loop_end(c, &l, cg_i64(c, q.q8 ? 32 : 16), lb.acc, next);
+    cg_acc_loop_end(c, &lb, LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), init, next);
+}
+
+/* void unpack(args, p, kb, w): the weights of panel p, k in [kb, kb +
+ * kc), of a block format, widened into f32 at w (nr per k): the GEMM then
+ * runs its f32 micro-kernel over them for every row tile of a row block
+ * (widening once per tile cost a fifth of the FMA ports' time). */
+static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
+    const cg_gemm *gm = &gc->gm;
+    char name[160];
+    snprintf(name, sizeof name, "%s_unpack", kname);
+    LLVMTypeRef params[4] = {c->ptr, c->i64, c->i64, c->ptr};
+    LLVMValueRef fn = cg_helper_begin(c, name, params, 4);
+    LLVMValueRef p = LLVMGetParam(fn, 1), kb = LLVMGetParam(fn, 2), w = LLVMGetParam(fn, 3);
+    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc), LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
+    LLVMValueRef w0 = qpanel_at(c, gc, p, kb);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    cg_loop lb = cg_for(c, cg_i64(c, 0), LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), "kblock32");
+    qblock q = qblock_at(c, gm, c->g->cfg.dtype,
+                         cg_gep(c, i8, w0, LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
+    cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, q.q8 ? 32 : 16), "k");
+    LLVMValueRef b[4];
+    qblock_weights(c, gm, &q, l.i, b);
+    LLVMValueRef k = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), ""),
+                                  q.q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
+    for (int h = 0; h < (q.q8 ? 1 : 2); h++)
+        for (int j = 0; j < 2; j++) {
+            LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k, cg_i64(c, h), ""), cg_i64(c, gm->nr), ""),
+                                           cg_i64(c, j * gm->lanes), "");
+            cg_vstore(c, ATTN_DTYPE_F32, b[2 * h + j], cg_gep(c, c->f32, w, at));
+        }
+    cg_for_end(c, &l);
+    cg_for_end(c, &lb);
+    LLVMBuildRetVoid(c->b);
+    return fn;
+}
+
 /* void micro_R(args, m, p, kb, a): rows m..m+R-1, panel p, k block kb;
  * x of these rows packed at a, mr floats per k. `direct` (the GEMV of
  * few rows): all of k at once (kb = 0), x read in place, a = row m of x:
@@ -322,8 +542,8 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
     const cg_gemm *gm = &gc->gm;
     char name[160];
     snprintf(name, sizeof name, "%s_%s%d", kname, direct ? "gemv" : "micro", R);
-    LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
-    LLVMValueRef fn = cg_helper_begin(c, name, params, 5);
+    LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
+    LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
     LLVMValueRef x0 = LLVMGetParam(fn, 4);
     LLVMValueRef kn = direct ? cg_i64(c, gm->k)
@@ -348,28 +568,19 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
             init[2 * r + j] = cg_vload_masked(c, ATTN_DTYPE_F32, y, mask);
         }
     }
-    attn_dtype wdt = c->g->cfg.dtype;
-    LLVMTypeRef wet = cg_elem_type(c, wdt);
-    LLVMValueRef w0 = cg_buf_elem(
-        c, gc->w_buf, wdt,
-        LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),
-                     cg_i64(c, gm->nr), ""));
-    cg_acc_loop l;
     LLVMValueRef next[2 * 14 * 2];
-    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
-    LLVMValueRef k = l.i, *acc = l.acc;
-    LLVMValueRef wk = LLVMBuildMul(c->b, k, cg_i64(c, gm->nr), "");
-    LLVMValueRef b0 = cg_vload(c, wdt, cg_gep(c, wet, w0, wk));
-    LLVMValueRef b1 = cg_vload(c, wdt, cg_gep(c, wet, w0, LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
-    for (int r = 0; r < R; r++) {
-        LLVMValueRef xa = direct ? cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, r * gm->k), ""))
-                                 : cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
-                                                                      cg_i64(c, r), ""));
-        LLVMValueRef xb = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
-        next[2 * r] = cg_fma(c, xb, b0, acc[2 * r]);
-        next[2 * r + 1] = cg_fma(c, xb, b1, acc[2 * r + 1]);
+    attn_dtype wdt = c->g->cfg.dtype;
+    if (attn_dtype_block(wdt) > 1 && direct) {
+        block_sums(c, gc, R, direct, qpanel_at(c, gc, p, kb), kn, x0, init, next);
+    } else if (attn_dtype_block(wdt) > 1) { /* the panel unpacked by the caller */
+        float_sums(c, gc, R, direct, ATTN_DTYPE_F32, LLVMGetParam(fn, 5), kn, x0, init, next);
+    } else {
+        LLVMValueRef w0 = cg_buf_elem(
+            c, gc->w_buf, wdt,
+            LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, ""),
+                         cg_i64(c, gm->nr), ""));
+        float_sums(c, gc, R, direct, wdt, w0, kn, x0, init, next);
     }
-    cg_acc_loop_end(c, &l, kn, init, next);
     finish_rows(c, gc, R, m, p, next, last, col, inside);
     LLVMBuildRetVoid(c->b);
     return fn;
@@ -415,8 +626,12 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
      * the read bandwidth where this reads at 81-92%, at 43-53 GB/s) */
     for (int r = 1; r <= CG_GEMV_ROWS; r++)
         gemv[r - 1] = micro(c, &gc, r, name, true);
-    LLVMTypeRef params[5] = {c->ptr, c->i64, c->i64, c->i64, c->ptr};
-    LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 5, false);
+    LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
+    LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 6, false);
+    bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1;
+    LLVMValueRef unpack = blocks ? unpack_fn(c, &gc, name) : NULL;
+    LLVMTypeRef unpack_params[4] = {c->ptr, c->i64, c->i64, c->ptr};
+    LLVMTypeRef unpack_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), unpack_params, 4, false);
 
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
@@ -430,8 +645,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMAddCase(sw, cg_i64(c, r), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);
         cg_loop lp = cg_for(c, lo, hi, "panel");
-        LLVMValueRef args[5] = {c->args, cg_i64(c, 0), lp.i, cg_i64(c, 0), c->base[gc.x_buf]};
-        LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 5, "");
+        LLVMValueRef args[6] = {c->args, cg_i64(c, 0), lp.i, cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+        LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
         cg_for_end(c, &lp);
         LLVMBuildBr(c->b, done_bb);
     }
@@ -467,7 +682,17 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
     cg_for_end(c, &lkk);
     cg_for_end(c, &lr);
+    /* a block format's panel, unpacked to f32 once per row block */
+    LLVMValueRef wp = NULL;
+    if (blocks) {
+        wp = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(gc.gm.kc * gc.gm.nr)), NULL);
+        LLVMSetAlignment(wp, 64);
+    }
     cg_loop lp = cg_for(c, lo, hi, "panel");
+    if (blocks) {
+        LLVMValueRef uargs[4] = {c->args, lp.i, kb, wp};
+        LLVMBuildCall2(c->b, unpack_ty, unpack, uargs, 4, "");
+    }
     LLVMBuildStore(c->b, mb, mslot);
     for (int i = 0; i < n_sizes; i++) {
         /* mr rows while they last; then each smaller size at most once */
@@ -485,8 +710,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMValueRef a_off = LLVMBuildAdd(
             c->b, LLVMBuildMul(c->b, t0, cg_i64(c, gc.gm.kc * gc.gm.mr), ""),
             LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
-        LLVMValueRef args[5] = {c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off)};
-        LLVMBuildCall2(c->b, micro_ty, fns[i], args, 5, "");
+        LLVMValueRef args[6] = {c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off), wp ? wp : LLVMConstNull(c->ptr)};
+        LLVMBuildCall2(c->b, micro_ty, fns[i], args, 6, "");
         LLVMBuildStore(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mslot);
         LLVMBuildBr(c->b, i == 0 ? test : next);
         LLVMPositionBuilderAtEnd(c->b, next);

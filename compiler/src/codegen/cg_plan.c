@@ -116,8 +116,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             cg_gemm gm = cg_gemm_shape(n, tg);
             p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
             p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
-                                          ir_const(gm.np * gm.k * gm.nr *
-                                                   (int64_t)attn_dtype_size(c->dtype) / 4));
+                                          ir_const(cg_gemm_packed_words(&gm, c->dtype)));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
             p->emit[n->id] = true;
             break;

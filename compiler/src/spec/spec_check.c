@@ -47,7 +47,7 @@ static const char *const weights_keys[W_COUNT] = {"layout"};
 enum { C_DTYPE, C_BLOCK_TOKENS, C_MAX_TOKENS, C_COUNT };
 static const char *const cache_keys[C_COUNT] = {"dtype", "block_tokens", "max_tokens"};
 
-static const char *const dtype_names[] = {"f32", "f16", "bf16"};
+static const char *const dtype_names[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
 static const char *const style_names[] = {"half", "interleaved"};
 static const char *const scaling_names[] = {"none", "linear", "llama3", "yarn"};
 static const char *const norm_types[] = {"rms"};
@@ -658,8 +658,16 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (c.scale_auto && hd_ok)
         c.scale = 1.0 / sqrt((double)c.head_dim);
     int dt;
-    if (val[SPEC_K_DTYPE] && get_enum(ck, val[SPEC_K_DTYPE], "dtype", dtype_names, 3, &dt))
+    if (val[SPEC_K_DTYPE] && get_enum(ck, val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt)) {
         c.dtype = (attn_dtype)dt;
+        /* ggml's blocks of 32 run along each projection's input */
+        if (attn_dtype_block(c.dtype) > 1 && heads_ok && hd_ok &&
+            (c.d_model % 32 || (c.heads * c.head_dim) % 32))
+            err(ck, val[SPEC_K_DTYPE]->loc,
+                "dtype %s quantizes blocks of 32 inputs: d_model (%lld) and heads * head_dim "
+                "(%lld) must be multiples of 32",
+                attn_dtype_name(c.dtype), (long long)c.d_model, (long long)(c.heads * c.head_dim));
+    }
     if (val[SPEC_K_KV_CACHE])
         check_cache(ck, val[SPEC_K_KV_CACHE], &c);
     if (val[SPEC_K_QK_NORM])
