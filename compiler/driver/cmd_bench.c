@@ -48,7 +48,7 @@ static const char bench_usage[] =
     "  --part core      RoPE and attention: every kernel but the projections (with\n"
     "                   rope_epilogue, RoPE and the cache store run inside the q/k/v\n"
     "                   projection and count as block)\n"
-    "  --dtype D        weights f32, f16 or bf16 instead of the spec's dtype\n"
+    "  --dtype D        weights f32, f16, bf16, q8_0 or q4_0 instead of the spec's dtype\n"
     "  --kv-dtype D     K/V cache f32, f16 or bf16 instead of the spec's kv_cache.dtype\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --no-cache       compile every variant anew: neither read nor write the\n"
@@ -65,7 +65,7 @@ static const char bench_usage[] =
     "                q.k and p.v; causal counts only the visible half of S x S\n"
     "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
     "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
-    "  bytes block = core + weights (spec dtype) + x and y\n"
+    "  bytes block = core + weights (spec dtype; q8_0 34 and q4_0 18 bytes per 32) + x, y\n"
     "GFLOP/s and GB/s are these over the median time; %peak is against the FMA\n"
     "peak of the roofline; %read is the median over the runs of each run's GB/s\n"
     "against the read just before it (a shared machine's bandwidth can change\n"
@@ -302,7 +302,9 @@ static void work(const bench *b, double *flops, double *bytes) {
     *bytes = 2 * kv_keys * kv * (double)attn_dtype_size(c->kv_dtype) + 2 * S * qd * 4;
     if (!b->core) {
         *flops += 2 * S * D * (qd + 2 * kv) + 2 * S * qd * D;
-        *bytes += (D * (qd + 2 * kv) + qd * D) * (double)attn_dtype_size(c->dtype) + 2 * S * D * 4;
+        /* the block formats at their size: 34 or 18 bytes per 32 weights */
+        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D)) +
+                  2 * S * D * 4;
     }
 }
 
@@ -634,8 +636,8 @@ int cmd_bench(int argc, char **argv) {
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)))
         return EXIT_USAGE;
     attn_dtype dtype = ATTN_DTYPE_COUNT, kv_dtype = ATTN_DTYPE_COUNT;
-    if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, &dtype)) ||
-        (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, &kv_dtype)))
+    if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &dtype)) ||
+        (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, false, &kv_dtype)))
         return EXIT_USAGE;
     if (!check_pass_names("bench", b.disabled, b.n_disabled))
         return EXIT_USAGE;

@@ -9,7 +9,7 @@
 #include "util.h"
 
 static const char weights_usage[] =
-    "usage: attnc gen-weights SPEC -o W.safetensors [--seed S] [--dtype f32|bf16|f16]\n"
+    "usage: attnc gen-weights SPEC -o W.safetensors [--seed S] [--dtype T]\n"
     "                         [--prefix P]\n"
     "\n"
     "Writes deterministic random weights for SPEC under the Hugging Face names\n"
@@ -20,7 +20,9 @@ static const char weights_usage[] =
     "uniform with variance 1/fan_in, biases uniform in [-0.1, 0.1].\n"
     "\n"
     "  --seed S     random seed (default 1)\n"
-    "  --dtype T    stored dtype (default: the spec's dtype)\n"
+    "  --dtype T    stored dtype: f32, f16, bf16, q8_0 or q4_0 (default: the spec's\n"
+    "               dtype); q8_0 and q4_0 matrices are ggml's blocks in U8 tensors\n"
+    "               (README \"Quantized weights\"), vectors stay f32\n"
     "  --prefix P   prepended to every name, e.g. model.layers.0.self_attn.\n";
 
 static const char input_usage[] =
@@ -53,7 +55,7 @@ int cmd_gen_weights(int argc, char **argv) {
     int64_t seed = 1;
     attn_dtype dt = ATTN_DTYPE_F32;
     if ((seed_s && !parse_int("gen-weights", "--seed", seed_s, 0, INT64_MAX, &seed)) ||
-        (dtype_s && !parse_dtype("gen-weights", "--dtype", dtype_s, &dt)))
+        (dtype_s && !parse_dtype("gen-weights", "--dtype", dtype_s, true, &dt)))
         return EXIT_USAGE;
     attn_config cfg;
     int rc = load_spec(pos[0], &cfg);
@@ -95,7 +97,7 @@ int cmd_gen_input(int argc, char **argv) {
     attn_dtype dt = ATTN_DTYPE_F32;
     if (!parse_int("gen-input", "--tokens", tokens_s, 1, ATTN_MAX_TOKENS, &T) ||
         (seed_s && !parse_int("gen-input", "--seed", seed_s, 0, INT64_MAX, &seed)) ||
-        (dtype_s && !parse_dtype("gen-input", "--dtype", dtype_s, &dt)))
+        (dtype_s && !parse_dtype("gen-input", "--dtype", dtype_s, false, &dt)))
         return EXIT_USAGE;
     attn_config cfg;
     int rc = load_spec(pos[0], &cfg);

@@ -31,7 +31,7 @@ static const char import_usage[] =
     "  --layer N        the layer (default 0): window and RoPE may differ by layer\n"
     "  -o, --output F   write the spec to F (default: standard output)\n"
     "  --name NAME      the spec's name (default: MODELTYPE_layerN)\n"
-    "  --dtype T        weights dtype f32|f16|bf16 (default: config.json's\n"
+    "  --dtype T        weights dtype f32|f16|bf16|q8_0|q4_0 (default: config.json's\n"
     "                   torch_dtype, a GGUF layer's q weight type; else f32)\n"
     "  --max-tokens N   kv_cache.max_tokens (default: the model's context length,\n"
     "                   at most 8192; 4096 when it names none)\n";
@@ -688,9 +688,18 @@ static int from_gguf(imp *m, const char *path) {
         snprintf(qn, sizeof qn, "blk.%lld.attn_qkv.weight", (long long)m->layer);
         q = attn_gguf_find(g, qn);
     }
-    snprintf(m->src_dtype, sizeof m->src_dtype, "the layer's q weight is not F32/F16/BF16");
-    if (q && (q->type == 0 || q->type == 1 || q->type == 30)) {
-        m->dtype = q->type == 0 ? ATTN_DTYPE_F32 : q->type == 1 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+    snprintf(m->src_dtype, sizeof m->src_dtype,
+             "the layer's q weight is not F32/F16/BF16/Q8_0/Q4_0");
+    /* ggml.h GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30 */
+    static const struct {
+        uint32_t ggml;
+        attn_dtype dt;
+    } types[] = {{0, ATTN_DTYPE_F32}, {1, ATTN_DTYPE_F16}, {30, ATTN_DTYPE_BF16},
+                 {8, ATTN_DTYPE_Q8_0}, {2, ATTN_DTYPE_Q4_0}};
+    for (size_t i = 0; q && i < sizeof types / sizeof types[0]; i++) {
+        if (q->type != types[i].ggml)
+            continue;
+        m->dtype = types[i].dt;
         m->has_dtype = true;
         snprintf(m->src_dtype, sizeof m->src_dtype, "%s is %s", qn, q->type_name);
     }
@@ -872,7 +881,7 @@ int cmd_import(int argc, char **argv) {
     attn_dtype dt = ATTN_DTYPE_F32;
     if ((layer_s && !parse_int("import", "--layer", layer_s, 0, 1000000, &m.layer)) ||
         (max_s && !parse_int("import", "--max-tokens", max_s, 1, ATTN_MAX_TOKENS, &max_tokens)) ||
-        (dtype_s && !parse_dtype("import", "--dtype", dtype_s, &dt)))
+        (dtype_s && !parse_dtype("import", "--dtype", dtype_s, true, &dt)))
         return EXIT_USAGE;
     int rc;
     attn_msg msg = {{0}};

@@ -89,14 +89,16 @@ bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, 
     return true;
 }
 
-bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype *out) {
+bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks, attn_dtype *out) {
     for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
-        if (strcmp(text, attn_dtype_name((attn_dtype)t)) == 0) {
+        if (strcmp(text, attn_dtype_name((attn_dtype)t)) == 0 &&
+            (blocks || attn_dtype_block((attn_dtype)t) == 1)) {
             *out = (attn_dtype)t;
             return true;
         }
     }
-    usage_error(cmd, "%s expects f32, f16 or bf16, found '%s'", name, text);
+    usage_error(cmd, "%s expects f32, f16, bf16%s, found '%s'", name, blocks ? ", q8_0 or q4_0" : "",
+                text);
     return false;
 }
 

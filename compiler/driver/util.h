@@ -29,7 +29,9 @@ bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *op
 /* Strict integer in lo..hi; prints "CMD: NAME expects ..." on failure. */
 bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, int64_t hi,
                int64_t *out);
-bool parse_dtype(const char *cmd, const char *name, const char *text, attn_dtype *out);
+/* A dtype's name; the block formats (q8_0, q4_0) only where blocks is
+ * set (weights; activations and caches are f32, f16 or bf16). */
+bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks, attn_dtype *out);
 
 /* Prints ctx's diagnostics; the exit code for st (0, 2 for bad input, 3
  * for internal failures: shape bugs, LLVM, memory). */

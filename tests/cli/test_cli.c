@@ -201,6 +201,53 @@ static void cli_prefix_and_dtypes_round_trip(void **state) {
     free(out);
 }
 
+/* gen-weights --dtype q8_0/q4_0 writes ggml's blocks; run reads them into
+ * a spec of that dtype (and quantizes f32 weights into it at load): the
+ * jit and reference engines agree, chunked or not. Activations and caches
+ * take no block format. */
+static void cli_quantized_weights(void **state) {
+    fixture *f = *state;
+    const char *x = path_in(f->dir, "x.safetensors"), *wf = path_in(f->dir, "wf.safetensors");
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "19", "-o", x), 0);
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", wf), 0);
+    const char *dts[] = {"q8_0", "q4_0"};
+    for (int i = 0; i < 2; i++) {
+        char spec[1024], text[256];
+        snprintf(spec, sizeof spec, "%s/seed_%s.yaml", f->dir, dts[i]);
+        int n = snprintf(text, sizeof text,
+                         "name: seed_%s\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
+                         "rope: {base: 10000}\ndtype: %s\n",
+                         dts[i], dts[i]);
+        write_file(spec, text, (size_t)n);
+        const char *w = path_in(f->dir, "w.safetensors");
+        assert_int_equal(ATTNC(f, "gen-weights", spec, "-o", w, "--dtype", dts[i]), 0);
+        attn_st *st;
+        attn_msg m;
+        assert_int_equal(attn_st_open(w, &st, &m), ATTN_OK);
+        const attn_st_info *q = attn_st_find(st, "q_proj.weight");
+        assert_string_equal(q->dtype, "U8");
+        assert_int_equal(q->shape[1], 768 / 32 * (i ? 18 : 34));
+        attn_st_close(st);
+        const char *yj = path_in(f->dir, "yj.safetensors"), *yr = path_in(f->dir, "yr.safetensors");
+        assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", yj), 0);
+        assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", yr, "--engine",
+                               "reference", "--chunk", "5"),
+                         0);
+        float *a = read_y(yj, 19, 768), *b = read_y(yr, 19, 768);
+        assert_true(rel_err(a, b, 19 * 768) <= 1e-4);
+        free(b);
+        /* the f32 file of the same seed, quantized at load: the same blocks */
+        assert_int_equal(ATTNC(f, "run", spec, "--weights", wf, "--input", x, "-o", yr), 0);
+        b = read_y(yr, 19, 768);
+        assert_memory_equal(a, b, 19 * 768 * sizeof(float));
+        free(a);
+        free(b);
+        assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "2", "-o", x, "--dtype", dts[i]), 1);
+        assert_stderr_has(f, "--dtype expects f32, f16, bf16, found '");
+        assert_int_equal(ATTNC(f, "bench", spec, "--kv-dtype", dts[i]), 1);
+    }
+}
+
 static void cli_bad_inputs_exit_2_and_write_nothing(void **state) {
     fixture *f = *state;
     const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
@@ -294,6 +341,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_quantized_weights, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_bad_inputs_exit_2_and_write_nothing, cli_fixture_setup,
                                         cli_fixture_teardown),
