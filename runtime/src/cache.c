@@ -84,7 +84,9 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
     c->bt = c->cfg.kv_block_tokens;
     c->n_blocks = (capacity_tokens + c->bt - 1) / c->bt;
     c->max_blocks = (c->cfg.kv_max_tokens + c->bt - 1) / c->bt;
-    c->row_bytes = (size_t)(c->cfg.kv_groups * c->cfg.head_dim) * attn_dtype_size(c->cfg.kv_dtype);
+    /* q8_0: a block is its bt * kvd int8 values, then their f16 scales
+     * (codegen cg_cache_scale), 34 bytes per 32 values either way */
+    c->row_bytes = attn_dtype_bytes(c->cfg.kv_dtype, c->cfg.kv_groups * c->cfg.head_dim);
     size_t pool = (size_t)(c->n_blocks * c->bt) * c->row_bytes;
     if (c->n_blocks > INT32_MAX || pool / c->row_bytes / (size_t)c->bt != (size_t)c->n_blocks) {
         free(c);
@@ -317,6 +319,8 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
         /* V's first rows; K's tokens are spread over the block (a column's
          * tokens side by side: attn_kernels.h), so all of it */
         size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes, block = (size_t)c->bt * c->row_bytes;
+        if (attn_dtype_block(c->cfg.kv_dtype) > 1) /* V's scales follow all its rows */
+            bytes = block;
         size_t from = (size_t)old * block, to = (size_t)fresh * block;
         memcpy((char *)c->k + to, (char *)c->k + from, block);
         memcpy((char *)c->v + to, (char *)c->v + from, bytes);

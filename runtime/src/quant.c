@@ -141,3 +141,15 @@ int64_t rt_quant_row_exact(attn_dtype t, const float *x, unsigned char *dst, int
     }
     return bad;
 }
+
+void rt_round_row(attn_dtype t, float *x, int64_t n) {
+    if (!rt_quant_block_bytes(t)) {
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rt_round(t, x[i]);
+        return;
+    }
+    unsigned char b[34];
+    for (int64_t i = 0; i + RT_QK <= n; i += RT_QK)
+        if (rt_quant_row(t, x + i, b, RT_QK) < 0)
+            rt_dequant_row(t, b, x + i, RT_QK);
+}

@@ -299,10 +299,12 @@ static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     for (int64_t g = 0; g < c->kv_groups; g++)
         ref_rope_apply(c, r->inv_freq, pos, tmp + g * hd);
     for (int64_t i = 0; i < kvd; i++)
-        krow[i] = rt_round(c->kv_dtype, (float)tmp[i]);
+        krow[i] = (float)tmp[i];
+    rt_round_row(c->kv_dtype, krow, kvd);
     linear(w->wv, w->bv, kvd, c->d_model, xd, tmp);
     for (int64_t i = 0; i < kvd; i++)
-        vrow[i] = rt_round(c->kv_dtype, (float)tmp[i]);
+        vrow[i] = (float)tmp[i];
+    rt_round_row(c->kv_dtype, vrow, kvd);
 }
 
 attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,

@@ -23,6 +23,11 @@ RT_HIDDEN float rt_round(attn_dtype t, float f);
 
 /* ---- block formats (quant.c) --------------------------------------------- */
 
+/* x[0..n) rounded to dtype t in place: element by element, or (block
+ * formats, n a multiple of RT_QK) through blocks of the reference
+ * quantizer; values no block holds leave their block as it is. */
+RT_HIDDEN void rt_round_row(attn_dtype t, float *x, int64_t n);
+
 #define RT_QK 32 /* values per block of Q8_0 and Q4_0 */
 /* Bytes per block of t; 0 if t is not a block format. */
 RT_HIDDEN size_t rt_quant_block_bytes(attn_dtype t);

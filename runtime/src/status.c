@@ -182,9 +182,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
         return rt_fail(m, bad, "scale (%g) must be a finite number > 0", c->scale);
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, bad, "dtype is unknown");
-    if (rt_quant_block_bytes(c->kv_dtype))
-        return rt_fail(m, bad, "kv_cache.dtype %s is not supported (f32, f16 or bf16)",
-                       attn_dtype_name(c->kv_dtype));
+    if (c->kv_dtype == ATTN_DTYPE_Q4_0)
+        return rt_fail(m, bad, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
+    /* a q8_0 cache quantizes each head's K and V rows in blocks of 32 */
+    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->head_dim % RT_QK)
+        return rt_fail(m, bad, "kv_cache.dtype q8_0 needs head_dim (%lld) to be a multiple of %d",
+                       (long long)c->head_dim, RT_QK);
     /* the block formats quantize rows of the projections along their
      * inputs, d_model for q/k/v and heads * head_dim for o */
     if (rt_quant_block_bytes(c->dtype) &&

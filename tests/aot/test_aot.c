@@ -185,8 +185,8 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
     free(said);
 }
 
-/* gemma2_9b, and seed with q4_0 weights (the block formats' kernels in
- * NEON). */
+/* gemma2_9b, and seed with q4_0 weights and a q8_0 cache (the block
+ * formats' kernels in NEON). */
 static void aarch64_object_runs_under_emulation(void **state) {
     fixture *f = *state;
     if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
@@ -198,7 +198,7 @@ static void aarch64_object_runs_under_emulation(void **state) {
     run_on_aarch64(f, ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml", "gemma2_9b");
     const char *q4 = path_in(f->dir, "seed_q4.yaml");
     const char text[] = "name: seed_q4\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
-                        "rope: {base: 10000}\ndtype: q4_0\n";
+                        "rope: {base: 10000}\ndtype: q4_0\nkv_cache: {dtype: q8_0}\n";
     write_file(q4, text, sizeof text - 1);
     run_on_aarch64(f, q4, "seed_q4");
 }

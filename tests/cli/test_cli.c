@@ -203,8 +203,8 @@ static void cli_prefix_and_dtypes_round_trip(void **state) {
 
 /* gen-weights --dtype q8_0/q4_0 writes ggml's blocks; run reads them into
  * a spec of that dtype (and quantizes f32 weights into it at load): the
- * jit and reference engines agree, chunked or not. Activations and caches
- * take no block format. */
+ * jit and reference engines agree, chunked or not. Activations take no
+ * block format. */
 static void cli_quantized_weights(void **state) {
     fixture *f = *state;
     const char *x = path_in(f->dir, "x.safetensors"), *wf = path_in(f->dir, "wf.safetensors");
@@ -244,8 +244,10 @@ static void cli_quantized_weights(void **state) {
         free(b);
         assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "2", "-o", x, "--dtype", dts[i]), 1);
         assert_stderr_has(f, "--dtype expects f32, f16, bf16, found '");
-        assert_int_equal(ATTNC(f, "bench", spec, "--kv-dtype", dts[i]), 1);
     }
+    /* a q8_0 cache exists, a q4_0 one does not */
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--kv-dtype", "q4_0"), 2);
+    assert_stderr_has(f, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
 }
 
 static void cli_bad_inputs_exit_2_and_write_nothing(void **state) {

@@ -130,22 +130,25 @@ static void finder_sees_spills(void **state) {
 
 static void hot_loops_do_not_spill(void **state) {
     (void)state;
-    /* llama3_8b again with ggml's block formats (a spec with its dtype) */
-    const char *specs[] = {"llama3_8b", "gemma2_9b", "qwen3_8b", "gpt_oss_20b_sliding",
-                           "phi3_mini", "llama4_scout_local", "llama3_8b q8_0", "llama3_8b q4_0"};
+    /* and with ggml's block formats: "spec|a line added to it" */
+    const char *specs[] = {"llama3_8b",          "gemma2_9b",
+                           "qwen3_8b",           "gpt_oss_20b_sliding",
+                           "phi3_mini",          "llama4_scout_local",
+                           "llama3_8b|dtype: q8_0", "llama3_8b|dtype: q4_0",
+                           "seed|kv_cache: {dtype: q8_0}"};
     const char *cpus[] = {"znver3", "znver4"};
     char *dir = tmpdir_new();
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         for (int c = 0; c < 2; c++) {
             char spec[512];
             snprintf(spec, sizeof spec, "%s/specs/%.*s.yaml", ATTNC_SOURCE_DIR,
-                     (int)strcspn(specs[i], " "), specs[i]);
-            if (strchr(specs[i], ' ')) {
+                     (int)strcspn(specs[i], "|"), specs[i]);
+            if (strchr(specs[i], '|')) {
                 char *text = read_file(spec, NULL);
                 assert_non_null(text);
-                size_t n = strlen(text);
-                char *with = malloc(n + 32);
-                snprintf(with, n + 32, "%sdtype: %s\n", text, strchr(specs[i], ' ') + 1);
+                size_t n = strlen(text) + strlen(specs[i]) + 2;
+                char *with = malloc(n);
+                snprintf(with, n, "%s%s\n", text, strchr(specs[i], '|') + 1);
                 snprintf(spec, sizeof spec, "%s", path_in(dir, "quant.yaml"));
                 write_file(spec, with, strlen(with));
                 free(with);

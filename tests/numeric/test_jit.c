@@ -14,8 +14,12 @@
 #include "attnc.h"
 #include "support.h"
 
+/* The reference rounds K and V as the kernels do, but from values
+ * computed in double, so a rounding step may fall the other way: f16's
+ * 2^-11, bf16's 2^-8, q8_0's max|x|/127 of a block of 32 (measured
+ * 2.6e-4 on seed; its steps are rarely hit). */
 static double tolerance(attn_dtype kv) {
-    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_F16 ? 2e-3 : 1.6e-2;
+    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
 }
 
 static attn_config load(const char *path) {
@@ -240,6 +244,8 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
         c.scale_auto = false;
     }
     c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
+    if (i % 4 == 2 && c.head_dim % 32 == 0) /* q8_0 quantizes each head in blocks of 32 */
+        c.kv_dtype = ATTN_DTYPE_Q8_0;
     /* weights in f16/bf16 are exact in the kernels (widened in registers),
      * q8_0 and q4_0 too (d * q is exact); the block formats need whole
      * blocks of 32 inputs */
@@ -364,6 +370,10 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
         {"seed", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F16, 40, 5},
         {"llama3_8b", ATTN_DTYPE_Q4_0, ATTN_DTYPE_BF16, 12, 3},
         {"qwen2_7b", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, 10, 3}, /* with q/k/v biases */
+        {"seed", ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, 150, 6},
+        {"gemma2_9b", ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0, 9, 3},
+        {"gpt_oss_20b_sliding", ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0, 126, 4},
+        {"features_0", ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, 30, 40},
         /* across chunk boundaries (24, 20) and the window (40) */
         {"features_0", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 30, 40},
         {"features_1", ATTN_DTYPE_F16, ATTN_DTYPE_F16, 35, 20},
@@ -521,6 +531,59 @@ static void narrow_weights_are_exact(void **state) {
             free(yb);
             free(yf);
         }
+    tmpdir_remove(dir);
+}
+
+/* A q8_0 cache forks as the others do: a sequence of 21 tokens (a
+ * partial block of 16) forked, then each side decodes tokens of its own;
+ * copy on write must carry the block's scales with its values, so each
+ * side still matches the reference of its own whole sequence. */
+static void q8_0_cache_forks_copy_scales(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = load(spec_path("seed"));
+    c.kv_dtype = ATTN_DTYPE_Q8_0;
+    c.kv_block_tokens = 16;
+    attnc_jit *jit = compile(write_spec(dir, &c, "fork.yaml"), NULL);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 3, &w, NULL), ATTN_OK);
+    int64_t D = c.d_model, pre = 21, steps = 4, T = pre + steps;
+    float *xa = random_floats((size_t)(T * D), 31), *xb = malloc((size_t)(T * D) * sizeof(float));
+    float *rb = random_floats((size_t)(steps * D), 32);
+    memcpy(xb, xa, (size_t)(pre * D) * sizeof(float));
+    memcpy(xb + pre * D, rb, (size_t)(steps * D) * sizeof(float));
+    float *ya = malloc((size_t)(T * D) * sizeof(float)), *yb = malloc((size_t)(T * D) * sizeof(float));
+    float *wa = malloc((size_t)(T * D) * sizeof(float)), *wb = malloc((size_t)(T * D) * sizeof(float));
+    attn_block *b;
+    attn_cache *ca;
+    int32_t sa, sb, np = (int32_t)pre, one = 1;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, 2 * T, &ca), ATTN_OK);
+    assert_int_equal(attn_seq_new(ca, &sa), ATTN_OK);
+    assert_int_equal(attn_forward(b, ca, 1, &sa, &np, xa, ya), ATTN_OK);
+    assert_int_equal(attn_seq_fork(ca, sa, &sb), ATTN_OK);
+    for (int64_t t = pre; t < T; t++) {
+        float *x2 = malloc((size_t)(2 * D) * sizeof(float)), *y2 = malloc((size_t)(2 * D) * sizeof(float));
+        memcpy(x2, xa + t * D, (size_t)D * sizeof(float));
+        memcpy(x2 + D, xb + t * D, (size_t)D * sizeof(float));
+        assert_int_equal(attn_forward(b, ca, 2, (int32_t[]){sa, sb}, (int32_t[]){one, one}, x2, y2), ATTN_OK);
+        memcpy(ya + t * D, y2, (size_t)D * sizeof(float));
+        memcpy(yb + t * D, y2 + D, (size_t)D * sizeof(float));
+        free(x2);
+        free(y2);
+    }
+    run_ref(w, T, xa, wa);
+    run_ref(w, T, xb, wb);
+    double ea = rel_err(ya + pre * D, wa + pre * D, (size_t)(steps * D));
+    double eb = rel_err(yb + pre * D, wb + pre * D, (size_t)(steps * D));
+    if (!(ea <= tolerance(c.kv_dtype)) || !(eb <= tolerance(c.kv_dtype)))
+        fail_msg("forked q8_0 cache: relative error %g (source) and %g (fork)", ea, eb);
+    attn_cache_free(ca);
+    attn_block_free(b);
+    attnc_jit_free(jit);
+    attn_weights_free(w);
+    free(xa), free(xb), free(rb), free(ya), free(yb), free(wa), free(wb);
     tmpdir_remove(dir);
 }
 
@@ -691,6 +754,7 @@ int main(void) {
         cmocka_unit_test(decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(split_decode_follows_growing_scores),
         cmocka_unit_test(narrow_weights_are_exact),
+        cmocka_unit_test(q8_0_cache_forks_copy_scales),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),
         cmocka_unit_test(jit_reports_spec_errors_and_writes_dumps),

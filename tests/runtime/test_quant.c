@@ -257,9 +257,35 @@ static void weights_save_and_load_blocks(void **state) {
     assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
     assert_non_null(strstr(m.text, "dtype q8_0 needs d_model (48) and heads * head_dim (48) to be "
                                    "multiples of 32"));
+    /* a q8_0 cache quantizes each head's rows in blocks of 32; no q4_0 cache */
     c = config_small(4, 2, 16, 64);
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "kv_cache.dtype q8_0 needs head_dim (16) to be a multiple of 32"));
+    c = config_small(4, 2, 32, 64);
+    c.kv_dtype = ATTN_DTYPE_Q8_0;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_OK);
+    c.kv_dtype = ATTN_DTYPE_Q4_0;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "kv_cache.dtype q4_0 is not supported"));
+}
+
+/* The reference engine rounds K and V rows through q8_0 blocks: each
+ * block of 32 comes back as the reference quantizer's values. */
+static void reference_rounds_rows_through_blocks(void **state) {
+    (void)state;
+    float x[96], want[96];
+    uint64_t s = 11;
+    attn_random_uniform(&s, x, 96, 3.0);
+    unsigned char b[3 * 34];
+    assert_int_equal(rt_quant_row(ATTN_DTYPE_Q8_0, x, b, 96), -1);
+    rt_dequant_row(ATTN_DTYPE_Q8_0, b, want, 96);
+    rt_round_row(ATTN_DTYPE_Q8_0, x, 96);
+    assert_memory_equal(x, want, sizeof want);
+    x[40] = NAN; /* its block stays as it is */
+    rt_round_row(ATTN_DTYPE_Q8_0, x, 96);
+    assert_true(isnan(x[40]));
+    assert_memory_equal(x, want, 32 * sizeof(float));
 }
 
 int main(void) {
@@ -271,6 +297,7 @@ int main(void) {
         cmocka_unit_test(values_no_block_holds_are_refused),
         cmocka_unit_test_setup_teardown(safetensors_carry_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(weights_save_and_load_blocks, setup, teardown),
+        cmocka_unit_test(reference_rounds_rows_through_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,10 +221,23 @@ ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *c
 /* Pointer to column col of cache row slot (block * block_tokens + o) of
  * cache which, buffer buf. */
 ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col);
+/* The f16 scale d of the q8_0 cache element at p (a pointer, or a vector
+ * of them) of cache `which` (0 K, 1 V) in buffer buf: within p's pool
+ * block, after the block's int8 values; K's (column / 32, token) and V's
+ * (token, column / 32) side by side as their values are. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p);
+/* 0 if n's view is the K cache, 1 the V cache, -1 neither. */
+ATTNC_HIDDEN int cg_cache_which(const cg *c, const ir_node *n);
+/* The element of n's view at p as f32: cg_load, and for a q8_0 cache its
+ * q times its block's d (exact). */
+ATTNC_HIDDEN LLVMValueRef cg_load_elem(cg *c, const ir_node *n, LLVMValueRef p);
 /* Pointer to element idx[0..ndim) of node n's view. */
 ATTNC_HIDDEN LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx);
 /* Base pointer of buffer k plus an element offset, for element type dt. */
 ATTNC_HIDDEN LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off);
+/* Bytes of one element of dt in memory, and its alignment (q8_0: its
+ * int8 q; its scales live apart, cg_cache_scale). */
+ATTNC_HIDDEN unsigned cg_elem_bytes(attn_dtype dt);
 /* The LLVM element type of dtype dt in memory (bf16: i16). */
 ATTNC_HIDDEN LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt);
 ATTNC_HIDDEN LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p); /* -> f32 */

@@ -35,7 +35,7 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
     LLVMValueRef prod = cg_fmul(c, cg_load(c, q->dt, cg_addr(c, q, qi)),
-                                cg_load(c, k->dt, cg_addr(c, k, ki)));
+                                cg_load_elem(c, k, cg_addr(c, k, ki)));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), prod), acc);
     cg_for_end(c, &ld);
     LLVMValueRef oi[3] = {lj.i, s, h};
@@ -70,7 +70,7 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef out = cg_addr(c, n, oi);
     LLVMValueRef sum = LLVMBuildFAdd(
         c->b, cg_load(c, n->dt, out),
-        LLVMBuildFMul(c->b, pj, cg_load(c, v->dt, cg_addr(c, v, vi)), ""), "");
+        LLVMBuildFMul(c->b, pj, cg_load_elem(c, v, cg_addr(c, v, vi)), ""), "");
     cg_store(c, n->dt, sum, out);
     cg_for_end(c, &ld);
     LLVMBuildBr(c->b, next);

@@ -9,6 +9,10 @@
 static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v);
 static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem);
 
+unsigned cg_elem_bytes(attn_dtype dt) {
+    return attn_dtype_block(dt) > 1 ? 1 : (unsigned)attn_dtype_size(dt);
+}
+
 LLVMValueRef cg_i64(cg *c, int64_t v) {
     return LLVMConstInt(c->i64, (unsigned long long)v, true);
 }
@@ -175,8 +179,8 @@ LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt) {
     case ATTN_DTYPE_F32: return c->f32;
     case ATTN_DTYPE_F16: return c->f16;
     case ATTN_DTYPE_BF16: return c->i16;
-    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
-    case ATTN_DTYPE_Q4_0:
+    case ATTN_DTYPE_Q8_0: return LLVMInt8TypeInContext(c->llctx); /* q; d: cg_cache_scale */
+    case ATTN_DTYPE_Q4_0: /* weights only: cg_gemm.c reads them itself */
     case ATTN_DTYPE_COUNT: break;
     }
     ATTNC_ASSERT(!"dtype");
@@ -243,12 +247,59 @@ void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, in
     *tok_stride = which ? kvd : 1;
 }
 
+/* The elements of one pool block: bt * kvd values; a q8_0 block holds
+ * their bt * kvd int8 q, then their bt * kvd / 32 f16 d (cg_cache_scale),
+ * counted in bytes (q8_0's element). */
+static int64_t cache_block_elems(const attn_config *cfg) {
+    int64_t n = cfg->kv_block_tokens * cfg->kv_groups * cfg->head_dim;
+    return cfg->kv_dtype == ATTN_DTYPE_Q8_0 ? n + n / 16 : n;
+}
+
 /* Element offset of token offset o (tok_stride apart) of pool block blk:
  * the block's start plus o's place in it. */
 static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t tok_stride) {
-    const attn_config *cfg = &c->g->cfg;
-    LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cfg->kv_block_tokens * cfg->kv_groups * cfg->head_dim), "");
+    LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cache_block_elems(&c->g->cfg)), "");
     return LLVMBuildAdd(c->b, start, LLVMBuildMul(c->b, o, cg_i64(c, tok_stride), ""), "");
+}
+
+LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
+    const attn_config *cfg = &c->g->cfg;
+    int64_t bt = cfg->kv_block_tokens, data = bt * cfg->kv_groups * cfg->head_dim, bb = cache_block_elems(cfg);
+    LLVMTypeRef pty = LLVMTypeOf(p), ity = like(pty, c->i64);
+    bool vec = LLVMGetTypeKind(pty) == LLVMVectorTypeKind;
+    LLVMValueRef base = c->base[buf];
+    LLVMValueRef b0 = LLVMBuildPtrToInt(c->b, base, c->i64, "");
+    LLVMValueRef off = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, p, ity, ""), vec ? cg_splat(c, b0) : b0, "");
+    LLVMValueRef blk = LLVMBuildUDiv(c->b, off, iconst(ity, (unsigned long long)bb), "");
+    LLVMValueRef w = LLVMBuildURem(c->b, off, iconst(ity, (unsigned long long)bb), "");
+    /* V [bt][kvd]: d of w's 32 values at w / 32; K [kvd][bt]: column
+     * w / bt, token w % bt, d at (column / 32) * bt + token */
+    LLVMValueRef s = which ? LLVMBuildUDiv(c->b, w, iconst(ity, 32), "")
+                           : LLVMBuildAdd(c->b,
+                                          LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)(32 * bt)), ""),
+                                                       iconst(ity, (unsigned long long)bt), ""),
+                                          LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)bt), ""), "");
+    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, iconst(ity, (unsigned long long)bb), ""),
+                                   LLVMBuildAdd(c->b, iconst(ity, (unsigned long long)data),
+                                                LLVMBuildMul(c->b, s, iconst(ity, 2), ""), ""), "");
+    return LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->llctx), base, &at, 1, "scale");
+}
+
+int cg_cache_which(const cg *c, const ir_node *n) {
+    const cg_view *v = &c->plan->view[n->id];
+    int64_t ts;
+    if (!v->paged || !ir_dim_is_const(v->nb[2], &ts))
+        return -1;
+    return ts == 1 ? 0 : 1; /* K keeps a column's tokens side by side */
+}
+
+LLVMValueRef cg_load_elem(cg *c, const ir_node *n, LLVMValueRef p) {
+    const cg_view *v = &c->plan->view[n->id];
+    LLVMValueRef x = cg_load(c, v->dt, p);
+    if (v->dt != ATTN_DTYPE_Q8_0)
+        return x;
+    LLVMValueRef d = cg_load(c, ATTN_DTYPE_F16, cg_cache_scale(c, cg_cache_which(c, n), v->buf, p));
+    return LLVMBuildFMul(c->b, x, d, ""); /* exact: d * q */
 }
 
 LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col) {
@@ -301,7 +352,7 @@ LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
                                       LLVMConstInt(c->i32, 16, false), "");
         return LLVMBuildBitCast(c->b, w, c->f32, "");
     }
-    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q8_0: return LLVMBuildSIToFP(c->b, v, c->f32, ""); /* q, to be times d */
     case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
@@ -330,8 +381,9 @@ void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
+    ATTNC_ASSERT(attn_dtype_block(dt) == 1); /* blocks are stored by their kernels */
     LLVMValueRef st = LLVMBuildStore(c->b, v, p);
-    LLVMSetAlignment(st, (unsigned)attn_dtype_size(dt));
+    LLVMSetAlignment(st, cg_elem_bytes(dt));
 }
 
 /* A constant of type ty (scalar or vector) with every element v. */
@@ -393,7 +445,8 @@ LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
     return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(e, (unsigned)n), "");
 }
 
-/* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift. */
+/* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift;
+ * q8_0: its q (times d: cg_cache_scale). */
 static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
     switch (dt) {
     case ATTN_DTYPE_F32: return v;
@@ -401,7 +454,7 @@ static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
     case ATTN_DTYPE_BF16:
         return LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->vi, ""), iconst(c->vi, 16), ""),
                                 c->vf, "");
-    case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
+    case ATTN_DTYPE_Q8_0: return LLVMBuildSIToFP(c->b, v, c->vf, "");
     case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
     }
@@ -411,7 +464,7 @@ static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
 LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
-    LLVMSetAlignment(v, (unsigned)attn_dtype_size(dt));
+    LLVMSetAlignment(v, cg_elem_bytes(dt));
     return widen(c, dt, v);
 }
 
@@ -430,14 +483,14 @@ static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LL
 
 LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask) {
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
-    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false), mask, LLVMConstNull(vt)};
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, cg_elem_bytes(dt), false), mask, LLVMConstNull(vt)};
     return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, c->ptr, args, 4));
 }
 
 LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
     unsigned n = (unsigned)c->target.lanes;
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), n);
-    LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, (unsigned)attn_dtype_size(dt), false),
+    LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, cg_elem_bytes(dt), false),
                             LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)), LLVMGetUndef(vt)};
     return widen(c, dt, masked_intrinsic(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
 }

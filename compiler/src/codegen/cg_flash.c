@@ -40,14 +40,36 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
                                      cg_i64(c, (int64_t)v * f->lanes), ""));
 }
 
-/* Splat of element d (stride: the view's nb[0]) of the K or V row at p
- * (any cache dtype). */
-static LLVMValueRef bcast(cg *c, const ir_node *kv, LLVMValueRef p, LLVMValueRef d) {
+/* A head's K or V row of one key: its element 0 at p; with a q8_0 cache
+ * also its first block's scale at d (cg_cache_scale), NULL otherwise. */
+typedef struct kv_row {
+    LLVMValueRef p, d;
+} kv_row;
+
+static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
+    const cg_view *v = &c->plan->view[kv->id];
+    kv_row r = {p, NULL};
+    if (v->dt == ATTN_DTYPE_Q8_0)
+        r.d = cg_cache_scale(c, cg_cache_which(c, kv), v->buf, p);
+    return r;
+}
+
+/* Splat of element d (stride: the view's nb[0]) of the K or V row r
+ * (any cache dtype; q8_0: q times the d of its block of 32, the next
+ * block's d being a K column block (block_tokens scales) or a V one (1)
+ * further). */
+static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
     int64_t stride;
     ATTNC_ASSERT(ir_dim_is_const(v->nb[0], &stride));
     LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
-    return cg_splat(c, cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), p, &i, 1, "")));
+    LLVMValueRef x = cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
+    if (r.d) {
+        int64_t step = cg_cache_which(c, kv) ? 1 : c->g->cfg.kv_block_tokens;
+        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""), cg_i64(c, step), "");
+        x = LLVMBuildFMul(c->b, x, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at)), "");
+    }
+    return cg_splat(c, x);
 }
 
 /* Row r of an item: its head and token (valid when *ok). */
@@ -65,7 +87,7 @@ static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, 
 /* ot[d][row] = ot * alpha + sum_j p[j][row] v[j][d] over the tile's keys;
  * `guarded`: a key of weight 0 adds nothing even if its v is not finite
  * (masked keys of a partial tile, as the reference skips them). */
-static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alpha, bool guarded) {
+static void pv_tile(cg *c, const flash *f, const kv_row *vrow, LLVMValueRef *alpha, bool guarded) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / f->dc), "dchunk");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, f->dc), "");
     LLVMValueRef acc[64];
@@ -99,7 +121,7 @@ static void pv_tile(cg *c, const flash *f, LLVMValueRef *vrow, LLVMValueRef *alp
 /* Scores of keys krow[0..bks) for all rows, summed over d in registers,
  * softcapped and, with ALiBi, biased (the keys are key0 + j0 + j, the rows
  * at positions posv), stored to pb[j0 + j][row]. */
-static void scores(cg *c, const flash *f, const LLVMValueRef *krow, int j0, LLVMValueRef key0,
+static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueRef key0,
                    const LLVMValueRef *posv) {
     int na = f->bks * f->rv;
     LLVMValueRef init[64], next[64], qv[8];
@@ -186,14 +208,14 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
 /* One tile of bk keys j0.. (below jend) for rows at positions posv. */
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
                      LLVMValueRef *posv, LLVMValueRef partial) {
-    LLVMValueRef krow[32], vrow[32];
+    kv_row krow[32], vrow[32];
     for (int j = 0; j < f->bk; j++) {
         /* keys past jend read the last key (masked below) */
         LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
                                        LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
         LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
-        krow[j] = cg_addr(c, f->k, ki);
-        vrow[j] = cg_addr(c, f->v, ki);
+        krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
+        vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
     }
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j, j0, posv);

@@ -164,7 +164,7 @@ static ahead ahead_of(cg *c, const split *s, const ir_node *kv, attn_dtype dt) {
     if (!ir_dim_eq(c->plan->view[kv->id].nb[1], ir_const(s->hd)))
         return a;
     a.rows = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)s->lanes), NULL);
-    a.row_lines = (s->hk * s->hd * (int64_t)attn_dtype_size(dt) + 63) / 64;
+    a.row_lines = (s->hk * s->hd * (int64_t)cg_elem_bytes(dt) + 63) / 64;
     a.per_rows = (s->lanes + s->hk - 1) / s->hk;
     return a;
 }
@@ -202,8 +202,8 @@ static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
  * prefetches due by load *it when av is not NULL; v0 < 0: whole vectors
  * from element off (i64) on, known only when it runs. */
 static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
-                    LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded,
-                    int64_t v0, LLVMValueRef off, int64_t nvp, int64_t *it) {
+                    const LLVMValueRef *vd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh,
+                    bool guarded, int64_t v0, LLVMValueRef off, int64_t nvp, int64_t *it) {
     int L = s->lanes;
     LLVMValueRef acc[SPLIT_ROWS][64], at[64];
     for (int64_t v = 0; v < nvp; v++)
@@ -212,7 +212,8 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
         for (int64_t v = 0; v < nvp; v++)
             acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], at[v]));
     for (int j = 0; j < L; j++) {
-        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
+        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS], dsplat = NULL;
+        int64_t dblock = -1;
         for (int i = 0; guarded && i < s->rb; i++) {
             pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
             zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
@@ -222,6 +223,16 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                 ahead_step(c, av, kvh, (*it)++, L * s->nv);
             LLVMValueRef vv = v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
                                       : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
+            if (vd) { /* q8_0: q times the d of the vector's block of 32 (lanes divide 32),
+                       * read once for its vectors where they are known */
+                int64_t blk = v0 >= 0 ? (v0 + v) * L / 32 : -2;
+                if (blk != dblock || blk < 0) {
+                    LLVMValueRef b = LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), "");
+                    dsplat = cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[j], b)));
+                    dblock = blk;
+                }
+                vv = LLVMBuildFMul(c->b, vv, dsplat, "");
+            }
             for (int i = 0; i < s->rb; i++) {
                 /* unguarded, p[j] is loaded for each FMA, volatile so
                  * the loads are not merged: each is the FMA's
@@ -252,8 +263,8 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
  * spread over its loads; the guarded one (the edge tiles of a chunk)
  * loops over its passes of whole vectors and asks for its prefetches at
  * once: that halves the code of the split path, and its compile time. */
-static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow, LLVMValueRef ps,
-                     const ahead *av, LLVMValueRef kvh, bool guarded) {
+static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
+                     const LLVMValueRef *vd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded) {
     int L = s->lanes;
     int64_t it = 0, v0 = 0;
     ps = opaque_ptr(c, ps);
@@ -264,14 +275,14 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
         if (passes > 1) {
             cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, passes), "pv_pass");
             LLVMValueRef off = LLVMBuildMul(c->b, lp.i, cg_i64(c, (int64_t)s->pv_part * L), "");
-            pv_pass(c, s, orow, vrow, ps, NULL, kvh, true, -1, off, s->pv_part, &it);
+            pv_pass(c, s, orow, vrow, vd, ps, NULL, kvh, true, -1, off, s->pv_part, &it);
             cg_for_end(c, &lp);
             v0 = passes * s->pv_part;
         }
     }
     for (; v0 < s->nv; v0 += s->pv_part) {
         int64_t nvp = s->nv - v0 < s->pv_part ? s->nv - v0 : s->pv_part;
-        pv_pass(c, s, orow, vrow, ps, av, kvh, guarded, v0, NULL, nvp, &it);
+        pv_pass(c, s, orow, vrow, vd, ps, av, kvh, guarded, v0, NULL, nvp, &it);
     }
 }
 
@@ -347,13 +358,15 @@ typedef struct score_ops {
     const unit *w;
     LLVMTypeRef et;
     LLVMValueRef kt, kpf, kptrs, qb; /* the tile's K (kvec), the next tile's, K rows, q */
+    LLVMValueRef kd;                 /* q8_0: the f16 scales of kt's keys (kvec), or of kptrs' */
+    LLVMValueRef *dv;                /* q8_0: the keys' d of the current block of 32 d's */
     int chains;
     int64_t line_d;
 } score_ops;
 
 /* One d of the scores (d, an i64 value; dk, a number congruent to it
- * modulo chains and line_d, and below chains only for d itself): each
- * row's chain d mod chains += q[row][d] * k[d][keys]. */
+ * modulo chains, line_d and (q8_0) 32, and below chains only for d
+ * itself): each row's chain d mod chains += q[row][d] * k[d][keys]. */
 static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                     LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
     const split *s = o->s;
@@ -364,6 +377,16 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
         kv = cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
     } else {
         kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
+    }
+    if (o->kd) { /* q8_0: q times the keys' d of d's block of 32 (block_tokens apart), read
+                  * at the block's first d */
+        if (dk % 32 == 0) {
+            LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                           cg_i64(c, c->g->cfg.kv_block_tokens), "");
+            *o->dv = s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
+                             : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+        }
+        kv = LLVMBuildFMul(c->b, kv, *o->dv, "");
     }
     int u = (int)(dk % o->chains);
     for (int i = 0; i < s->rb; i++) {
@@ -395,16 +418,19 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                                            LLVMConstInt(c->i32, (unsigned)j, false), "");
     }
     int chains = SPLIT_CHAINS / s->rb < s->hd ? SPLIT_CHAINS / s->rb : (int)s->hd;
-    int64_t es = (int64_t)attn_dtype_size(s->kdt);
+    int64_t es = (int64_t)cg_elem_bytes(s->kdt);
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
-    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS];
-    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, chains, line_d};
+    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL;
+    if (s->kdt == ATTN_DTYPE_Q8_0)
+        kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
+    LLVMValueRef dv = NULL;
+    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, &dv, chains, line_d};
     /* blocks of nb d's (whole chains and cache lines, 32 FMAs at least):
      * the first and the tail unrolled, the others a loop, so the code is
      * a few blocks long whatever head_dim is; each chain still sums its
      * d's in order (the same bits as unrolled) */
     int64_t nb = chains > line_d ? chains : line_d;
-    while (nb * s->rb < 32)
+    while (nb * s->rb < 32 || (kd && nb % 32)) /* q8_0: whole blocks of 32 d's */
         nb *= 2;
     int64_t blocks = s->hd / nb, d = 0;
     if (blocks < 3)
@@ -511,24 +537,33 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
  * multiples of the token stride, instead of a block table look-up per
  * key (which the vectorizer turned into gathers). */
 static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, const ahead *av) {
-    LLVMValueRef vrow[64];
+    LLVMValueRef vrow[64], vd[64], *vdp = s->vdt == ATTN_DTYPE_Q8_0 ? vd : NULL;
+    int vbuf = c->plan->view[s->v->id].buf;
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
     LLVMBuildCondBr(c->b, t->partial, guarded, plain);
     LLVMPositionBuilderAtEnd(c->b, guarded);
-    for (int j = 0; j < s->lanes; j++)
+    for (int j = 0; j < s->lanes; j++) {
         vrow[j] = key_row(c, s->v, t, w->kvh, j);
-    pv_block(c, s, w->orow, vrow, ps, av, w->kvh, true);
+        if (vdp)
+            vd[j] = cg_cache_scale(c, 1, vbuf, vrow[j]);
+    }
+    pv_block(c, s, w->orow, vrow, vdp, ps, av, w->kvh, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
     const cg_view *vv = &c->plan->view[s->v->id];
     int64_t ts;
     bool one_block = s->kvec && vv->paged && ir_dim_is_const(vv->nb[2], &ts);
-    for (int j = 0; j < s->lanes; j++)
+    for (int j = 0; j < s->lanes; j++) {
         vrow[j] = one_block && j ? cg_gep(c, cg_elem_type(c, s->vdt), vrow[0], cg_i64(c, j * ts))
                                  : key_row(c, s->v, t, w->kvh, j);
-    pv_block(c, s, w->orow, vrow, ps, av, w->kvh, false);
+        /* q8_0: a token's V scales are ts / 32 after the previous token's */
+        if (vdp)
+            vd[j] = one_block && j ? cg_gep(c, c->f16, vd[0], cg_i64(c, j * ts / 32))
+                                   : cg_cache_scale(c, 1, vbuf, vrow[j]);
+    }
+    pv_block(c, s, w->orow, vrow, vdp, ps, av, w->kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
 }

@@ -19,7 +19,7 @@
  * rotate after it. Those ropes do not match (view_source finds no
  * linear), stay kernels of their own, and so does k's append; v's append
  * is still fused. YaRN needs nothing here: its attention factor is in
- * the rope table's cos and sin. */
+ * the rope table's cos and sin. A q8_0 cache keeps its appends (below). */
 #include "pass/pass.h"
 
 /* The linear n's value comes from through split_heads/slice views used
@@ -62,8 +62,11 @@ attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         h->n_uses--; /* the rope's own use is gone */
         *changed = true;
     }
-    /* an append whose k still passes a rope node is not traced through it */
-    for (int i = 0; i < g->n_nodes; i++) {
+    /* an append whose k still passes a rope node is not traced through it;
+     * a q8_0 cache quantizes 32 columns at once, which a GEMM panel of
+     * two vectors (a head's two halves, with `half` RoPE) does not hold:
+     * its appends stay kernels of their own */
+    for (int i = 0; attn_dtype_block(c->kv_dtype) == 1 && i < g->n_nodes; i++) {
         ir_node *a = g->nodes[i];
         int64_t col0;
         ir_node *lin = !a->dead && a->op == IR_OP_CACHE_APPEND ? view_source(a->args[0], &col0) : NULL;

@@ -499,8 +499,15 @@ static void check_cache(checker *ck, const ynode *v, attn_config *c) {
     const ynode *val[C_COUNT], *key[C_COUNT];
     take_map(ck, v, "kv_cache.", cache_keys, C_COUNT, val, key);
     int dt;
-    if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 3, &dt))
+    if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 4, &dt)) {
         c->kv_dtype = (attn_dtype)dt;
+        /* head_dim is known here when it is valid (0 otherwise) */
+        if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->head_dim > 0 && c->head_dim % 32)
+            err(ck, val[C_DTYPE]->loc,
+                "kv_cache.dtype q8_0 quantizes each head's K and V in blocks of 32: head_dim "
+                "(%lld) must be a multiple of 32",
+                (long long)c->head_dim);
+    }
     bool max_ok = val[C_MAX_TOKENS] && get_int(ck, val[C_MAX_TOKENS], "kv_cache.max_tokens", 1,
                                                ATTN_MAX_TOKENS, &c->kv_max_tokens);
     bool blk_ok = val[C_BLOCK_TOKENS] &&
