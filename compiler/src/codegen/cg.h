@@ -36,6 +36,7 @@ typedef struct cg_target {
     int flash_bks;     /* flash: keys per score pass (a key tile is two) */
     int flash_dc;      /* flash: most head_dim rows per p.v register block */
     int split_pv_regs; /* split decode: registers for the p.v sums of a row block */
+    int split_q8_accs; /* split decode, q8_0 K: partial sums of a row block (rows x chains) */
     int gemm_mr;       /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int probe_accs;    /* roofline's FMA probe: independent accumulators */
 } cg_target;
@@ -223,8 +224,9 @@ ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *c
 ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col);
 /* The f16 scale d of the q8_0 cache element at p (a pointer, or a vector
  * of them) of cache `which` (0 K, 1 V) in buffer buf: within p's pool
- * block, after the block's int8 values; K's (column / 32, token) and V's
- * (token, column / 32) side by side as their values are. */
+ * block, after the block's int8 values, [column / 32][token] for K and V
+ * alike, so the next block of 32 columns' d is block_tokens further and
+ * a tile's tokens' d are side by side. */
 ATTNC_HIDDEN LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p);
 /* 0 if n's view is the K cache, 1 the V cache, -1 neither. */
 ATTNC_HIDDEN int cg_cache_which(const cg *c, const ir_node *n);

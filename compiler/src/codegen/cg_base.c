@@ -272,13 +272,18 @@ LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     LLVMValueRef off = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, p, ity, ""), vec ? cg_splat(c, b0) : b0, "");
     LLVMValueRef blk = LLVMBuildUDiv(c->b, off, iconst(ity, (unsigned long long)bb), "");
     LLVMValueRef w = LLVMBuildURem(c->b, off, iconst(ity, (unsigned long long)bb), "");
-    /* V [bt][kvd]: d of w's 32 values at w / 32; K [kvd][bt]: column
-     * w / bt, token w % bt, d at (column / 32) * bt + token */
-    LLVMValueRef s = which ? LLVMBuildUDiv(c->b, w, iconst(ity, 32), "")
-                           : LLVMBuildAdd(c->b,
-                                          LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)(32 * bt)), ""),
-                                                       iconst(ity, (unsigned long long)bt), ""),
-                                          LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)bt), ""), "");
+    /* K [kvd][bt]: column w / bt, token w % bt; V [bt][kvd]: token w /
+     * kvd, column w % kvd; d of both at (column / 32) * bt + token: a
+     * block's tokens side by side, as K's values are */
+    int64_t kvd = cfg->kv_groups * cfg->head_dim;
+    LLVMValueRef col = which ? LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)kvd), "")
+                             : LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)bt), "");
+    LLVMValueRef tok = which ? LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)kvd), "")
+                             : LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)bt), "");
+    LLVMValueRef s = LLVMBuildAdd(c->b,
+                                  LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, col, iconst(ity, 32), ""),
+                                               iconst(ity, (unsigned long long)bt), ""),
+                                  tok, "");
     LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, iconst(ity, (unsigned long long)bb), ""),
                                    LLVMBuildAdd(c->b, iconst(ity, (unsigned long long)data),
                                                 LLVMBuildMul(c->b, s, iconst(ity, 2), ""), ""), "");

@@ -56,8 +56,7 @@ static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
 
 /* Splat of element d (stride: the view's nb[0]) of the K or V row r
  * (any cache dtype; q8_0: q times the d of its block of 32, the next
- * block's d being a K column block (block_tokens scales) or a V one (1)
- * further). */
+ * block's d block_tokens further). */
 static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
     int64_t stride;
@@ -65,8 +64,8 @@ static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
     LLVMValueRef x = cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
     if (r.d) {
-        int64_t step = cg_cache_which(c, kv) ? 1 : c->g->cfg.kv_block_tokens;
-        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""), cg_i64(c, step), "");
+        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                       cg_i64(c, c->g->cfg.kv_block_tokens), "");
         x = LLVMBuildFMul(c->b, x, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at)), "");
     }
     return cg_splat(c, x);

@@ -59,6 +59,9 @@ cg_target cg_target_for(int lanes, int regs) {
         /* split decode: half the registers hold p.v sums, the rest its
          * V vectors and broadcasts */
         .split_pv_regs = regs / 2,
+        /* split decode, q8_0 K: a row block's score partials of a block
+         * of 32 d's (rows x chains); their totals, K and its d besides */
+        .split_q8_accs = wide ? 16 : 8,
         /* GEMM: mr rows x 2 vectors of sums, two panel vectors and a
          * broadcast */
         .gemm_mr = (regs - 4) / 2,

@@ -200,9 +200,12 @@ static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
 /* One pass of pv_block: head_dim vectors [v0, v0 + nvp) for the
  * block's rows. v0 >= 0: a pass of known vectors, issuing the tile's
  * prefetches due by load *it when av is not NULL; v0 < 0: whole vectors
- * from element off (i64) on, known only when it runs. */
+ * from element off (i64) on, known only when it runs. pd (q8_0): the
+ * weights p times each key's d of each block of 32 of head_dim,
+ * [block][row][key], which the q of V are multiplied by (ps keeps p for
+ * the guard). */
 static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
-                    const LLVMValueRef *vd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh,
+                    LLVMValueRef pd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh,
                     bool guarded, int64_t v0, LLVMValueRef off, int64_t nvp, int64_t *it) {
     int L = s->lanes;
     LLVMValueRef acc[SPLIT_ROWS][64], at[64];
@@ -212,8 +215,7 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
         for (int64_t v = 0; v < nvp; v++)
             acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], at[v]));
     for (int j = 0; j < L; j++) {
-        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS], dsplat = NULL;
-        int64_t dblock = -1;
+        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
         for (int i = 0; guarded && i < s->rb; i++) {
             pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
             zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
@@ -223,24 +225,19 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                 ahead_step(c, av, kvh, (*it)++, L * s->nv);
             LLVMValueRef vv = v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
                                       : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
-            if (vd) { /* q8_0: q times the d of the vector's block of 32 (lanes divide 32),
-                       * read once for its vectors where they are known */
-                int64_t blk = v0 >= 0 ? (v0 + v) * L / 32 : -2;
-                if (blk != dblock || blk < 0) {
-                    LLVMValueRef b = LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), "");
-                    dsplat = cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[j], b)));
-                    dblock = blk;
-                }
-                vv = LLVMBuildFMul(c->b, vv, dsplat, "");
-            }
+            /* q8_0: the weight of row i is p[i][j] d[j][the vector's block] (lanes divide 32) */
+            LLVMValueRef wrow = ps;
+            if (pd)
+                wrow = cg_gep(c, c->f32, pd, LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
+                                                          cg_i64(c, SPLIT_ROWS * L), ""));
             for (int i = 0; i < s->rb; i++) {
                 /* unguarded, p[j] is loaded for each FMA, volatile so
                  * the loads are not merged: each is the FMA's
                  * broadcast operand (measured 3% faster than one
                  * broadcast register per row and key) */
-                LLVMValueRef p = guarded ? pj[i] : NULL;
-                if (!guarded) {
-                    p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
+                LLVMValueRef p = guarded && !pd ? pj[i] : NULL;
+                if (!p) {
+                    p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wrow, cg_i64(c, i * L + j)), "");
                     LLVMSetVolatile(p, 1);
                     p = cg_splat(c, p);
                 }
@@ -264,10 +261,12 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
  * loops over its passes of whole vectors and asks for its prefetches at
  * once: that halves the code of the split path, and its compile time. */
 static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
-                     const LLVMValueRef *vd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded) {
+                     LLVMValueRef pd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded) {
     int L = s->lanes;
     int64_t it = 0, v0 = 0;
     ps = opaque_ptr(c, ps);
+    if (pd)
+        pd = opaque_ptr(c, pd);
     if (guarded) {
         ahead_step(c, av, kvh, 0, 1);
         av = NULL;
@@ -275,14 +274,14 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
         if (passes > 1) {
             cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, passes), "pv_pass");
             LLVMValueRef off = LLVMBuildMul(c->b, lp.i, cg_i64(c, (int64_t)s->pv_part * L), "");
-            pv_pass(c, s, orow, vrow, vd, ps, NULL, kvh, true, -1, off, s->pv_part, &it);
+            pv_pass(c, s, orow, vrow, pd, ps, NULL, kvh, true, -1, off, s->pv_part, &it);
             cg_for_end(c, &lp);
             v0 = passes * s->pv_part;
         }
     }
     for (; v0 < s->nv; v0 += s->pv_part) {
         int64_t nvp = s->nv - v0 < s->pv_part ? s->nv - v0 : s->pv_part;
-        pv_pass(c, s, orow, vrow, vd, ps, av, kvh, guarded, v0, NULL, nvp, &it);
+        pv_pass(c, s, orow, vrow, pd, ps, av, kvh, guarded, v0, NULL, nvp, &it);
     }
 }
 
@@ -359,14 +358,18 @@ typedef struct score_ops {
     LLVMTypeRef et;
     LLVMValueRef kt, kpf, kptrs, qb; /* the tile's K (kvec), the next tile's, K rows, q */
     LLVMValueRef kd;                 /* q8_0: the f16 scales of kt's keys (kvec), or of kptrs' */
-    LLVMValueRef *dv;                /* q8_0: the keys' d of the current block of 32 d's */
+    LLVMValueRef *tot;               /* q8_0: each row's scores so far, scaled */
     int chains;
     int64_t line_d;
 } score_ops;
 
 /* One d of the scores (d, an i64 value; dk, a number congruent to it
  * modulo chains, line_d and (q8_0) 32, and below chains only for d
- * itself): each row's chain d mod chains += q[row][d] * k[d][keys]. */
+ * itself): each row's chain d mod chains += q[row][d] * k[d][keys].
+ * q8_0: the chains sum q * (int8 of k) over a block of 32 d's (each
+ * starting anew in it); at the block's last d they are added up and
+ * times the keys' d into the row's total (tot), so k's scale costs a
+ * multiply per block, not per d. */
 static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                     LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
     const split *s = o->s;
@@ -378,21 +381,25 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     } else {
         kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
     }
-    if (o->kd) { /* q8_0: q times the keys' d of d's block of 32 (block_tokens apart), read
-                  * at the block's first d */
-        if (dk % 32 == 0) {
-            LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                           cg_i64(c, c->g->cfg.kv_block_tokens), "");
-            *o->dv = s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
-                             : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
-        }
-        kv = LLVMBuildFMul(c->b, kv, *o->dv, "");
-    }
     int u = (int)(dk % o->chains);
+    bool first = o->kd ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
     for (int i = 0; i < s->rb; i++) {
         LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp), ""), d, "");
         LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, o->qb, qe), ""));
-        acc[i][u] = dk < o->chains ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
+        acc[i][u] = first ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
+    }
+    if (!o->kd || dk % 32 != 31)
+        return;
+    /* the keys' d of this block of 32 (block_tokens apart) */
+    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                   cg_i64(c, c->g->cfg.kv_block_tokens), "");
+    LLVMValueRef dv = s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
+                              : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef sum = acc[i][0];
+        for (int v = 1; v < o->chains; v++)
+            sum = LLVMBuildFAdd(c->b, sum, acc[i][v], "");
+        o->tot[i] = dk < 32 ? LLVMBuildFMul(c->b, sum, dv, "") : cg_fma(c, sum, dv, o->tot[i]);
     }
 }
 
@@ -417,14 +424,16 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             kptrs = LLVMBuildInsertElement(c->b, kptrs, key_row(c, s->k, t, w->kvh, j),
                                            LLVMConstInt(c->i32, (unsigned)j, false), "");
     }
-    int chains = SPLIT_CHAINS / s->rb < s->hd ? SPLIT_CHAINS / s->rb : (int)s->hd;
+    bool q8 = s->kdt == ATTN_DTYPE_Q8_0;
+    int most = q8 ? c->target.split_q8_accs : SPLIT_CHAINS;
+    int chains = most / s->rb < s->hd ? most / s->rb : (int)s->hd;
+    chains = chains < 1 ? 1 : chains;
     int64_t es = (int64_t)cg_elem_bytes(s->kdt);
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
-    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL;
-    if (s->kdt == ATTN_DTYPE_Q8_0)
+    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL, tot[SPLIT_ROWS];
+    if (q8)
         kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
-    LLVMValueRef dv = NULL;
-    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, &dv, chains, line_d};
+    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, tot, chains, line_d};
     /* blocks of nb d's (whole chains and cache lines, 32 FMAs at least):
      * the first and the tail unrolled, the others a loop, so the code is
      * a few blocks long whatever head_dim is; each chain still sums its
@@ -438,30 +447,35 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     for (; d < (blocks ? nb : s->hd); d++)
         score_d(c, &ops, cg_i64(c, d), d, acc);
     if (blocks) {
+        /* the loop carries the chains, or with q8_0 (whole blocks of 32
+         * d's in each trip) the rows' totals */
         LLVMValueRef init[SPLIT_CHAINS * SPLIT_ROWS], next[SPLIT_CHAINS * SPLIT_ROWS];
-        int na = s->rb * chains;
+        LLVMValueRef *carry[SPLIT_CHAINS * SPLIT_ROWS];
+        int na = 0;
         for (int i = 0; i < s->rb; i++)
-            for (int u = 0; u < chains; u++)
-                init[i * chains + u] = acc[i][u];
+            for (int u = 0; u < (q8 ? 1 : chains); u++)
+                carry[na++] = q8 ? &tot[i] : &acc[i][u];
+        for (int k = 0; k < na; k++)
+            init[k] = *carry[k];
         cg_acc_loop l;
         cg_acc_loop_begin(c, &l, "qk_block", c->vf, na);
-        for (int i = 0; i < s->rb; i++)
-            for (int u = 0; u < chains; u++)
-                acc[i][u] = l.acc[i * chains + u];
+        for (int k = 0; k < na; k++)
+            *carry[k] = l.acc[k];
         LLVMValueRef d0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, l.i, cg_i64(c, 1), ""), cg_i64(c, nb), "d0");
         for (int64_t k = 0; k < nb; k++) /* k: d's place in its block, d - k a multiple of nb */
             score_d(c, &ops, LLVMBuildAdd(c->b, d0, cg_i64(c, k), ""), nb + k, acc);
-        for (int i = 0; i < s->rb; i++)
-            for (int u = 0; u < chains; u++)
-                next[i * chains + u] = acc[i][u];
+        for (int k = 0; k < na; k++)
+            next[k] = *carry[k];
         cg_acc_loop_end(c, &l, cg_i64(c, blocks - 1), init, next);
         for (d = blocks * nb; d < s->hd; d++)
             score_d(c, &ops, cg_i64(c, d), d, acc);
     }
     for (int i = 0; i < s->rb; i++) {
         for (int v = 1; v < chains; v *= 2) /* pairwise: (0+1)+(2+3).. */
-            for (int u = 0; u + v < chains; u += 2 * v)
+            for (int u = 0; !q8 && u + v < chains; u += 2 * v)
                 acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + v], "");
+        if (q8)
+            acc[i][0] = tot[i];
         LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
         LLVMValueRef sc = cg_softcap(c, s->n, acc[i][0]);
         if (s->n->alibi) {
@@ -536,8 +550,33 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
  * tile lies in one block (kvec): its V rows are one row's address plus
  * multiples of the token stride, instead of a block table look-up per
  * key (which the vectorizer turned into gathers). */
-static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, const ahead *av) {
-    LLVMValueRef vrow[64], vd[64], *vdp = s->vdt == ATTN_DTYPE_Q8_0 ? vd : NULL;
+/* q8_0: pd[b][i][j] = p[i][j] times key j's d of V's block b of 32: the
+ * keys' d of a block, at vd[j] + b * block_tokens, are one vector where
+ * the tile lies in one block (one), else a gather; then rb multiplies,
+ * instead of a multiply per V vector in p.v. */
+static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool one, LLVMValueRef ps, LLVMValueRef pd) {
+    int L = s->lanes;
+    int64_t bt = c->g->cfg.kv_block_tokens;
+    LLVMValueRef ptrs = NULL;
+    for (int j = 0; !one && j < L; j++)
+        ptrs = LLVMBuildInsertElement(c->b, j ? ptrs : LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L)), vd[j],
+                                      LLVMConstInt(c->i32, (unsigned)j, false), "");
+    for (int64_t b = 0; b < s->hd / 32; b++) {
+        LLVMValueRef at = cg_i64(c, b * bt);
+        LLVMValueRef d = one ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[0], at))
+                             : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, ptrs, &at, 1, ""));
+        for (int i = 0; i < s->rb; i++) {
+            LLVMValueRef p = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+            cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, p, d, ""),
+                      cg_gep(c, c->f32, pd, cg_i64(c, (b * SPLIT_ROWS + i) * L)));
+        }
+    }
+}
+
+static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, LLVMValueRef pd,
+                    const ahead *av) {
+    LLVMValueRef vrow[64], vd[64];
+    bool q8 = s->vdt == ATTN_DTYPE_Q8_0;
     int vbuf = c->plan->view[s->v->id].buf;
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
     LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_full");
@@ -546,10 +585,12 @@ static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMVal
     LLVMPositionBuilderAtEnd(c->b, guarded);
     for (int j = 0; j < s->lanes; j++) {
         vrow[j] = key_row(c, s->v, t, w->kvh, j);
-        if (vdp)
+        if (q8)
             vd[j] = cg_cache_scale(c, 1, vbuf, vrow[j]);
     }
-    pv_block(c, s, w->orow, vrow, vdp, ps, av, w->kvh, true);
+    if (q8)
+        scale_weights(c, s, vd, false, ps, pd);
+    pv_block(c, s, w->orow, vrow, q8 ? pd : NULL, ps, av, w->kvh, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
     const cg_view *vv = &c->plan->view[s->v->id];
@@ -558,12 +599,12 @@ static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMVal
     for (int j = 0; j < s->lanes; j++) {
         vrow[j] = one_block && j ? cg_gep(c, cg_elem_type(c, s->vdt), vrow[0], cg_i64(c, j * ts))
                                  : key_row(c, s->v, t, w->kvh, j);
-        /* q8_0: a token's V scales are ts / 32 after the previous token's */
-        if (vdp)
-            vd[j] = one_block && j ? cg_gep(c, c->f16, vd[0], cg_i64(c, j * ts / 32))
-                                   : cg_cache_scale(c, 1, vbuf, vrow[j]);
+        if (q8 && (j == 0 || !one_block))
+            vd[j] = cg_cache_scale(c, 1, vbuf, vrow[j]);
     }
-    pv_block(c, s, w->orow, vrow, vdp, ps, av, w->kvh, false);
+    if (q8)
+        scale_weights(c, s, vd, one_block, ps, pd);
+    pv_block(c, s, w->orow, vrow, q8 ? pd : NULL, ps, av, w->kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
 }
@@ -576,6 +617,9 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef qs = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
     LLVMValueRef os = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
     LLVMValueRef ps = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(SPLIT_ROWS * L)), NULL);
+    /* q8_0 V: p times each key's d, per block of 32 of head_dim */
+    LLVMValueRef pd = s.vdt != ATTN_DTYPE_Q8_0 ? NULL
+                      : cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)((s.hd / 32) * SPLIT_ROWS * L)), NULL);
     LLVMValueRef ms = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
     /* l per row as a vector of lane sums, added up at the chunk's end */
     LLVMValueRef ls = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * L)), NULL);
@@ -645,7 +689,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef x[SPLIT_ROWS];
     unit_scores(c, &s, &t, &w, qs, x);
     unit_softmax(c, &s, &w, x, ms, ls, ps);
-    unit_pv(c, &s, &t, &w, ps, &av);
+    unit_pv(c, &s, &t, &w, ps, pd, &av);
     cg_for_end(c, &lu);
     cg_for_end(c, &lt);
 
