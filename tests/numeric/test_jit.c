@@ -534,17 +534,26 @@ static void narrow_weights_are_exact(void **state) {
     tmpdir_remove(dir);
 }
 
+static void q8_0_fork_on(const char *cpu);
+
 /* A q8_0 cache forks as the others do: a sequence of 21 tokens (a
  * partial block of 16) forked, then each side decodes tokens of its own;
  * copy on write must carry the block's scales with its values, so each
  * side still matches the reference of its own whole sequence. */
 static void q8_0_cache_forks_copy_scales(void **state) {
     (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) /* this host's ISA, and AVX2 */
+        q8_0_fork_on(cpu ? "x86-64-v3" : NULL);
+}
+
+static void q8_0_fork_on(const char *cpu) {
     char *dir = tmpdir_new();
     attn_config c = load(spec_path("seed"));
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     c.kv_block_tokens = 16;
-    attnc_jit *jit = compile(write_spec(dir, &c, "fork.yaml"), NULL);
+    attnc_options o = attnc_options_default();
+    o.cpu = cpu;
+    attnc_jit *jit = compile(write_spec(dir, &c, "fork.yaml"), &o);
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, 3, &w, NULL), ATTN_OK);
     int64_t D = c.d_model, pre = 21, steps = 4, T = pre + steps;
@@ -578,7 +587,8 @@ static void q8_0_cache_forks_copy_scales(void **state) {
     double ea = rel_err(ya + pre * D, wa + pre * D, (size_t)(steps * D));
     double eb = rel_err(yb + pre * D, wb + pre * D, (size_t)(steps * D));
     if (!(ea <= tolerance(c.kv_dtype)) || !(eb <= tolerance(c.kv_dtype)))
-        fail_msg("forked q8_0 cache: relative error %g (source) and %g (fork)", ea, eb);
+        fail_msg("forked q8_0 cache, --cpu %s: relative error %g (source) and %g (fork)",
+                 cpu ? cpu : "host", ea, eb);
     attn_cache_free(ca);
     attn_block_free(b);
     attnc_jit_free(jit);

@@ -28,6 +28,7 @@ typedef struct flash {
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, slv[8];       /* ALiBi: the rows' slopes [rows], as vectors */
+    LLVMValueRef kf, vf;           /* q8_0 cache: a tile's K [hd][bk] and V [bk][hd] as f32 */
 } flash;
 
 static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
@@ -41,14 +42,18 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
 }
 
 /* A head's K or V row of one key: its element 0 at p; with a q8_0 cache
- * also its first block's scale at d (cg_cache_scale), NULL otherwise. */
+ * also its first block's scale at d (cg_cache_scale), NULL otherwise;
+ * or (f32 set) the row widened into the tile's scratch, element e at
+ * p + e * stride. */
 typedef struct kv_row {
     LLVMValueRef p, d;
+    bool f32;
+    int64_t stride;
 } kv_row;
 
 static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
     const cg_view *v = &c->plan->view[kv->id];
-    kv_row r = {p, NULL};
+    kv_row r = {p, NULL, false, 0};
     if (v->dt == ATTN_DTYPE_Q8_0)
         r.d = cg_cache_scale(c, cg_cache_which(c, kv), v->buf, p);
     return r;
@@ -59,6 +64,8 @@ static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
  * block's d block_tokens further). */
 static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
+    if (r.f32)
+        return cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")), ""));
     int64_t stride;
     ATTNC_ASSERT(ir_dim_is_const(v->nb[0], &stride));
     LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
@@ -204,6 +211,64 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
     }
 }
 
+/* A q8_0 cache's tile of bk keys as f32 (d * q, exact): K into kf
+ * [hd][bk], with the keys' int8 and d as vectors when the tile's keys are
+ * side by side in one block, else key by key; V into vf [bk][hd], a
+ * key's row a vector at a time. The rows then read f32 from the stack:
+ * each element is widened once per tile instead of once per use. */
+static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
+    int L = f->lanes;
+    int64_t bt = c->g->cfg.kv_block_tokens;
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    LLVMTypeRef vi8 = LLVMVectorType(i8, (unsigned)L);
+    /* K: one block, consecutive tokens (the last key repeated past jend breaks it) */
+    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
+                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
+    LLVMValueRef together = LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, f->bk - 1), "");
+    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
+    LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
+    LLVMBuildCondBr(c->b, together, vec, one);
+    LLVMPositionBuilderAtEnd(c->b, vec);
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
+    LLVMValueRef dsc = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+    for (int jv = 0; jv < f->bk / L; jv++) {
+        LLVMValueRef q = LLVMBuildLoad2(c->b, vi8, cg_gep(c, i8, krow[0].p, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), cg_i64(c, jv * L), "")), "");
+        LLVMSetAlignment(q, 1);
+        LLVMValueRef dv = cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, krow[0].d, LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), "")));
+        LLVMValueRef x = LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q, c->vf, ""), dv, "");
+        cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""), cg_i64(c, jv * L), "")));
+    }
+    cg_for_end(c, &ld);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, one);
+    for (int j = 0; j < f->bk; j++) {
+        cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
+        LLVMValueRef x = bcast(c, f->k, krow[j], lk.i);
+        LLVMBuildStore(c->b, LLVMBuildExtractElement(c->b, x, LLVMConstInt(c->i32, 0, false), ""),
+                       cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""), cg_i64(c, j), "")));
+        cg_for_end(c, &lk);
+    }
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+    /* V: a key's row is contiguous; lanes divide 32 */
+    for (int j = 0; j < f->bk; j++) {
+        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
+        LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
+        LLVMValueRef q = LLVMBuildLoad2(c->b, vi8, cg_gep(c, i8, vrow[j].p, e), "");
+        LLVMSetAlignment(q, 1);
+        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+        LLVMValueRef dv = cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at)));
+        cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q, c->vf, ""), dv, ""),
+                  cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
+        cg_for_end(c, &lv);
+    }
+    for (int j = 0; j < f->bk; j++) {
+        krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk};
+        vrow[j] = (kv_row){cg_gep(c, c->f32, f->vf, cg_i64(c, j * f->hd)), NULL, true, 1};
+    }
+}
+
 /* One tile of bk keys j0.. (below jend) for rows at positions posv. */
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
                      LLVMValueRef *posv, LLVMValueRef partial) {
@@ -216,6 +281,8 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
     }
+    if (f->kf) /* q8_0: the tile widened once, for all rows of the item */
+        widen_tile(c, f, krow, vrow);
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j, j0, posv);
     /* only tiles on the diagonal (or the window's edge) are masked */
@@ -294,6 +361,15 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef slots[6] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl};
     for (int i = 0; i < 6; i++)
         LLVMSetAlignment(slots[i], 64);
+    if (c->plan->view[f.k->id].dt == ATTN_DTYPE_Q8_0) {
+        ATTNC_ASSERT(c->plan->view[f.v->id].dt == ATTN_DTYPE_Q8_0 && f.bk % f.lanes == 0 &&
+                     32 % f.lanes == 0 && cg_cache_which(c, f.k) == 0 && cg_cache_which(c, f.v) == 1);
+        LLVMTypeRef tile = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.bk));
+        f.kf = cg_slot(c, tile, NULL);
+        f.vf = cg_slot(c, tile, NULL);
+        LLVMSetAlignment(f.kf, 64);
+        LLVMSetAlignment(f.vf, 64);
+    }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
         LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "flash");
