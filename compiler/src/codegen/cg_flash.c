@@ -211,20 +211,21 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
     }
 }
 
-/* A q8_0 cache's tile of bk keys as f32 (d * q, exact): K into kf
- * [hd][bk], with the keys' int8 and d as vectors when the tile's keys are
- * side by side in one block, else key by key; V into vf [bk][hd], a
- * key's row a vector at a time. The rows then read f32 from the stack:
- * each element is widened once per tile instead of once per use. */
+/* A tile of bk keys of an f16, bf16 or q8_0 cache as f32 (exact; q8_0:
+ * d * q): K into kf [hd][bk], the keys of one d as a vector (q8_0: and
+ * their d) when the tile's keys are side by side in one block, else key
+ * by key; V into vf [bk][hd], a key's row a vector at a time. The rows
+ * then broadcast f32 from the stack: each element is widened once per
+ * tile instead of once per use. */
 static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
     int64_t bt = c->g->cfg.kv_block_tokens;
-    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-    LLVMTypeRef vi8 = LLVMVectorType(i8, (unsigned)L);
+    attn_dtype dt = c->plan->view[f->k->id].dt;
+    LLVMTypeRef et = cg_elem_type(c, dt);
     /* K: one block, consecutive tokens (the last key repeated past jend breaks it) */
     LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
                                      LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
-    LLVMValueRef together = LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, f->bk - 1), "");
+    LLVMValueRef together = LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
     LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
     LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
@@ -233,10 +234,9 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
     LLVMValueRef dsc = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
-        LLVMValueRef q = LLVMBuildLoad2(c->b, vi8, cg_gep(c, i8, krow[0].p, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), cg_i64(c, jv * L), "")), "");
-        LLVMSetAlignment(q, 1);
-        LLVMValueRef dv = cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, krow[0].d, LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), "")));
-        LLVMValueRef x = LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q, c->vf, ""), dv, "");
+        LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, krow[0].p, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), cg_i64(c, jv * L), "")));
+        if (krow[0].d)
+            x = LLVMBuildFMul(c->b, x, cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, krow[0].d, LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), ""))), "");
         cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""), cg_i64(c, jv * L), "")));
     }
     cg_for_end(c, &ld);
@@ -255,12 +255,12 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     for (int j = 0; j < f->bk; j++) {
         cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
-        LLVMValueRef q = LLVMBuildLoad2(c->b, vi8, cg_gep(c, i8, vrow[j].p, e), "");
-        LLVMSetAlignment(q, 1);
-        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
-        LLVMValueRef dv = cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at)));
-        cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q, c->vf, ""), dv, ""),
-                  cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
+        LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, vrow[j].p, e));
+        if (vrow[j].d) {
+            LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+            x = LLVMBuildFMul(c->b, x, cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at))), "");
+        }
+        cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
         cg_for_end(c, &lv);
     }
     for (int j = 0; j < f->bk; j++) {
@@ -361,9 +361,11 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef slots[6] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl};
     for (int i = 0; i < 6; i++)
         LLVMSetAlignment(slots[i], 64);
-    if (c->plan->view[f.k->id].dt == ATTN_DTYPE_Q8_0) {
-        ATTNC_ASSERT(c->plan->view[f.v->id].dt == ATTN_DTYPE_Q8_0 && f.bk % f.lanes == 0 &&
-                     32 % f.lanes == 0 && cg_cache_which(c, f.k) == 0 && cg_cache_which(c, f.v) == 1);
+    attn_dtype kvdt = c->plan->view[f.k->id].dt;
+    if (kvdt != ATTN_DTYPE_F32 && cg_cache_which(c, f.k) == 0 && cg_cache_which(c, f.v) == 1 &&
+        f.hd % f.lanes == 0) { /* a narrow cache: tiles widened once (widen_tile) */
+        ATTNC_ASSERT(c->plan->view[f.v->id].dt == kvdt && f.bk % f.lanes == 0 &&
+                     (kvdt != ATTN_DTYPE_Q8_0 || 32 % f.lanes == 0));
         LLVMTypeRef tile = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.bk));
         f.kf = cg_slot(c, tile, NULL);
         f.vf = cg_slot(c, tile, NULL);
