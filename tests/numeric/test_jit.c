@@ -243,15 +243,19 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
         c.scale = 0.05;
         c.scale_auto = false;
     }
-    c.kv_dtype = (attn_dtype)(i % 9 == 7 ? ATTN_DTYPE_F16 : i % 9 == 8 ? ATTN_DTYPE_BF16 : 0);
-    if (i % 4 == 2 && c.head_dim % 32 == 0) /* q8_0 quantizes each head in blocks of 32 */
-        c.kv_dtype = ATTN_DTYPE_Q8_0;
-    /* weights in f16/bf16 are exact in the kernels (widened in registers),
-     * q8_0 and q4_0 too (d * q is exact); the block formats need whole
-     * blocks of 32 inputs */
-    c.dtype = (attn_dtype)(i % 5 == 3 ? ATTN_DTYPE_BF16 : i % 7 == 4 ? ATTN_DTYPE_F16 : 0);
-    if (i % 11 == 6 || i % 11 == 9) {
-        c.dtype = i % 11 == 6 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_Q4_0;
+    /* every pair of weight and cache dtypes, each three times over the
+     * 60 configs: weights in f16/bf16 are exact in the kernels (widened
+     * in registers), q8_0 and q4_0 too (d * q is exact); the block
+     * formats need whole blocks of 32 (inputs; a q8_0 cache: head_dim) */
+    static const attn_dtype wts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0,
+                                      ATTN_DTYPE_F16, ATTN_DTYPE_Q4_0};
+    static const attn_dtype kvs[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0,
+                                      ATTN_DTYPE_BF16};
+    c.dtype = wts[i % 5];
+    c.kv_dtype = kvs[(i / 5) % 4];
+    if (c.kv_dtype == ATTN_DTYPE_Q8_0 && c.head_dim % 32)
+        c.kv_dtype = ATTN_DTYPE_F16;
+    if (attn_dtype_block(c.dtype) > 1) {
         c.d_model = (c.d_model + 31) / 32 * 32;
         if ((c.heads * c.head_dim) % 32) /* head_dim 40 or 80: 4 x 40 = 5 x 32 */
             c.heads *= 4, c.kv_groups *= 4;
@@ -304,11 +308,17 @@ static void jit_results_do_not_depend_on_thread_count(void **state) {
         const char *spec;
         int64_t T, chunk;
     } cases[] = {{"gemma2_9b", 11, 4}, {"seed", 300, 300}, {"falcon_7b", 40, 40}, {"seed", 230, 7},
-                 {"features_0", 230, 7}, {"features_1", 100, 100}};
+                 {"features_0", 230, 7}, {"features_1", 100, 100}, {"seed q4_0/q8_0", 230, 7},
+                 {"seed q8_0/q8_0", 100, 100}};
     char *dir = tmpdir_new();
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         char spec[512];
-        if (i >= 4) {
+        if (i >= 6) { /* quantized weights and cache: GEMV, GEMM, split, flash */
+            attn_config qc = load(spec_path("seed"));
+            qc.dtype = i == 6 ? ATTN_DTYPE_Q4_0 : ATTN_DTYPE_Q8_0;
+            qc.kv_dtype = ATTN_DTYPE_Q8_0;
+            snprintf(spec, sizeof spec, "%s", write_spec(dir, &qc, "threads.yaml"));
+        } else if (i >= 4) {
             attn_config fc = feature_config(i - 4);
             snprintf(spec, sizeof spec, "%s", write_spec(dir, &fc, "threads.yaml"));
         } else {

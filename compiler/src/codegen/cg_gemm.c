@@ -475,27 +475,35 @@ static LLVMValueRef qpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMVal
                   LLVMBuildMul(c->b, first, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), ""));
 }
 
-/* float_sums straight from a panel of a block format (the GEMV: each
- * weight is used once, so it is widened where it is used). */
-static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, LLVMValueRef w0, LLVMValueRef kn,
-                       LLVMValueRef x0, const LLVMValueRef *init, LLVMValueRef *next) {
+/* float_sums straight from npan panels of a block format at w0[] (the
+ * GEMV: each weight is used once, so it is widened where it is used);
+ * panel pp's sums at init/next + pp * 2R. Two panels give each
+ * iteration twice the independent FMAs (one chain per output column,
+ * in k order, as alone). */
+static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan, const LLVMValueRef *w0,
+                       LLVMValueRef kn, LLVMValueRef x0, const LLVMValueRef *init, LLVMValueRef *next) {
     const cg_gemm *gm = &gc->gm;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    int na = 2 * R * npan;
+    int64_t pbb = panel_block_bytes(gm, c->g->cfg.dtype);
     cg_acc_loop lb;
-    cg_acc_loop_begin(c, &lb, "kblock32", c->vf, 2 * R);
-    qblock q = qblock_at(c, gm, c->g->cfg.dtype,
-                         cg_gep(c, i8, w0, LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
+    cg_acc_loop_begin(c, &lb, "kblock32", c->vf, na);
+    qblock q[2];
+    for (int pp = 0; pp < npan; pp++)
+        q[pp] = qblock_at(c, gm, c->g->cfg.dtype, cg_gep(c, i8, w0[pp], LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), "")));
     LLVMValueRef k0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), "");
     cg_acc_loop l;
-    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R);
-    memcpy(next, l.acc, (size_t)(2 * R) * sizeof *next);
-    LLVMValueRef b[4];
-    qblock_weights(c, gm, &q, l.i, b);
-    LLVMValueRef k = LLVMBuildAdd(c->b, k0, q.q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
-    fma_rows(c, gm, R, direct, x0, k, b, next);
-    if (!q.q8) /* k = 2i + 1: the high nibbles */
-        fma_rows(c, gm, R, direct, x0, LLVMBuildAdd(c->b, k, cg_i64(c, 1), ""), b + 2, next);
-    cg_acc_loop_end(c, &l, cg_i64(c, q.q8 ? 32 : 16), lb.acc, next);
+    cg_acc_loop_begin(c, &l, "k", c->vf, na);
+    memcpy(next, l.acc, (size_t)na * sizeof *next);
+    LLVMValueRef b[2][4];
+    for (int pp = 0; pp < npan; pp++)
+        qblock_weights(c, gm, &q[pp], l.i, b[pp]);
+    LLVMValueRef k = LLVMBuildAdd(c->b, k0, q[0].q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
+    for (int pp = 0; pp < npan; pp++)
+        fma_rows(c, gm, R, direct, x0, k, b[pp], next + pp * 2 * R);
+    for (int pp = 0; !q[0].q8 && pp < npan; pp++) /* k = 2i + 1: the high nibbles */
+        fma_rows(c, gm, R, direct, x0, LLVMBuildAdd(c->b, k, cg_i64(c, 1), ""), b[pp] + 2, next + pp * 2 * R);
+    cg_acc_loop_end(c, &l, cg_i64(c, q[0].q8 ? 32 : 16), lb.acc, next);
     cg_acc_loop_end(c, &lb, LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), init, next);
 }
 
@@ -538,10 +546,10 @@ static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
  * few rows): all of k at once (kb = 0), x read in place, a = row m of x:
  * each output is still one FMA chain over k in order, so results equal
  * the blocked GEMM's bit for bit. */
-static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, bool direct) {
+static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, bool direct, int npan) {
     const cg_gemm *gm = &gc->gm;
     char name[160];
-    snprintf(name, sizeof name, "%s_%s%d", kname, direct ? "gemv" : "micro", R);
+    snprintf(name, sizeof name, "%s_%s%d%s", kname, direct ? "gemv" : "micro", R, npan > 1 ? "x2" : "");
     LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
     LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
@@ -554,24 +562,32 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
     LLVMValueRef last = direct ? first
                                : LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
                                                cg_i64(c, gm->k), "last");
-    LLVMValueRef col[2] = {map_field(c, gc->map, p, MAP_C0), map_field(c, gc->map, p, MAP_C1)};
-    LLVMValueRef inside[2] = {lanes_below(c, col[0], gm->n), lanes_below(c, col[1], gm->n)};
-
-    /* the sums so far: zero, or the partial sums of earlier k blocks */
-    LLVMValueRef init[2 * 14 * 2];
-    ATTNC_ASSERT(R <= 28);
-    for (int r = 0; r < R; r++) {
-        LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
+    /* panels p and (npan 2) p + 1: their columns and sums so far, zero
+     * or the partial sums of earlier k blocks */
+    LLVMValueRef pan[2], col[2][2], inside[2][2], init[2 * 14 * 2];
+    ATTNC_ASSERT(R <= 28 && (npan == 1 || 2 * R * npan <= 2 * 14 * 2));
+    for (int pp = 0; pp < npan; pp++) {
+        pan[pp] = LLVMBuildAdd(c->b, p, cg_i64(c, pp), "");
         for (int j = 0; j < 2; j++) {
-            LLVMValueRef mask = LLVMBuildAnd(c->b, inside[j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
-            LLVMValueRef y = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], ""));
-            init[2 * r + j] = cg_vload_masked(c, ATTN_DTYPE_F32, y, mask);
+            col[pp][j] = map_field(c, gc->map, pan[pp], j ? MAP_C1 : MAP_C0);
+            inside[pp][j] = lanes_below(c, col[pp][j], gm->n);
+        }
+        for (int r = 0; r < R; r++) {
+            LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
+            for (int j = 0; j < 2; j++) {
+                LLVMValueRef mask = LLVMBuildAnd(c->b, inside[pp][j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
+                LLVMValueRef y = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[pp][j], ""));
+                init[pp * 2 * R + 2 * r + j] = cg_vload_masked(c, ATTN_DTYPE_F32, y, mask);
+            }
         }
     }
     LLVMValueRef next[2 * 14 * 2];
     attn_dtype wdt = c->g->cfg.dtype;
     if (attn_dtype_block(wdt) > 1 && direct) {
-        block_sums(c, gc, R, direct, qpanel_at(c, gc, p, kb), kn, x0, init, next);
+        LLVMValueRef w0[2];
+        for (int pp = 0; pp < npan; pp++)
+            w0[pp] = qpanel_at(c, gc, pan[pp], kb);
+        block_sums(c, gc, R, direct, npan, w0, kn, x0, init, next);
     } else if (attn_dtype_block(wdt) > 1) { /* the panel unpacked by the caller */
         float_sums(c, gc, R, direct, ATTN_DTYPE_F32, LLVMGetParam(fn, 5), kn, x0, init, next);
     } else {
@@ -581,7 +597,8 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
                          cg_i64(c, gm->nr), ""));
         float_sums(c, gc, R, direct, wdt, w0, kn, x0, init, next);
     }
-    finish_rows(c, gc, R, m, p, next, last, col, inside);
+    for (int pp = 0; pp < npan; pp++)
+        finish_rows(c, gc, R, m, pan[pp], next + pp * 2 * R, last, col[pp], inside[pp]);
     LLVMBuildRetVoid(c->b);
     return fn;
 }
@@ -618,14 +635,19 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         if (r < gc.gm.mr)
             sizes[n_sizes++] = r;
     for (int i = 0; i < n_sizes; i++)
-        fns[i] = micro(c, &gc, sizes[i], name, false);
-    LLVMValueRef gemv[CG_GEMV_ROWS];
+        fns[i] = micro(c, &gc, sizes[i], name, false, 1);
+    LLVMValueRef gemv[CG_GEMV_ROWS], gemv2[2] = {NULL, NULL};
     /* bf16 weights too: widened exactly, as in the GEMM (a GEMV of
      * vdpbf16ps on (k, k+1) pairs of a column, x split into bf16 hi + lo,
      * was inexact and slower: the llama3_8b decode block read at 47-77% of
      * the read bandwidth where this reads at 81-92%, at 43-53 GB/s) */
     for (int r = 1; r <= CG_GEMV_ROWS; r++)
-        gemv[r - 1] = micro(c, &gc, r, name, true);
+        gemv[r - 1] = micro(c, &gc, r, name, true, 1);
+    /* a block format's GEMV of 1 or 2 rows takes panels two at a time:
+     * one panel's FMA chains alone wait on their latency */
+    bool pairs = attn_dtype_block(c->g->cfg.dtype) > 1;
+    for (int r = 1; pairs && r <= 2; r++)
+        gemv2[r - 1] = micro(c, &gc, r, name, true, 2);
     LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
     LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 6, false);
     bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1;
@@ -644,7 +666,17 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
         LLVMAddCase(sw, cg_i64(c, r), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);
-        cg_loop lp = cg_for(c, lo, hi, "panel");
+        LLVMValueRef from = lo;
+        if (r <= 2 && gemv2[r - 1]) { /* pairs of panels, then the odd one */
+            LLVMValueRef npairs = LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, hi, lo, ""), cg_i64(c, 2), "");
+            cg_loop l2 = cg_for(c, cg_i64(c, 0), npairs, "panel_pair");
+            LLVMValueRef p2 = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
+            LLVMValueRef args[6] = {c->args, cg_i64(c, 0), p2, cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+            LLVMBuildCall2(c->b, micro_ty, gemv2[r - 1], args, 6, "");
+            cg_for_end(c, &l2);
+            from = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, npairs, cg_i64(c, 2), ""), "");
+        }
+        cg_loop lp = cg_for(c, from, hi, "panel");
         LLVMValueRef args[6] = {c->args, cg_i64(c, 0), lp.i, cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
         cg_for_end(c, &lp);
