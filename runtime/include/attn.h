@@ -348,9 +348,11 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
  * GGUF file, llama.cpp's attn_q, attn_k, attn_v (or attn_qkv), attn_output,
  * attn_q_norm, attn_k_norm, attn_sinks. Each name is preceded by prefix
  * (NULL = none; attn_layer_prefix gives a layer's). The stored values (F32,
- * F16 or BF16) are converted to f32 and rounded to cfg.dtype (nothing
- * changes when stored in it), so the reference and the kernels, which keep
- * weights in that dtype, use the same numbers. Other tensors are ignored.
+ * F16, BF16, or Q8_0/Q4_0 matrices: GGUF's, or attnc's U8 blocks) are
+ * converted to f32 and rounded to cfg.dtype (nothing changes when stored
+ * in it), so the reference and the kernels, which keep weights in that
+ * dtype, use the same numbers. A q8_0/q4_0 spec refuses NaN and infinity
+ * in a matrix (no block holds them). Other tensors are ignored.
  * A missing tensor's message suggests the prefix under which it exists. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
                                        const char *prefix, attn_weights **out, attn_msg *msg);
@@ -380,7 +382,9 @@ ATTN_API void attn_weights_free(attn_weights *w);
 /* Fills x[0..n) with uniform numbers in [-a, a) from the generator state
  * *state (splitmix64), which it advances: same seed, same numbers. */
 ATTN_API void attn_random_uniform(uint64_t *state, float *x, size_t n, double a);
-/* Rounds every weight to w->cfg.dtype in place (a no-op for f32). */
+/* Rounds every weight to w->cfg.dtype in place (a no-op for f32); for
+ * q8_0/q4_0 the four matrices' rows go through ggml's blocks (reference
+ * quantizer; values a block already holds exactly stay), the rest stay. */
 ATTN_API void attn_weights_round(attn_weights *w);
 
 /* ---- reference engine ---------------------------------------------------- */

@@ -290,6 +290,7 @@ static const char *unstorable(const float *row, int64_t at) {
            : isinf(row[at]) ? "infinity"
                             : "values whose block scale overflows f16";
 }
+
 static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, const char *name,
                            const char *local, attn_msg *m) {
     char other[400];
@@ -360,17 +361,16 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
     check_finite |= quantized;
     int64_t cols = nd == 2 ? want[1] : 1, rows = (int64_t)w_numel(c, i) / cols;
     size_t src_row = attn_dtype_bytes(from, cols), dst_row = attn_dtype_bytes(to, cols);
-    float *tmp = from == to && !check_finite ? NULL : malloc((size_t)cols * sizeof *tmp);
-    if (from != to || check_finite) {
-        if (!tmp)
-            return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading '%s'", t.file, name);
-    }
+    bool as_is = from == to && !check_finite; /* rows copied as they are */
+    float *tmp = as_is ? NULL : malloc((size_t)cols * sizeof *tmp);
+    if (!as_is && !tmp)
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory reading '%s'", t.file, name);
     attn_status st2 = ATTN_OK;
     for (int64_t r = 0; r < rows && !st2; r++) {
         int64_t sr = which >= 0 ? qkv_row(c, gguf, which, r) : r;
         const unsigned char *row = t.data + (size_t)sr * src_row;
         unsigned char *out = dst + (size_t)r * dst_row;
-        if (!tmp) { /* stored as the kernels keep it: copied as it is */
+        if (as_is) { /* stored as the kernels keep it */
             memcpy(out, row, dst_row);
             continue;
         }
