@@ -80,7 +80,11 @@ int main(int argc, char **argv) {
     /* the reference engine reads the same file */
     if (attn_weights_load(cfg, argv[2], NULL, &w, &m) != ATTN_OK)
         return die(argv[2], m.text);
-    if (attn_cache_new(b, N_SEQ * longest + prompt, &c) != ATTN_OK)
+    /* sequences take whole blocks: each of the four may hold every block
+     * of the longest sequence, plus its copy of the prompt's last, partly
+     * filled block (copied when a fork first appends to it) */
+    int64_t bt = cfg->kv_block_tokens, blocks = N_SEQ * ((longest + bt - 1) / bt + 1);
+    if (attn_cache_new(b, blocks * bt, &c) != ATTN_OK)
         return die("attn_cache_new", "out of memory");
 
     history h[N_SEQ];
