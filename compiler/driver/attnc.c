@@ -22,6 +22,8 @@ static const char usage[] =
     "  bench SPEC          time the kernels on random weights against the roofline\n"
     "  roofline            measure this machine's FMA peak and read bandwidth\n"
     "  cache info|clear    the kernel cache: where, how big; empty it\n"
+    "  help [COMMAND]      this text, or one command's ('attnc COMMAND --help')\n"
+    "  --version           print attnc's version\n"
     "\n"
     "'attnc COMMAND --help' describes one command.\n"
     "exit codes: 0 ok, 1 usage, 2 bad input (spec, weights, tensors), 3 internal\n";
@@ -79,7 +81,13 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+    size_t n_cmds = sizeof cmds / sizeof cmds[0];
+    if (!strcmp(c, "help") && argc > 2) { /* attnc help run: run --help */
+        for (size_t i = 0; i < n_cmds; i++)
+            if (!strcmp(argv[2], cmds[i].name))
+                return cmds[i].run(2, (char *[]){argv[2], "--help", NULL});
+        c = argv[2]; /* unknown: said below, with a suggestion */
+    } else if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         fputs(usage, stdout);
         return EXIT_OK;
     }
@@ -87,9 +95,17 @@ int main(int argc, char **argv) {
         printf("attnc %s\n", ATTNC_VERSION);
         return EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(c, cmds[i].name))
+    const char *names[16];
+    for (size_t i = 0; i < n_cmds; i++) {
+        if (!strcmp(c, cmds[i].name) && c == argv[1])
             return cmds[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "attnc: error: unknown command '%s'\n\n%s", c, usage);
+        names[i] = cmds[i].name;
+    }
+    const char *near = attnc_suggest(c, names, n_cmds);
+    if (near)
+        fprintf(stderr, "attnc: error: unknown command '%s'; did you mean '%s'?\n\n%s", c, near,
+                usage);
+    else
+        fprintf(stderr, "attnc: error: unknown command '%s'\n\n%s", c, usage);
     return EXIT_USAGE;
 }

@@ -48,7 +48,19 @@ bool parse_opts(const char *cmd, int argc, char **argv, int first, const opt *op
         size_t len = eq && w[1] == '-' ? (size_t)(eq - w) : strlen(w);
         const opt *o = find_opt(opts, w, len);
         if (!o) {
-            usage_error(cmd, "unknown option '%.*s'", (int)len, w);
+            const char *names[64], *near;
+            size_t n = 0;
+            char word[128];
+            snprintf(word, sizeof word, "%.*s", (int)len, w);
+            for (const opt *k = opts; k->name && n + 2 <= 64; k++) {
+                names[n++] = k->name;
+                if (k->alias)
+                    names[n++] = k->alias;
+            }
+            if ((near = attnc_suggest(word, names, n)))
+                usage_error(cmd, "unknown option '%s'; did you mean '%s'?", word, near);
+            else
+                usage_error(cmd, "unknown option '%s'", word);
             return false;
         }
         if (!o->has_arg) {

@@ -71,6 +71,11 @@ ATTNC_API const attnc_diag *attnc_diag_get(const attnc_ctx *ctx, size_t i);
 /* Renders d as "file:line:col: error: msg" (parts that are unknown are
  * left out) into buf like snprintf; returns the full length. */
 ATTNC_API int attnc_diag_format(const attnc_diag *d, char *buf, size_t n);
+/* Of the n words in known, the one nearest to word (edit distance, case
+ * of word ignored) if it is close enough to be a typo of it (2 edits for
+ * words under 6 characters, a third of the length + 1 beyond), else
+ * NULL: what "did you mean" suggestions use. */
+ATTNC_API const char *attnc_suggest(const char *word, const char *const *known, size_t n);
 
 /* Parses and validates a spec file into *out (set only on success). Every
  * problem becomes a diagnostic on ctx (up to ATTNC_MAX_ERRORS); the status

@@ -59,7 +59,34 @@ static void cli_usage_errors_exit_1(void **state) {
     assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "--dtype", "f64", "-o", "x"), 1);
     assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights"), 1);
     assert_stderr_has(f, "needs a value");
+    /* typos get the nearest command or option */
+    assert_int_equal(ATTNC(f, "chek", SPEC("seed")), 1);
+    assert_stderr_has(f, "unknown command 'chek'; did you mean 'check'?");
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weigths", "w"), 1);
+    assert_stderr_has(f, "unknown option '--weigths'; did you mean '--weights'?");
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--kv-dtpye=f16"), 1);
+    assert_stderr_has(f, "unknown option '--kv-dtpye'; did you mean '--kv-dtype'?");
+    assert_int_equal(ATTNC(f, "help", "runn"), 1);
+    assert_stderr_has(f, "unknown command 'runn'; did you mean 'run'?");
     assert_int_equal(dir_count(f->dir), 0);
+}
+
+/* attnc help COMMAND is COMMAND --help; the overview lists help and --version */
+static void cli_help_command(void **state) {
+    fixture *f = *state;
+    assert_int_equal(ATTNC(f, "help", "run"), 0);
+    char *s = captured(f->out);
+    assert_non_null(strstr(s, "usage: attnc run SPEC --weights W"));
+    free(s);
+    assert_int_equal(ATTNC(f, "help"), 0);
+    s = captured(f->out);
+    assert_non_null(strstr(s, "help [COMMAND]"));
+    assert_non_null(strstr(s, "--version"));
+    free(s);
+    assert_int_equal(ATTNC(f, "--version"), 0);
+    s = captured(f->out);
+    assert_true(strncmp(s, "attnc ", 6) == 0);
+    free(s);
 }
 
 static void cli_every_command_has_help(void **state) {
@@ -344,6 +371,7 @@ int main(void) {
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
                                         cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_help_command, cli_fixture_setup, cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_quantized_weights, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_bad_inputs_exit_2_and_write_nothing, cli_fixture_setup,

@@ -1,8 +1,11 @@
 /* diag.c: the context and its diagnostics. Library code records; only the
  * driver prints. */
+#include <ctype.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base.h"
 
@@ -108,4 +111,43 @@ attnc_status diag_first_code(const attnc_ctx *ctx) {
         if (ctx->diags[i].sev == ATTNC_SEV_ERROR)
             return ctx->diags[i].code;
     return ctx->n_errors ? ATTNC_E_NOMEM : ATTNC_OK; /* an error too big to record */
+}
+
+/* ---- the known word nearest to a typo ------------------------------------ */
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *attnc_suggest(const char *word, const char *const *known, size_t n) {
+    if (!word || !known)
+        return NULL;
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX, len = strlen(word);
+    for (size_t i = 0; i < n; i++) {
+        size_t d = known[i] ? edit_distance(word, known[i]) : SIZE_MAX;
+        if (d < best_d) {
+            best_d = d;
+            best = known[i];
+        }
+    }
+    size_t limit = len < 6 ? 2 : len / 3 + 1;
+    return best_d <= limit ? best : NULL;
 }

@@ -101,43 +101,6 @@ static const char *found(const ynode *n, char *buf, size_t size) {
     return buf;
 }
 
-/* ---- nearest known key ------------------------------------------------- */
-
-static size_t edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64)
-        return SIZE_MAX;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
-            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
-            row[j] = sub < best ? sub : best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static const char *nearest(const char *key, const char *const *known, int n) {
-    const char *best = NULL;
-    size_t best_d = SIZE_MAX, len = strlen(key);
-    for (int i = 0; i < n; i++) {
-        size_t d = edit_distance(key, known[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = known[i];
-        }
-    }
-    size_t limit = len < 6 ? 2 : len / 3 + 1;
-    return best_d <= limit ? best : NULL;
-}
-
 /* ---- mappings ---------------------------------------------------------- */
 
 /* Splits mapping m into vals[i] for each known key i; reports non-scalar,
@@ -163,7 +126,7 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
             char buf[96];
             ynode word = *k; /* a quoted key is still a key, not a string value */
             word.plain = true;
-            const char *near = nearest(k->str, known, n_known);
+            const char *near = attnc_suggest(k->str, known, (size_t)n_known);
             if (near) {
                 err(ck, k->loc, "unknown key '%s%s'; did you mean '%s%s'?", path,
                     found(&word, buf, sizeof buf), path, near);
