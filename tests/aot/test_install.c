@@ -2,7 +2,8 @@
  * (static and shared, no LLVM), libattnc, the headers and pkg-config
  * files; examples/aot, a CMake project of its own, builds against that
  * prefix (running attnc compile at build time), and its program matches
- * `attnc run --engine reference`. */
+ * `attnc run --engine reference`; and README's link line for an object,
+ * exactly as printed, links and runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,29 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
     snprintf(cmd, sizeof cmd, "grep -q 'prefill 13 + decode 8' %s/run.log", dir);
     sh(cmd);
     snprintf(cmd, sizeof cmd, "! ldd %s/aot_example | grep -qi llvm", ex);
+    sh(cmd);
+    /* README's link line, exactly as printed, from the install tree */
+    const char app[] =
+        "#include <stdio.h>\n#include \"attn.h\"\n#include \"seed.h\"\n"
+        "int main(void) {\n"
+        "    const attn_kernels *k = seed_kernels();\n"
+        "    attn_weights *w; attn_block *b; attn_cache *c; int32_t s, n = 3;\n"
+        "    static float x[3 * 768], y[3 * 768];\n"
+        "    if (attn_weights_random(&k->config, 1, &w, NULL) || attn_block_new(k, NULL, &b) ||\n"
+        "        attn_block_set_weights(b, w) || attn_cache_new(b, 16, &c) || attn_seq_new(c, &s) ||\n"
+        "        attn_forward(b, c, 1, &s, &n, x, y))\n"
+        "        return 1;\n"
+        "    printf(\"linked and ran\\n\");\n"
+        "    return 0;\n"
+        "}\n";
+    char app_path[1024];
+    snprintf(app_path, sizeof app_path, "%s/app.c", dir);
+    write_file(app_path, app, sizeof app - 1);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/bin/attnc compile %s -o seed.o --header seed.h > /dev/null && "
+             "cc app.c seed.o $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs attn) "
+             "-o app && ./app | grep -q 'linked and ran'",
+             dir, pre, spec, pre);
     sh(cmd);
     snprintf(cmd, sizeof cmd, "rm -rf %s/prefix %s/aot", dir, dir);
     sh(cmd);
