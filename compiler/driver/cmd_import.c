@@ -690,16 +690,8 @@ static int from_gguf(imp *m, const char *path) {
     }
     snprintf(m->src_dtype, sizeof m->src_dtype,
              "the layer's q weight is not F32/F16/BF16/Q8_0/Q4_0");
-    /* ggml.h GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30 */
-    static const struct {
-        uint32_t ggml;
-        attn_dtype dt;
-    } types[] = {{0, ATTN_DTYPE_F32}, {1, ATTN_DTYPE_F16}, {30, ATTN_DTYPE_BF16},
-                 {8, ATTN_DTYPE_Q8_0}, {2, ATTN_DTYPE_Q4_0}};
-    for (size_t i = 0; q && i < sizeof types / sizeof types[0]; i++) {
-        if (q->type != types[i].ggml)
-            continue;
-        m->dtype = types[i].dt;
+    if (q && attn_gguf_type_dtype(q->type) != ATTN_DTYPE_COUNT) {
+        m->dtype = attn_gguf_type_dtype(q->type);
         m->has_dtype = true;
         snprintf(m->src_dtype, sizeof m->src_dtype, "%s is %s", qn, q->type_name);
     }

@@ -298,6 +298,9 @@ ATTN_API const attn_gguf_tensor *attn_gguf_get(const attn_gguf *g, int i);
 ATTN_API const attn_gguf_tensor *attn_gguf_find(const attn_gguf *g, const char *name);
 /* ggml's name of a type id ("Q4_K"); NULL if unknown. */
 ATTN_API const char *attn_gguf_type_name(uint32_t ggml_type);
+/* The dtype a ggml tensor type loads as (F32, F16, BF16, Q8_0, Q4_0);
+ * ATTN_DTYPE_COUNT for any other. */
+ATTN_API attn_dtype attn_gguf_type_dtype(uint32_t ggml_type);
 /* Metadata: the number of entries, the key of entry i, the type of key
  * (-1 if absent). The getters return false when key is absent or not of a
  * fitting type; numbers convert between integer types (floats only to

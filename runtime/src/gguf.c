@@ -54,6 +54,18 @@ const char *attn_gguf_type_name(uint32_t ggml_type) {
     return t ? t->name : NULL;
 }
 
+attn_dtype attn_gguf_type_dtype(uint32_t ggml_type) {
+    /* ggml.h GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30 */
+    switch (ggml_type) {
+    case 0: return ATTN_DTYPE_F32;
+    case 1: return ATTN_DTYPE_F16;
+    case 2: return ATTN_DTYPE_Q4_0;
+    case 8: return ATTN_DTYPE_Q8_0;
+    case 30: return ATTN_DTYPE_BF16;
+    default: return ATTN_DTYPE_COUNT;
+    }
+}
+
 /* one metadata entry; value points into the mapping */
 typedef struct gguf_kv {
     char *key; /* owned, NUL-terminated copy */

@@ -153,3 +153,7 @@ void rt_round_row(attn_dtype t, float *x, int64_t n) {
         if (rt_quant_row(t, x + i, b, RT_QK) < 0)
             rt_dequant_row(t, b, x + i, RT_QK);
 }
+
+const char *rt_unstorable(float v) {
+    return isnan(v) ? "NaN" : isinf(v) ? "infinity" : "values whose block scale overflows f16";
+}

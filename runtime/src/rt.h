@@ -43,6 +43,9 @@ RT_HIDDEN int64_t rt_quant_row(attn_dtype t, const float *x, unsigned char *dst,
 RT_HIDDEN int64_t rt_quant_row_exact(attn_dtype t, const float *x, unsigned char *dst, int64_t n);
 /* n values of blocks of t at src, exactly, into y. */
 RT_HIDDEN void rt_dequant_row(attn_dtype t, const unsigned char *src, float *y, int64_t n);
+/* Why value v cannot be stored in a block format: "NaN", "infinity", or
+ * (a finite v that rt_quant_row refused) its block's scale overflow. */
+RT_HIDDEN const char *rt_unstorable(float v);
 
 /* bytes (rounded up to 64) of 64-byte aligned memory, free()d as usual;
  * from 2 MB on, 2 MB aligned and advised to the kernel as huge pages:
@@ -69,13 +72,11 @@ RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);
 
 /* ---- checkpoints (source.c) ---------------------------------------------- */
 
-typedef enum rt_elem { RT_F32, RT_F16, RT_BF16, RT_Q8_0, RT_Q4_0, RT_OTHER } rt_elem;
-
 /* A tensor of a checkpoint, shape outermost first (a Linear weight is
  * [out, in] whatever the file's convention). */
 typedef struct rt_tensor {
     const char *name, *file, *type; /* type as the file names it: "BF16", "Q8_0" */
-    rt_elem elem;
+    attn_dtype dtype; /* how it loads; ATTN_DTYPE_COUNT: it does not */
     int ndim;
     int64_t shape[ATTN_ST_MAX_DIMS];
     const unsigned char *data;

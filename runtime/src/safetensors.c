@@ -585,14 +585,10 @@ attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn
         if (rc > 0) { /* nothing is left of the file: tmp is removed below */
             fclose(fp);
             fp = NULL;
-            const float *v = t[i].data + rc - 1;
             st = rt_fail(m, ATTN_E_INVALID, "%s: tensor '%s' holds %s at element %lld: it "
                                             "cannot be stored as %s",
-                         path, t[i].name,
-                         isnan(*v)   ? "NaN"
-                         : isinf(*v) ? "infinity"
-                                     : "values whose block scale overflows f16",
-                         (long long)(rc - 1), attn_dtype_name(t[i].dtype));
+                         path, t[i].name, rt_unstorable(t[i].data[rc - 1]), (long long)(rc - 1),
+                         attn_dtype_name(t[i].dtype));
             goto done;
         }
         ok = rc == 0;

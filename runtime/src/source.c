@@ -147,28 +147,18 @@ const char *rt_src_name(const rt_src *s, int i) {
     return cJSON_GetArrayItem(s->map, i)->string;
 }
 
-static rt_elem elem_of(const char *type) {
-    return strcmp(type, "F32") == 0    ? RT_F32
-           : strcmp(type, "F16") == 0  ? RT_F16
-           : strcmp(type, "BF16") == 0 ? RT_BF16
-                                       : RT_OTHER;
-}
-
 /* A tensor of st: a block format where the header says so (attn.h
  * ATTN_ST_FORMAT_KEY), its shape then counted in values. */
 static void from_st(const attn_st *st, const attn_st_info *i, const char *file, rt_tensor *t) {
     *t = (rt_tensor){.name = i->name,
                      .file = file,
                      .type = i->dtype,
-                     .elem = elem_of(i->dtype),
                      .ndim = i->ndim,
                      .data = i->data,
                      .nbytes = i->nbytes};
-    attn_dtype dt = attn_st_format(st, i, t->shape);
-    if (attn_dtype_block(dt) > 1) {
-        t->elem = dt == ATTN_DTYPE_Q8_0 ? RT_Q8_0 : RT_Q4_0;
-        t->type = dt == ATTN_DTYPE_Q8_0 ? "Q8_0" : "Q4_0";
-    }
+    t->dtype = attn_st_format(st, i, t->shape);
+    if (attn_dtype_block(t->dtype) > 1)
+        t->type = t->dtype == ATTN_DTYPE_Q8_0 ? "Q8_0" : "Q4_0";
 }
 
 /* The open shard named file, opening it on first use. */
@@ -218,12 +208,7 @@ attn_status rt_src_find(rt_src *s, const char *name, rt_tensor *t, attn_msg *m) 
         *t = (rt_tensor){.name = g->name,
                          .file = s->path,
                          .type = g->type_name,
-                         .elem = g->type == 0    ? RT_F32
-                                 : g->type == 1  ? RT_F16
-                                 : g->type == 30 ? RT_BF16
-                                 : g->type == 8  ? RT_Q8_0 /* ggml.h GGML_TYPE_Q8_0 */
-                                 : g->type == 2  ? RT_Q4_0
-                                                 : RT_OTHER,
+                         .dtype = attn_gguf_type_dtype(g->type),
                          .ndim = g->ndim,
                          .data = g->data,
                          .nbytes = g->nbytes};

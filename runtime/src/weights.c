@@ -241,30 +241,19 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     }
 }
 
-static attn_dtype dtype_of(rt_elem e) {
-    switch (e) {
-    case RT_F16: return ATTN_DTYPE_F16;
-    case RT_BF16: return ATTN_DTYPE_BF16;
-    case RT_Q8_0: return ATTN_DTYPE_Q8_0;
-    case RT_Q4_0: return ATTN_DTYPE_Q4_0;
-    default: return ATTN_DTYPE_F32;
-    }
-}
-
-/* n values of type from at src as f32 into dst. */
-static void to_f32(rt_elem from, const unsigned char *src, float *dst, int64_t n) {
-    attn_dtype dt = dtype_of(from);
-    if (rt_quant_block_bytes(dt)) {
-        rt_dequant_row(dt, src, dst, n);
+/* n values of dtype from at src as f32 into dst. */
+static void to_f32(attn_dtype from, const unsigned char *src, float *dst, int64_t n) {
+    if (rt_quant_block_bytes(from)) {
+        rt_dequant_row(from, src, dst, n);
         return;
     }
     for (int64_t j = 0; j < n; j++) {
-        if (from == RT_F32) {
+        if (from == ATTN_DTYPE_F32) {
             memcpy(&dst[j], src + 4 * j, 4);
             continue;
         }
         uint16_t h = (uint16_t)(src[2 * j] | src[2 * j + 1] << 8);
-        dst[j] = from == RT_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
+        dst[j] = from == ATTN_DTYPE_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
     }
 }
 
@@ -282,13 +271,6 @@ static int64_t from_f32(const float *src, attn_dtype to, void *dst, int64_t n) {
                                                         : rt_f32_to_bf16(src[j]);
     }
     return -1;
-}
-
-/* Why value `at` of a row could not be stored as dtype to. */
-static const char *unstorable(const float *row, int64_t at) {
-    return isnan(row[at])    ? "NaN"
-           : isinf(row[at]) ? "infinity"
-                            : "values whose block scale overflows f16";
 }
 
 static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, const char *name,
@@ -346,11 +328,11 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s%s", t.file,
                        name, g, w, gguf ? " (outermost first: GGUF's ne reversed)" : "");
     }
-    if (t.elem == RT_OTHER)
+    if (t.dtype == ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; supported are F32, "
                                          "F16, BF16, Q8_0 and Q4_0",
                        t.file, name, t.type);
-    attn_dtype from = dtype_of(t.elem);
+    attn_dtype from = t.dtype;
     if (nd == 1 && attn_dtype_block(from) > 1) /* ggml quantizes matrices only */
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; vectors (biases, "
                                          "norms, sinks) must be F32, F16 or BF16",
@@ -374,7 +356,7 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
             memcpy(out, row, dst_row);
             continue;
         }
-        to_f32(t.elem, row, tmp, cols);
+        to_f32(from, row, tmp, cols);
         int64_t bad = -1;
         for (int64_t j = 0; check_finite && bad < 0 && j < cols; j++)
             if (!isfinite(tmp[j]))
@@ -385,7 +367,7 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
             bad = from_f32(tmp, to, out, cols);
         if (bad >= 0)
             st2 = rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' holds %s at element %lld%s", t.file,
-                          name, unstorable(tmp, bad), (long long)(sr * cols + bad),
+                          name, rt_unstorable(tmp[bad]), (long long)(sr * cols + bad),
                           quantized ? ": it cannot be quantized" : "");
     }
     free(tmp);
@@ -452,7 +434,7 @@ attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m
             if (bad >= 0)
                 return rt_fail(m, ATTN_E_FORMAT, "weights: tensor '%s' holds %s at element %lld: "
                                                  "it cannot be quantized",
-                               w_names[parts[k]], unstorable(src + r * cols, bad),
+                               w_names[parts[k]], rt_unstorable(src[r * cols + bad]),
                                (long long)(r * cols + bad));
         }
     }
