@@ -23,9 +23,10 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
              pre, dir);
     sh(cmd);
     const char *files[] = {"bin/attnc", "lib/libattn.a", "lib/libattn.so", "lib/libattnc.a",
-                           "include/attn.h", "include/attn_kernels.h", "include/attnc.h",
-                           "lib/pkgconfig/attn.pc", "lib/pkgconfig/attnc.pc"};
-    for (int i = 0; i < 9; i++) {
+                           "lib/libattnc.so", "include/attn.h", "include/attn_kernels.h",
+                           "include/attnc.h", "lib/pkgconfig/attn.pc", "lib/pkgconfig/attnc.pc",
+                           "lib/pkgconfig/attnc-static.pc"};
+    for (int i = 0; i < 11; i++) {
         snprintf(cmd, sizeof cmd, "test -f %s/%s", pre, files[i]);
         sh(cmd);
     }
@@ -82,7 +83,50 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
              "-o app && ./app > app.log && grep -q 'linked and ran' app.log",
              dir, pre, spec, AOT_FLAGS, pre);
     sh(cmd);
-    snprintf(cmd, sizeof cmd, "rm -rf %s/prefix %s/aot", dir, dir);
+    /* README's JIT link lines: pkg-config --libs attnc alone (the shared
+     * libattnc.so, found through the rpath), and attnc-static (the archive:
+     * no libattnc.so needed at run time) */
+    const char jit[] = "#include <stdio.h>\n#include \"attnc.h\"\n"
+                       "int main(int argc, char **argv) {\n"
+                       "    attnc_options o = attnc_options_default();\n"
+                       "    attnc_jit *j; char *err;\n"
+                       "    (void)argc;\n"
+                       "    if (attnc_jit_compile_file(argv[1], &o, &j, &err)) return 1;\n"
+                       "    printf(\"compiled %s\\n\", attnc_jit_kernels(j)->config.name);\n"
+                       "    attnc_jit_free(j);\n"
+                       "    return 0;\n"
+                       "}\n";
+    snprintf(app_path, sizeof app_path, "%s/jit.c", dir);
+    write_file(app_path, jit, sizeof jit - 1);
+    const char *pcs[2] = {"attnc", "attnc-static"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && cc %s jit.c $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags "
+                 "--libs %s) "
+                 "-o jit_%d && ATTNC_CACHE_DIR= ./jit_%d %s > jit.log && grep -q 'compiled seed' "
+                 "jit.log && "
+                 "%s ldd jit_%d | grep -q 'libattnc.so'",
+                 dir, AOT_FLAGS, pre, pcs[i], i, i, spec, i == 0 ? "" : "!", i);
+        sh(cmd);
+    }
+    /* README's Python install: pip from a copy of python/ into a venv (no
+     * registry), libraries found through pkg-config's libdir (python
+     * cannot load a sanitizer build's libraries) */
+    if (AOT_FLAGS[0] == 0 && system("/usr/bin/python3 -c 'import venv, numpy' 2>/dev/null") == 0) {
+        snprintf(
+            cmd, sizeof cmd,
+            "cd %s && cp -r %s/python py && /usr/bin/python3 -m venv --system-site-packages venv "
+            "&& "
+            "venv/bin/pip install -q --no-build-isolation --no-index ./py > pip.log 2>&1 && "
+            "cd / && PKG_CONFIG_PATH=%s/lib/pkgconfig ATTNC_CACHE_DIR= %s/venv/bin/python -c "
+            "\"import attnc; k = attnc.compile('%s'); "
+            "assert attnc.library_dir() is not None and str(attnc.library_dir()).startswith('%s'); "
+            "assert '/site-packages/' in attnc.__file__; print(k)\" > %s/py.log && "
+            "grep -q 'Kernels seed' %s/py.log",
+            dir, ATTNC_SOURCE_DIR, pre, dir, spec, pre, dir, dir);
+        sh(cmd);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s/prefix %s/aot %s/py %s/venv", dir, dir, dir, dir);
     sh(cmd);
     tmpdir_remove(dir);
 }

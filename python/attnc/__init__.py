@@ -1,0 +1,503 @@
+"""attnc from Python: compile an attention spec with the JIT, load weights,
+run prefill and decode through the paged KV cache.
+
+ctypes over the two C libraries (libattnc.so, the compiler, and libattn.so,
+the runtime); no compiled extension. The libraries are found in
+$ATTNC_LIB_DIR, else the source tree's build/ (when this package is run from
+it), else pkg-config's libdir of attnc, else the dynamic loader's paths.
+Kernels run with the GIL released (ctypes drops it around every C call).
+
+    import numpy as np, attnc
+    k = attnc.compile("specs/seed.yaml")          # a path or YAML text
+    block = attnc.Block(k, "w.safetensors")       # or a dict of numpy arrays
+    cache = block.cache(256)
+    s = cache.new_seq()
+    y = block.forward(cache, s, x)                # x [tokens, d_model]
+    t = s.fork()                                  # shares s's blocks
+    ys = block.forward(cache, [s, t], [x1, x2])   # one call, two sequences
+"""
+
+import ctypes
+import os
+import subprocess
+import tempfile
+from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int, c_int32,
+                    c_int64, c_uint32, c_void_p)
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Error", "Kernels", "Block", "Cache", "Seq", "compile", "library_dir", "load_tensors",
+           "save_tensors"]
+
+_ST_MAX_DIMS = 8
+_MSG_MAX = 512
+_LOAD_CHECK_FINITE = 1
+
+
+class Error(Exception):
+    """A failure reported by attnc; the message is the library's own."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+# ---- the libraries -----------------------------------------------------------
+
+
+def _candidate_dirs():
+    """(libattnc.so's directory, libattn.so's) pairs to try, in order."""
+    env = os.environ.get("ATTNC_LIB_DIR")
+    if env:  # an install's lib, or a build tree's compiler/ (the runtime beside it)
+        d = Path(env)
+        yield d, d
+        yield d, d.parent / "runtime"
+        return
+    root = Path(__file__).resolve().parent.parent.parent
+    yield root / "build" / "compiler", root / "build" / "runtime"
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "attnc"], capture_output=True,
+                             text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            d = Path(out.stdout.strip())
+            yield d, d
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def _load():
+    for cdir, rdir in _candidate_dirs():
+        if (cdir / "libattnc.so").exists() and (rdir / "libattn.so").exists():
+            # the runtime first: libattnc.so needs it
+            return (ctypes.CDLL(str(rdir / "libattn.so")),
+                    ctypes.CDLL(str(cdir / "libattnc.so")), cdir)
+    try:
+        return ctypes.CDLL("libattn.so"), ctypes.CDLL("libattnc.so.0"), None
+    except OSError as e:
+        raise ImportError(
+            "attnc: libattnc.so and libattn.so not found (set ATTNC_LIB_DIR to the directory "
+            "holding libattnc.so, build the source tree with scripts/build, or install attnc "
+            "where pkg-config finds it): %s" % e) from None
+
+
+_rt, _cc, _libdir = _load()
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [c_void_p]
+_libc.free.restype = None
+
+
+def library_dir():
+    """The directory the libraries were loaded from (None: the loader's paths)."""
+    return _libdir
+
+
+class _Msg(Structure):
+    _fields_ = [("text", c_char * _MSG_MAX)]
+
+
+class _Options(Structure):  # attnc_options
+    _fields_ = [("disabled_passes", POINTER(c_char_p)), ("n_disabled_passes", c_int),
+                ("target", c_char_p), ("cpu", c_char_p), ("features", c_char_p),
+                ("emit_llvm", c_char_p), ("emit_asm", c_char_p), ("cache_dir", c_char_p),
+                ("no_cache", c_int), ("threads", c_int)]
+
+
+class _Timings(Structure):  # attnc_timings
+    _fields_ = [(n, c_double) for n in ("spec_ms", "ir_ms", "passes_ms", "llvm_ms", "optimize_ms",
+                                        "codegen_ms", "objects_ms", "cache_ms", "jit_ms",
+                                        "total_ms")] + [("threads", c_int), ("cache", c_int)]
+
+
+class _KernelsHead(Structure):  # the start of attn_kernels: 4 x u32, then attn_config's first fields
+    _fields_ = [("abi_version", c_uint32), ("n_buffers", c_uint32), ("n_steps", c_uint32),
+                ("reserved", c_uint32), ("name", c_char * 64), ("heads", c_int64),
+                ("kv_groups", c_int64), ("head_dim", c_int64), ("d_model", c_int64)]
+
+
+class _BlockOptions(Structure):  # attn_block_options
+    _fields_ = [("n_threads", c_int)]
+
+
+class _StTensor(Structure):  # attn_st_tensor
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("ndim", c_int),
+                ("shape", c_int64 * _ST_MAX_DIMS), ("data", c_void_p)]
+
+
+class _StInfo(Structure):  # attn_st_info
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_int),
+                ("shape", c_int64 * _ST_MAX_DIMS), ("nbytes", ctypes.c_size_t), ("data", c_void_p)]
+
+
+class _CacheStats(Structure):  # attn_cache_stats
+    _fields_ = [("blocks_total", c_int64), ("blocks_used", c_int64), ("blocks_free", c_int64),
+                ("block_tokens", c_int64), ("sequences", c_int32)]
+
+
+def _fn(lib, name, res, *args):
+    f = getattr(lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+_jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_char_p, POINTER(_Options),
+                   POINTER(c_void_p), POINTER(c_void_p))
+_jit_kernels = _fn(_cc, "attnc_jit_kernels", c_void_p, c_void_p)
+_jit_timings = _fn(_cc, "attnc_jit_timings", _Timings, c_void_p)
+_jit_free = _fn(_cc, "attnc_jit_free", None, c_void_p)
+_status_str = _fn(_rt, "attn_status_str", c_char_p, c_int)
+_block_options_default = _fn(_rt, "attn_block_options_default", _BlockOptions)
+_block_new = _fn(_rt, "attn_block_new", c_int, c_void_p, POINTER(_BlockOptions), POINTER(c_void_p))
+_block_free = _fn(_rt, "attn_block_free", None, c_void_p)
+_block_error = _fn(_rt, "attn_block_error", c_char_p, c_void_p)
+_block_load = _fn(_rt, "attn_block_load", c_int, c_void_p, c_char_p, c_char_p, ctypes.c_uint)
+_st_write = _fn(_rt, "attn_st_write", c_int, c_char_p, POINTER(_StTensor), c_int, POINTER(_Msg))
+_st_open = _fn(_rt, "attn_st_open", c_int, c_char_p, POINTER(c_void_p), POINTER(_Msg))
+_st_close = _fn(_rt, "attn_st_close", None, c_void_p)
+_st_count = _fn(_rt, "attn_st_count", c_int, c_void_p)
+_st_get = _fn(_rt, "attn_st_get", POINTER(_StInfo), c_void_p, c_int)
+_st_format = _fn(_rt, "attn_st_format", c_int, c_void_p, POINTER(_StInfo), POINTER(c_int64))
+_st_read_f32 = _fn(_rt, "attn_st_read_f32", c_int, c_void_p, c_char_p, c_int, POINTER(c_int64),
+                   c_void_p, POINTER(_Msg))
+_cache_new = _fn(_rt, "attn_cache_new", c_int, c_void_p, c_int64, POINTER(c_void_p))
+_cache_free = _fn(_rt, "attn_cache_free", None, c_void_p)
+_cache_error = _fn(_rt, "attn_cache_error", c_char_p, c_void_p)
+_cache_stats = _fn(_rt, "attn_cache_get_stats", _CacheStats, c_void_p)
+_seq_new = _fn(_rt, "attn_seq_new", c_int, c_void_p, POINTER(c_int32))
+_seq_fork = _fn(_rt, "attn_seq_fork", c_int, c_void_p, c_int32, POINTER(c_int32))
+_seq_truncate = _fn(_rt, "attn_seq_truncate", c_int, c_void_p, c_int32, c_int64)
+_seq_free = _fn(_rt, "attn_seq_free", c_int, c_void_p, c_int32)
+_seq_len = _fn(_rt, "attn_seq_len", c_int64, c_void_p, c_int32)
+_forward = _fn(_rt, "attn_forward", c_int, c_void_p, c_void_p, c_int, POINTER(c_int32),
+               POINTER(c_int32), c_void_p, c_void_p)
+
+
+def _raise(status, message):
+    name = _status_str(status).decode()
+    raise Error(message if message else name, status)
+
+
+# ---- compiling ---------------------------------------------------------------
+
+
+class Kernels:
+    """Compiled kernels of one spec, living in this process until freed."""
+
+    def __init__(self, jit, label):
+        self._jit = jit
+        self._label = label
+        head = _KernelsHead.from_address(_jit_kernels(jit))
+        self.name = head.name.decode()
+        self.heads, self.kv_groups = head.heads, head.kv_groups
+        self.head_dim, self.d_model = head.head_dim, head.d_model
+
+    @property
+    def _table(self):
+        if not self._jit:
+            raise Error("attnc: these kernels were freed")
+        return _jit_kernels(self._jit)
+
+    def timings(self):
+        """Stage times of the compile (ms) and whether the kernel cache hit."""
+        t = _jit_timings(self._jit)
+        out = {n: getattr(t, n) for n, _ in _Timings._fields_}
+        out["cache"] = ("off", "miss", "hit")[t.cache]
+        return out
+
+    def free(self):
+        """Frees the machine code (blocks made from it must be gone)."""
+        if self._jit:
+            _jit_free(self._jit)
+            self._jit = None
+
+    def __del__(self):
+        self.free()
+
+    def __repr__(self):
+        return "<attnc.Kernels %s: %d heads, %d kv groups, head_dim %d, d_model %d>" % (
+            self.name, self.heads, self.kv_groups, self.head_dim, self.d_model)
+
+
+def _is_yaml_text(spec):
+    return isinstance(spec, str) and ("\n" in spec or ":" in spec) and not os.path.exists(spec)
+
+
+def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0):
+    """JIT-compiles a spec (a path, or YAML text) into Kernels for this CPU.
+
+    cpu: an LLVM CPU name to compile for instead of this host's (the code
+    must still run here); disable_passes: pass names to skip; cache=False:
+    neither read nor write the kernel cache; threads: compile threads (0 =
+    one per CPU). Raises Error with every diagnostic of the spec."""
+    tmp = None
+    if _is_yaml_text(spec):
+        tmp = tempfile.TemporaryDirectory(prefix="attnc-")
+        path = os.path.join(tmp.name, "spec.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(spec)
+        label = "<yaml>"
+    else:
+        path = os.fspath(spec)
+        label = path
+    opt = _Options()
+    passes = [p.encode() for p in disable_passes]
+    arr = (c_char_p * max(1, len(passes)))(*passes)
+    opt.disabled_passes = ctypes.cast(arr, POINTER(c_char_p))
+    opt.n_disabled_passes = len(passes)
+    opt.cpu = cpu.encode() if cpu else None
+    opt.no_cache = 0 if cache else 1
+    opt.threads = int(threads)
+    jit, err = c_void_p(), c_void_p()
+    try:
+        st = _jit_compile(path.encode(), byref(opt), byref(jit), byref(err))
+        text = ctypes.string_at(err.value).decode(errors="replace") if err.value else ""
+    finally:
+        if err.value:
+            _libc.free(err)
+        if tmp:
+            tmp.cleanup()
+    if tmp:
+        text = text.replace(path, label)
+    if st != 0:
+        raise Error(text.strip() or "attnc: compiling %s failed" % label, st)
+    return Kernels(jit.value, label)
+
+
+# ---- blocks, caches, sequences -------------------------------------------------------
+
+
+_DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
+_DTYPE_COUNT = 5
+
+
+def save_tensors(path, tensors, dtype="f32"):
+    """Writes a dict name -> array as a safetensors file (atomically), each
+    stored as dtype: f32, f16, bf16 (rounded to nearest even), or q8_0 /
+    q4_0 (2-D and wider: rows quantized in ggml's blocks)."""
+    if dtype not in _DTYPES:
+        raise Error("attnc: dtype '%s': expected one of %s" % (dtype, ", ".join(_DTYPES)))
+    keep, entries = [], []
+    for name, value in tensors.items():
+        a = np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+        if a.ndim < 1 or a.ndim > _ST_MAX_DIMS:
+            raise Error("attnc: tensor '%s' has %d dimensions (1 to %d expected)" %
+                        (name, a.ndim, _ST_MAX_DIMS))
+        t = _StTensor()
+        t.name = str(name).encode()
+        t.dtype = _DTYPES[dtype]
+        t.ndim = a.ndim
+        for i, n in enumerate(a.shape):
+            t.shape[i] = n
+        t.data = a.ctypes.data
+        keep.append((a, t.name))
+        entries.append(t)
+    if not entries:
+        raise Error("attnc: no tensors to write")
+    arr = (_StTensor * len(entries))(*entries)
+    msg = _Msg()
+    st = _st_write(os.fspath(path).encode(), arr, len(entries), byref(msg))
+    if st != 0:
+        _raise(st, msg.text.decode(errors="replace"))
+
+
+def load_tensors(path):
+    """The tensors of a safetensors file as a dict name -> float32 array
+    (F32, F16, BF16 and attnc's Q8_0/Q4_0 blocks converted exactly; tensors
+    of other dtypes, e.g. integers, are left out)."""
+    f, msg = c_void_p(), _Msg()
+    st = _st_open(os.fspath(path).encode(), byref(f), byref(msg))
+    if st != 0:
+        _raise(st, msg.text.decode(errors="replace"))
+    try:
+        out = {}
+        for i in range(_st_count(f)):
+            info = _st_get(f, i)
+            shape = (c_int64 * _ST_MAX_DIMS)()
+            if _st_format(f, info, shape) >= _DTYPE_COUNT:
+                continue
+            ndim = info.contents.ndim
+            a = np.empty(tuple(shape[:ndim]), dtype=np.float32)
+            st = _st_read_f32(f, info.contents.name, ndim, shape, a.ctypes.data, byref(msg))
+            if st != 0:
+                _raise(st, msg.text.decode(errors="replace"))
+            out[info.contents.name.decode()] = a
+        return out
+    finally:
+        _st_close(f)
+
+
+class Block:
+    """Kernels and their weights: a checkpoint path (.safetensors, a sharded
+    model.safetensors.index.json, .gguf) or a dict name -> array with the
+    checkpoint's tensor names (q_proj.weight, ...). prefix: the names'
+    prefix in the checkpoint (e.g. model.layers.0.self_attn.); threads:
+    kernel threads (0: $ATTN_THREADS, else every CPU); check_finite: refuse
+    NaN and infinity in the weights."""
+
+    def __init__(self, kernels, weights, *, prefix=None, threads=0, check_finite=False):
+        if not isinstance(kernels, Kernels):
+            raise Error("attnc: Block expects Kernels from attnc.compile, not %s" %
+                        type(kernels).__name__)
+        self.kernels = kernels
+        self._b = None
+        opt = _block_options_default()
+        opt.n_threads = int(threads)
+        b = c_void_p()
+        st = _block_new(kernels._table, byref(opt), byref(b))
+        if st != 0:
+            _raise(st, "attnc: the block could not be made (%s)" % _status_str(st).decode())
+        self._b = b.value
+        flags = _LOAD_CHECK_FINITE if check_finite else 0
+        pre = prefix.encode() if prefix else None
+        if isinstance(weights, dict):
+            with tempfile.TemporaryDirectory(prefix="attnc-") as d:
+                path = os.path.join(d, "weights.safetensors")
+                save_tensors(path, weights)
+                st = _block_load(self._b, path.encode(), pre, flags)
+                message = _block_error(self._b).decode(errors="replace").replace(path, "<dict>")
+        else:
+            st = _block_load(self._b, os.fspath(weights).encode(), pre, flags)
+            message = _block_error(self._b).decode(errors="replace")
+        if st != 0:
+            self.close()
+            _raise(st, message)
+
+    @property
+    def d_model(self):
+        return self.kernels.d_model
+
+    def cache(self, max_tokens):
+        """A paged KV cache with room for max_tokens tokens over all its
+        sequences (rounded up to whole cache blocks)."""
+        return Cache(self, max_tokens)
+
+    def forward(self, cache, seqs, xs):
+        """Appends new tokens to sequences and returns their outputs.
+
+        seqs, xs: one Seq and one array [tokens, d_model] (or [d_model] for
+        one token), or lists of them (one call for all; a sequence at most
+        once). Arrays are float32 (float16 and others are converted); the
+        outputs are float32 of the same shapes. On error nothing changed."""
+        if self._b is None:
+            raise Error("attnc: this block was closed")
+        if not isinstance(cache, Cache) or cache.block is not self:
+            raise Error("attnc: forward needs a cache made by this block (block.cache(n))")
+        single = isinstance(seqs, Seq)
+        if single:
+            seqs, xs = [seqs], [xs]
+        seqs, xs = list(seqs), list(xs)
+        if len(seqs) != len(xs):
+            raise Error("attnc: %d sequences but %d inputs" % (len(seqs), len(xs)))
+        D = self.d_model
+        rows, vectors = [], []
+        for i, (s, x) in enumerate(zip(seqs, xs)):
+            if not isinstance(s, Seq) or s.cache is not cache:
+                raise Error("attnc: sequence %d does not belong to this cache" % i)
+            a = np.asarray(x)
+            vectors.append(a.ndim == 1)
+            if a.ndim == 1:
+                a = a.reshape(1, -1)
+            if a.ndim != 2 or a.shape[1] != D:
+                raise Error("attnc: input %d has shape %s; expected [tokens, %d]" %
+                            (i, tuple(np.shape(x)), D))
+            rows.append(a)
+        x = np.ascontiguousarray(np.concatenate(rows) if rows else np.zeros((0, D)),
+                                 dtype=np.float32)
+        y = np.empty_like(x)
+        n = len(seqs)
+        ids = (c_int32 * max(1, n))(*[s._id for s in seqs])
+        counts = (c_int32 * max(1, n))(*[r.shape[0] for r in rows])
+        st = _forward(self._b, cache._c, n, ids, counts, x.ctypes.data, y.ctypes.data)
+        if st != 0:
+            _raise(st, _cache_error(cache._c).decode(errors="replace"))
+        outs, at = [], 0
+        for r, vec in zip(rows, vectors):
+            o = y[at:at + r.shape[0]]
+            outs.append(o.reshape(-1) if vec else o)
+            at += r.shape[0]
+        return outs[0] if single else outs
+
+    def close(self):
+        """Frees the block now (its caches must be gone)."""
+        if self._b is not None:
+            _block_free(self._b)
+            self._b = None
+
+    def __del__(self):
+        self.close()
+
+
+class Cache:
+    """A block's paged KV cache, holding any number of sequences."""
+
+    def __init__(self, block, max_tokens):
+        if block._b is None:
+            raise Error("attnc: this block was closed")
+        self.block = block
+        self._c = None
+        c = c_void_p()
+        st = _cache_new(block._b, int(max_tokens), byref(c))
+        if st != 0:
+            _raise(st, "attnc: a cache of %d tokens could not be made (%s)" %
+                   (max_tokens, _status_str(st).decode()))
+        self._c = c.value
+
+    def _check(self, st):
+        if st != 0:
+            _raise(st, _cache_error(self._c).decode(errors="replace"))
+
+    def new_seq(self):
+        """A new, empty sequence."""
+        s = c_int32()
+        self._check(_seq_new(self._c, byref(s)))
+        return Seq(self, s.value)
+
+    def stats(self):
+        """Blocks of the pool (total, used, free), tokens per block, live sequences."""
+        s = _cache_stats(self._c)
+        return {n: getattr(s, n) for n, _ in _CacheStats._fields_}
+
+    def close(self):
+        if self._c is not None:
+            _cache_free(self._c)
+            self._c = None
+
+    def __del__(self):
+        self.close()
+
+
+class Seq:
+    """One sequence of a cache: its tokens so far."""
+
+    def __init__(self, cache, sid):
+        self.cache = cache
+        self._id = sid
+
+    @property
+    def id(self):
+        return self._id
+
+    def fork(self):
+        """A new sequence holding this one's tokens (blocks shared, copy on write)."""
+        d = c_int32()
+        self.cache._check(_seq_fork(self.cache._c, self._id, byref(d)))
+        return Seq(self.cache, d.value)
+
+    def truncate(self, n_tokens):
+        """Rolls the sequence back to its first n_tokens tokens."""
+        self.cache._check(_seq_truncate(self.cache._c, self._id, int(n_tokens)))
+
+    def free(self):
+        """Releases the sequence and its blocks."""
+        self.cache._check(_seq_free(self.cache._c, self._id))
+
+    def __len__(self):
+        n = _seq_len(self.cache._c, self._id)
+        if n < 0:
+            raise Error("attnc: sequence %d is unknown or freed" % self._id)
+        return n
+
+    def __repr__(self):
+        n = _seq_len(self.cache._c, self._id)
+        return "<attnc.Seq %d: %s>" % (self._id, "%d tokens" % n if n >= 0 else "freed")

@@ -1,0 +1,261 @@
+"""The attnc Python package against the attnc CLI (bit for bit), against
+torch (where installed), through prefill + decode with forks, and on its
+error paths. Run from the source tree: python3 -m pytest python/tests
+(ATTNC_BIN names the attnc executable, ATTNC_LIB_DIR its libattnc.so's
+directory; both default to the source tree's build/)."""
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnc
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SPECS = ROOT / "specs"
+ATTNC = os.environ.get("ATTNC_BIN", str(ROOT / "build" / "compiler" / "attnc"))
+
+# a small GQA block with RoPE (HF rotate_half), q/k/v biases, causal
+GQA = """name: pygqa
+heads: 4
+kv_groups: 2
+head_dim: 16
+d_model: 64
+causal: true
+qkv_bias: true
+rope:
+  base: 10000
+"""
+
+
+def cli(*args):
+    r = subprocess.run([ATTNC, *map(str, args)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return attnc.compile(SPECS / "seed.yaml")
+
+
+@pytest.mark.parametrize("spec, tokens", [("seed", 21), ("gemma2_9b", 5), ("phi3_mini", 19),
+                                          ("falcon_7b", 3)])
+def test_forward_equals_attnc_run_bit_for_bit(tmp_path, spec, tokens):
+    path = SPECS / (spec + ".yaml")
+    w, x, y = tmp_path / "w.safetensors", tmp_path / "x.safetensors", tmp_path / "y.safetensors"
+    cli("gen-weights", path, "-o", w)
+    cli("gen-input", path, "--tokens", tokens, "-o", x)
+    cli("run", path, "--weights", w, "--input", x, "-o", y)
+    want = attnc.load_tensors(y)["y"]
+    block = attnc.Block(attnc.compile(path), w)
+    cache = block.cache(tokens)
+    got = block.forward(cache, cache.new_seq(), attnc.load_tensors(x)["x"])
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got, want)
+
+
+def torch_block(weights, cfg, x):
+    """The block in torch: projections, RoPE (rotate_half), GQA, causal softmax."""
+    torch = pytest.importorskip("torch")
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in weights.items()}
+    X = torch.tensor(x, dtype=torch.float64)
+    H, G, hd = cfg["heads"], cfg["kv_groups"], cfg["head_dim"]
+    S = X.shape[0]
+    q = (X @ t["q_proj.weight"].T + t["q_proj.bias"]).view(S, H, hd).transpose(0, 1)
+    k = (X @ t["k_proj.weight"].T + t["k_proj.bias"]).view(S, G, hd).transpose(0, 1)
+    v = (X @ t["v_proj.weight"].T + t["v_proj.bias"]).view(S, G, hd).transpose(0, 1)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+
+    def rot(a):
+        a1, a2 = a[..., :hd // 2], a[..., hd // 2:]
+        return a * cos + torch.cat([-a2, a1], -1) * sin
+
+    q, k = rot(q), rot(k)
+    k = k.repeat_interleave(H // G, dim=0)
+    v = v.repeat_interleave(H // G, dim=0)
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        o = sdpa(q, k, v, is_causal=True)
+    else:  # torch < 2.0: the same computation written out
+        s = q @ k.transpose(-1, -2) / hd ** 0.5
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+        o = torch.softmax(s, -1) @ v
+    o = o.transpose(0, 1).reshape(S, H * hd)
+    return (o @ t["o_proj.weight"].T).numpy()
+
+
+def gqa_weights(rng, cfg):
+    D, H, G, hd = cfg["d_model"], cfg["heads"], cfg["kv_groups"], cfg["head_dim"]
+
+    def u(*shape):
+        return (rng.uniform(-1, 1, shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    return {"q_proj.weight": u(H * hd, D), "k_proj.weight": u(G * hd, D),
+            "v_proj.weight": u(G * hd, D), "o_proj.weight": u(D, H * hd),
+            "q_proj.bias": u(H * hd) * 0.1, "k_proj.bias": u(G * hd) * 0.1,
+            "v_proj.bias": u(G * hd) * 0.1}
+
+
+@pytest.mark.parametrize("tokens", [1, 7, 40])
+def test_gqa_block_matches_torch(tokens):
+    pytest.importorskip("torch")
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    rng = np.random.default_rng(tokens)
+    w = gqa_weights(rng, cfg)
+    x = rng.standard_normal((tokens, 64)).astype(np.float32)
+    block = attnc.Block(attnc.compile(GQA), w)
+    cache = block.cache(64)
+    got = block.forward(cache, cache.new_seq(), x)
+    want = torch_block(w, cfg, x)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-5, err
+
+
+def test_prefill_decode_forks_and_truncate_match_one_shot():
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    rng = np.random.default_rng(7)
+    w = gqa_weights(rng, cfg)
+    block = attnc.Block(attnc.compile(GQA), w)
+    cache = block.cache(512)
+    prompt = rng.standard_normal((13, 64)).astype(np.float32)
+    s = cache.new_seq()
+    history = {}
+    y0 = block.forward(cache, s, prompt)
+    forks = [s.fork() for _ in range(2)]
+    for q in [s] + forks:
+        history[q.id] = ([prompt], [y0])
+    seqs = [s] + forks
+    for step in range(20):
+        xs = [rng.standard_normal(64).astype(np.float32) for _ in seqs]  # one token: [d_model]
+        ys = block.forward(cache, seqs, xs)
+        for q, x, y in zip(seqs, xs, ys):
+            assert y.shape == (64,)
+            history[q.id][0].append(x[None])
+            history[q.id][1].append(y[None])
+    assert [len(q) for q in seqs] == [33, 33, 33]
+    # every sequence's outputs equal a one-shot prefill of its whole input
+    for q in seqs:
+        xs, ys = (np.concatenate(a) for a in history[q.id])
+        fresh = cache.new_seq()
+        want = block.forward(cache, fresh, xs)
+        fresh.free()
+        assert np.abs(ys - want).max() <= 1e-4 * np.abs(want).max()
+    # rolled back 10 tokens and fed the same ones again, one at a time:
+    # the same outputs (decoding alone, not batched with the others)
+    q = forks[1]
+    xs, ys = (np.concatenate(a) for a in history[q.id])
+    q.truncate(23)
+    assert len(q) == 23
+    again = np.stack([block.forward(cache, q, x) for x in xs[23:]])
+    assert np.array_equal(again, ys[23:])
+    # one batched call = the same calls one by one (each sequence's own keys)
+    a, b = s.fork(), forks[0].fork()
+    x1, x2 = (rng.standard_normal((3, 64)).astype(np.float32) for _ in range(2))
+    both = block.forward(cache, [a, b], [x1, x2])
+    s2, f2 = s.fork(), forks[0].fork()
+    assert np.array_equal(both[0], block.forward(cache, s2, x1))
+    assert np.array_equal(both[1], block.forward(cache, f2, x2))
+    assert cache.stats()["sequences"] == 7
+
+
+def test_float16_input_is_accepted(seed, tmp_path):
+    w = tmp_path / "w.safetensors"
+    cli("gen-weights", SPECS / "seed.yaml", "-o", w)
+    block = attnc.Block(seed, w)
+    cache = block.cache(32)
+    x = np.random.default_rng(3).standard_normal((5, 768)).astype(np.float16)
+    y16 = block.forward(cache, cache.new_seq(), x)
+    y32 = block.forward(cache, cache.new_seq(), x.astype(np.float32))
+    assert y16.dtype == np.float32 and np.array_equal(y16, y32)
+
+
+def test_weights_from_dict_equal_weights_from_file(tmp_path):
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    w = gqa_weights(np.random.default_rng(11), cfg)
+    path = tmp_path / "w.safetensors"
+    attnc.save_tensors(path, w)
+    assert set(attnc.load_tensors(path)) == set(w)
+    k = attnc.compile(GQA)
+    x = np.random.default_rng(12).standard_normal((9, 64)).astype(np.float32)
+    outs = []
+    for weights in (w, path, str(path)):
+        block = attnc.Block(k, weights)
+        cache = block.cache(16)
+        outs.append(block.forward(cache, cache.new_seq(), x))
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+
+
+def test_forward_releases_the_gil(seed, tmp_path):
+    w = tmp_path / "w.safetensors"
+    cli("gen-weights", SPECS / "seed.yaml", "-o", w)
+    block = attnc.Block(seed, w, threads=1)
+    cache = block.cache(2048)
+    x = np.random.default_rng(5).standard_normal((2048, 768)).astype(np.float32)
+    span = []
+
+    def work():
+        s = cache.new_seq()
+        t0 = time.perf_counter()
+        block.forward(cache, s, x)
+        span.extend([t0, time.perf_counter()])
+
+    # this thread keeps running Python while the kernels run on the other
+    ticks = []
+    other = threading.Thread(target=work)
+    other.start()
+    while other.is_alive():
+        ticks.append(time.perf_counter())
+    other.join()
+    # a held GIL would stop this thread for the whole call: one long gap
+    inside = [t for t in ticks if span[0] < t < span[1]]
+    gap = max(b - a for a, b in zip([span[0]] + inside, inside + [span[1]]))
+    assert span[1] - span[0] > 0.02 and gap < 0.5 * (span[1] - span[0]), (span, gap)
+
+
+def test_errors_carry_the_library_message(seed, tmp_path):
+    # a spec error with its location
+    with pytest.raises(attnc.Error, match=r"<yaml>:5:11: .*head_dim"):
+        attnc.compile("name: bad\nheads: 4\nkv_groups: 2\nd_model: 64\nhead_dim: 0\n")
+    with pytest.raises(attnc.Error, match="no_such.yaml"):
+        attnc.compile(tmp_path / "no_such.yaml")
+    with pytest.raises(attnc.Error, match="unknown pass"):
+        attnc.compile(SPECS / "seed.yaml", disable_passes=["fuse_qvk"])
+    # weights: a missing tensor is named
+    w = gqa_weights(np.random.default_rng(1), {"heads": 4, "kv_groups": 2, "head_dim": 16,
+                                               "d_model": 64})
+    del w["k_proj.bias"]
+    with pytest.raises(attnc.Error, match="k_proj.bias") as e:
+        attnc.Block(attnc.compile(GQA), w)
+    assert e.value.status is not None
+    with pytest.raises(attnc.Error, match="No such file|cannot open|not found"):
+        attnc.Block(seed, tmp_path / "missing.safetensors")
+    wpath = tmp_path / "w.safetensors"
+    cli("gen-weights", SPECS / "seed.yaml", "-o", wpath)
+    block = attnc.Block(seed, wpath)
+    cache = block.cache(16)
+    s = cache.new_seq()
+    with pytest.raises(attnc.Error, match=r"expected \[tokens, 768\]"):
+        block.forward(cache, s, np.zeros((2, 767), np.float32))
+    with pytest.raises(attnc.Error, match="2 sequences but 1 inputs"):
+        block.forward(cache, [s, s.fork()], [np.zeros((1, 768))])
+    # the cache is full: the library says so, nothing changed
+    with pytest.raises(attnc.Error) as e:
+        block.forward(cache, s, np.zeros((17, 768), np.float32))
+    assert "block" in str(e.value) and len(s) == 0
+    s.free()
+    with pytest.raises(attnc.Error, match="unknown|freed"):
+        block.forward(cache, s, np.zeros((1, 768), np.float32))
+    with pytest.raises(attnc.Error, match="freed"):
+        len(s)
+    with pytest.raises(attnc.Error):
+        cache.new_seq().truncate(5)
+    other = attnc.Block(seed, wpath).cache(16)
+    with pytest.raises(attnc.Error, match="made by this block"):
+        block.forward(other, other.new_seq(), np.zeros((1, 768), np.float32))
