@@ -27,6 +27,12 @@ static const char compile_usage[] =
     "  --disable-pass P  skip a graph pass (repeatable)\n"
     "  --no-cache        neither read nor write the kernel cache (attnc cache --help)\n";
 
+#if defined(__x86_64__)
+#define PORTABLE_HINT "--cpu x86-64-v3 runs on any AVX2 machine"
+#else
+#define PORTABLE_HINT "--cpu generic runs on any machine of the architecture"
+#endif
+
 int cmd_compile(int argc, char **argv) {
     const char *help = NULL, *output = NULL, *header = NULL, *emit = "obj";
     const char *disabled[32], *pos[1], *no_cache = NULL;
@@ -70,5 +76,13 @@ int cmd_compile(int argc, char **argv) {
         return compile_error(st, err);
     compile_warnings(err);
     printf("wrote %s%s%s\n", output, header ? " and " : "", header ? header : "");
+    char cpu[128], names[512];
+    uint32_t features;
+    if (!o.cpu && !o.target && attnc_target_cpu(&o, cpu, sizeof cpu, &features, NULL) == ATTNC_OK) {
+        attn_cpu_feature_names(features, names, sizeof names);
+        printf("for this machine's CPU, %s: the code needs %s; a CPU without them refuses "
+               "it (%s)\n",
+               cpu, features ? names : "no optional feature", PORTABLE_HINT);
+    }
     return EXIT_OK;
 }

@@ -141,6 +141,14 @@ ATTNC_API attnc_status attnc_compile_file(const char *spec_path, const attnc_opt
                                           attnc_emit_kind kind, const char *out_path,
                                           const char *header_path, char **error);
 
+/* The CPU that code compiled with opt targets (opt->cpu; this host's when
+ * it and opt->target are NULL; else the target's generic CPU) into cpu[n],
+ * and the ATTN_CPU_* features (attn_kernels.h) that code may use: what
+ * the kernel table records and attn_block_new checks on the running CPU.
+ * *error as for attnc_jit_compile_file. */
+ATTNC_API attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n,
+                                        uint32_t *features, char **error);
+
 /* ---- JIT ------------------------------------------------------------------ */
 
 typedef struct attnc_jit attnc_jit;

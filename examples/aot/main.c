@@ -37,8 +37,12 @@ int main(int argc, char **argv) {
     float *y = malloc((size_t)(T * D) * sizeof *y);
     attn_block *b = NULL;
     attn_cache *c = NULL;
-    if (!y || attn_block_new(k, NULL, &b))
+    attn_msg m = {{0}};
+    if (!y || attn_block_new(k, NULL, &b)) { /* e.g. built for a CPU this one is not */
+        attn_kernels_check(k, &m);
+        fprintf(stderr, "aot_example: %s\n", m.text);
         return 2;
+    }
     if (attn_block_load_safetensors(b, argv[1], NULL)) {
         fprintf(stderr, "aot_example: %s\n", attn_block_error(b));
         return 2;

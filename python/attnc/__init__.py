@@ -111,7 +111,7 @@ class _Timings(Structure):  # attnc_timings
 
 class _KernelsHead(Structure):  # the start of attn_kernels: 4 x u32, then attn_config's first fields
     _fields_ = [("abi_version", c_uint32), ("n_buffers", c_uint32), ("n_steps", c_uint32),
-                ("reserved", c_uint32), ("name", c_char * 64), ("heads", c_int64),
+                ("cpu_features", c_uint32), ("name", c_char * 64), ("heads", c_int64),
                 ("kv_groups", c_int64), ("head_dim", c_int64), ("d_model", c_int64)]
 
 
@@ -150,6 +150,7 @@ _status_str = _fn(_rt, "attn_status_str", c_char_p, c_int)
 _block_options_default = _fn(_rt, "attn_block_options_default", _BlockOptions)
 _block_new = _fn(_rt, "attn_block_new", c_int, c_void_p, POINTER(_BlockOptions), POINTER(c_void_p))
 _block_free = _fn(_rt, "attn_block_free", None, c_void_p)
+_kernels_check = _fn(_rt, "attn_kernels_check", c_int, c_void_p, POINTER(_Msg))
 _block_error = _fn(_rt, "attn_block_error", c_char_p, c_void_p)
 _block_load = _fn(_rt, "attn_block_load", c_int, c_void_p, c_char_p, c_char_p, ctypes.c_uint)
 _st_write = _fn(_rt, "attn_st_write", c_int, c_char_p, POINTER(_StTensor), c_int, POINTER(_Msg))
@@ -346,7 +347,9 @@ class Block:
         b = c_void_p()
         st = _block_new(kernels._table, byref(opt), byref(b))
         if st != 0:
-            _raise(st, "attnc: the block could not be made (%s)" % _status_str(st).decode())
+            msg = _Msg()
+            _kernels_check(kernels._table, byref(msg))
+            _raise(st, msg.text.decode(errors="replace"))
         self._b = b.value
         flags = _LOAD_CHECK_FINITE if check_finite else 0
         pre = prefix.encode() if prefix else None

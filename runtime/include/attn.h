@@ -29,6 +29,7 @@ typedef enum attn_status {
     ATTN_E_NOMEM,
     ATTN_E_IO,     /* a file could not be opened, read or written */
     ATTN_E_FORMAT, /* malformed or mismatched weights or tensor file */
+    ATTN_E_CPU,    /* compiled kernels need CPU features this machine lacks */
     ATTN_STATUS_COUNT
 } attn_status;
 
@@ -422,9 +423,21 @@ typedef struct attn_block_options {
 
 ATTN_API attn_block_options attn_block_options_default(void);
 
+/* Checks what attn_block_new checks of a kernel table, with the reason in
+ * msg: its ABI version, config, buffers and steps (ATTN_E_INVALID), and
+ * that this CPU has every feature its code was compiled for (ATTN_E_CPU,
+ * naming the missing ones). */
+ATTN_API attn_status attn_kernels_check(const struct attn_kernels *k, attn_msg *msg);
+/* The ATTN_CPU_* features (attn_kernels.h) of the CPU this runs on. */
+ATTN_API uint32_t attn_cpu_features(void);
+/* The names of the features in bits, comma separated ("avx2, fma"), into
+ * buf like snprintf; returns the full length. */
+ATTN_API int attn_cpu_feature_names(uint32_t bits, char *buf, size_t size);
+
 /* A block running the kernel table k (borrowed: it must outlive the
- * block). Checks the table's ABI version and config. Once its weights are
- * set, a block is only read: caches on several threads may use it at once. */
+ * block). Checks the table as attn_kernels_check does (which gives the
+ * reason of an ATTN_E_INVALID or ATTN_E_CPU). Once its weights are set, a
+ * block is only read: caches on several threads may use it at once. */
 ATTN_API attn_status attn_block_new(const struct attn_kernels *k, const attn_block_options *opt,
                                     attn_block **out);
 ATTN_API void attn_block_free(attn_block *b);

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 6
+#define ATTN_KERNELS_ABI 7
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -113,11 +113,37 @@ typedef struct attn_kernel_step {
     uint32_t reserved;
 } attn_kernel_step;
 
+/* CPU features a table's code may use (attn_kernels.cpu_features), as the
+ * compiler found them enabled for its target: attn_block_new refuses a
+ * table whose features the running CPU lacks (attn_kernels_check says
+ * which) instead of letting it die of an illegal instruction. x86-64
+ * bits (cpuid, and the OS saving the AVX / AVX-512 registers): */
+#define ATTN_CPU_SSE4_1 (1u << 0)
+#define ATTN_CPU_SSE4_2 (1u << 1)
+#define ATTN_CPU_POPCNT (1u << 2)
+#define ATTN_CPU_AVX (1u << 3)
+#define ATTN_CPU_AVX2 (1u << 4)
+#define ATTN_CPU_FMA (1u << 5)
+#define ATTN_CPU_F16C (1u << 6)
+#define ATTN_CPU_BMI2 (1u << 7)
+#define ATTN_CPU_LZCNT (1u << 8)
+#define ATTN_CPU_MOVBE (1u << 9)
+#define ATTN_CPU_AVX512F (1u << 10)
+#define ATTN_CPU_AVX512BW (1u << 11)
+#define ATTN_CPU_AVX512DQ (1u << 12)
+#define ATTN_CPU_AVX512VL (1u << 13)
+#define ATTN_CPU_AVX512BF16 (1u << 14)
+#define ATTN_CPU_AVX512FP16 (1u << 15)
+#define ATTN_CPU_AVX512VBMI (1u << 16)
+/* AArch64 bits (hwcaps): */
+#define ATTN_CPU_ARM_FP16 (1u << 24) /* half-precision arithmetic, scalar and vector */
+#define ATTN_CPU_ARM_BF16 (1u << 25)
+
 typedef struct attn_kernels {
     uint32_t abi_version; /* ATTN_KERNELS_ABI */
     uint32_t n_buffers;
     uint32_t n_steps;
-    uint32_t reserved;
+    uint32_t cpu_features; /* ATTN_CPU_* bits the code needs */
     attn_config config;
     const attn_buffer_desc *buffers; /* n_buffers; index = args.buf index */
     const attn_kernel_step *steps;   /* n_steps, run in order */

@@ -19,27 +19,11 @@ const char *attn_block_error(const attn_block *b) {
 
 attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
                            attn_block **out) {
-    if (!k || !out || k->abi_version != ATTN_KERNELS_ABI || k->n_buffers > ATTN_MAX_BUFFERS ||
-        k->n_buffers < 2 || (k->n_steps && !k->steps) || !k->buffers)
+    if (!out)
         return ATTN_E_INVALID;
-    if (attn_config_check(&k->config, NULL) != ATTN_OK)
-        return ATTN_E_INVALID;
-    uint32_t n_load = 0, n_packed = 0;
-    for (uint32_t i = 0; i < k->n_steps; i++) {
-        if (!k->steps[i].fn || k->steps[i].phase >= ATTN_PHASE_COUNT)
-            return ATTN_E_INVALID;
-        n_load += k->steps[i].phase == ATTN_PHASE_LOAD;
-    }
-    for (uint32_t i = 0; i < k->n_buffers; i++) {
-        const attn_buffer_desc *d = &k->buffers[i];
-        if (d->role >= ATTN_BUF_ROLE_COUNT ||
-            ((d->role == ATTN_BUF_WEIGHT || d->role == ATTN_BUF_PACKED) &&
-             d->weight >= ATTN_WEIGHT_COUNT))
-            return ATTN_E_INVALID;
-        n_packed += d->role == ATTN_BUF_PACKED;
-    }
-    if (n_load != n_packed) /* the i-th load step packs the i-th packed buffer */
-        return ATTN_E_INVALID;
+    attn_status st = attn_kernels_check(k, NULL); /* the reason: attn_kernels_check(k, msg) */
+    if (st != ATTN_OK)
+        return st;
     attn_block *b = calloc(1, sizeof *b);
     if (!b)
         return ATTN_E_NOMEM;

@@ -15,6 +15,7 @@ const char *attn_status_str(attn_status s) {
     case ATTN_E_NOMEM: return "out of memory";
     case ATTN_E_IO: return "I/O error";
     case ATTN_E_FORMAT: return "malformed or mismatched file";
+    case ATTN_E_CPU: return "the kernels need CPU features this machine lacks";
     case ATTN_STATUS_COUNT: break;
     }
     return "unknown status";

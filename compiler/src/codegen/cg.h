@@ -39,6 +39,7 @@ typedef struct cg_target {
     int split_q8_accs; /* split decode, q8_0 K: partial sums of a row block (rows x chains) */
     int gemm_mr;       /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int probe_accs;    /* roofline's FMA probe: independent accumulators */
+    uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */
 } cg_target;
 
 /* The target of lanes-wide f32 vectors and regs vector registers, with

@@ -86,14 +86,14 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMSetGlobalConstant(steps_g, true);
     LLVMSetLinkage(steps_g, LLVMPrivateLinkage);
 
-    /* the table: {abi, n_buffers, n_steps, 0, config bytes, buffers, steps} */
+    /* the table: {abi, n_buffers, n_steps, cpu_features, config bytes, buffers, steps} */
     LLVMValueRef cfg_bytes = LLVMConstStringInContext(llctx, (const char *)&cfg, sizeof cfg, true);
     LLVMTypeRef table_fields[7] = {i32, i32, i32, i32, LLVMTypeOf(cfg_bytes), ptr, ptr};
     LLVMTypeRef table_ty = LLVMStructTypeInContext(llctx, table_fields, 7, false);
     LLVMValueRef tf[7] = {LLVMConstInt(i32, ATTN_KERNELS_ABI, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_buffers, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_steps, false),
-                          LLVMConstInt(i32, 0, false),
+                          LLVMConstInt(i32, res->target.cpu_features, false),
                           cfg_bytes,
                           buffers,
                           steps_g};

@@ -18,6 +18,9 @@ ATTNC_HIDDEN attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_option
  * vector registers and how many there are, from tm's features where they
  * name AVX-512 or AVX2, else by asking tm to compile a vector add. */
 ATTNC_HIDDEN cg_target emit_target_shape(LLVMTargetMachineRef tm);
+/* The ATTN_CPU_* features (attn_kernels.h) code for tm may use, as LLVM
+ * selects instructions for tm (emit_target.c). */
+ATTNC_HIDDEN uint32_t emit_cpu_features(LLVMTargetMachineRef tm);
 /* Sets the module's triple and data layout from tm and runs default<O3>
  * (the probes). */
 ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod,

@@ -2,12 +2,15 @@
  * dumps, shared by the JIT and (later) object emission. */
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/IRReader.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile.h"
 #include "cpu_names.h"
 #include "emit/emit.h"
 
@@ -122,6 +125,190 @@ static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
     return found;
 }
 
+/* What the kernel table records as the CPU features its code may use
+ * (attn_kernels.cpu_features): for each, a function whose instruction
+ * selection shows whether tm has the feature (an instruction only it
+ * gives, found in the function's assembly), so the answer is LLVM's own
+ * for any CPU name and feature string. `want`: alternatives split by |,
+ * words that must share a line joined by &. */
+typedef struct feature_probe {
+    uint32_t bit;
+    const char *type; /* of %r, stored back to %p */
+    const char *body; /* IR over %p (ptr), defining %r */
+    const char *want;
+} feature_probe;
+
+static const feature_probe x86_probes[] = {
+    {ATTN_CPU_SSE4_1, "<4 x float>",
+     "%a = load <4 x float>, ptr %p\n%r = call <4 x float> @llvm.floor.v4f32(<4 x float> %a)",
+     "roundps"},
+    {ATTN_CPU_SSE4_2, "<2 x i64>",
+     "%a = load <2 x i64>, ptr %p\n%c = icmp sgt <2 x i64> %a, <i64 5, i64 7>\n%r = sext <2 x i1> "
+     "%c to <2 x i64>",
+     "pcmpgtq"},
+    {ATTN_CPU_POPCNT, "i64", "%a = load i64, ptr %p\n%r = call i64 @llvm.ctpop.i64(i64 %a)",
+     "popcnt"},
+    {ATTN_CPU_AVX, "<8 x float>", "%a = load <8 x float>, ptr %p\n%r = fadd <8 x float> %a, %a",
+     "ymm"},
+    {ATTN_CPU_AVX2, "<8 x i32>", "%a = load <8 x i32>, ptr %p\n%r = add <8 x i32> %a, %a",
+     "vpaddd&ymm"},
+    {ATTN_CPU_FMA, "<4 x float>",
+     "%a = load <4 x float>, ptr %p\n%r = call <4 x float> @llvm.fma.v4f32(<4 x float> %a, <4 x "
+     "float> %a, <4 x float> %a)",
+     "vfmadd"},
+    {ATTN_CPU_F16C, "<4 x float>",
+     "%a = load <4 x half>, ptr %p\n%r = fpext <4 x half> %a to <4 x float>", "vcvtph2ps"},
+    {ATTN_CPU_BMI2, "i64",
+     "%q = getelementptr i64, ptr %p, i64 1\n%a = load i64, ptr %q\n%b = load i64, ptr %p\n%r = "
+     "shl i64 %a, %b",
+     "shlx"},
+    {ATTN_CPU_LZCNT, "i64", "%a = load i64, ptr %p\n%r = call i64 @llvm.ctlz.i64(i64 %a, i1 false)",
+     "lzcnt"},
+    {ATTN_CPU_MOVBE, "i64", "%a = load i64, ptr %p\n%r = call i64 @llvm.bswap.i64(i64 %a)",
+     "movbe"},
+    {ATTN_CPU_AVX512F, "<16 x float>",
+     "%a = load <16 x float>, ptr %p\n%r = fadd <16 x float> %a, %a", "zmm"},
+    {ATTN_CPU_AVX512BW, "<64 x i8>", "%a = load <64 x i8>, ptr %p\n%r = add <64 x i8> %a, %a",
+     "vpaddb&zmm"},
+    {ATTN_CPU_AVX512DQ, "<8 x i64>", "%a = load <8 x i64>, ptr %p\n%r = mul <8 x i64> %a, %a",
+     "vpmullq"},
+    {ATTN_CPU_AVX512VL, "<4 x i64>",
+     "%a = load <4 x i64>, ptr %p\n%r = call <4 x i64> @llvm.smax.v4i64(<4 x i64> %a, <4 x i64> "
+     "<i64 1, i64 2, i64 3, i64 4>)",
+     "vpmaxsq&ymm"},
+    {ATTN_CPU_AVX512BF16, "<16 x bfloat>",
+     "%a = load <16 x float>, ptr %p\n%r = fptrunc <16 x float> %a to <16 x bfloat>",
+     "vcvtneps2bf16"},
+    {ATTN_CPU_AVX512FP16, "<32 x half>",
+     "%a = load <32 x half>, ptr %p\n%r = fadd <32 x half> %a, %a", "vaddph"},
+    {ATTN_CPU_AVX512VBMI, "<64 x i8>",
+     "%a = load <64 x i8>, ptr %p\n%r = shufflevector <64 x i8> %a, <64 x i8> poison, <64 x i32> "
+     "REVERSE64",
+     "vpermb|vpermi2b|vpermt2b"},
+};
+
+static const feature_probe aarch64_probes[] = {
+    {ATTN_CPU_ARM_FP16, "<8 x half>", "%a = load <8 x half>, ptr %p\n%r = fadd <8 x half> %a, %a",
+     "fadd&.8h"},
+    {ATTN_CPU_ARM_BF16, "<4 x bfloat>",
+     "%a = load <4 x float>, ptr %p\n%r = fptrunc <4 x float> %a to <4 x bfloat>", "bfcvtn"},
+};
+
+/* Does the line at text[0..n) match want (see feature_probe)? */
+static bool line_matches(const char *line, size_t n, const char *want) {
+    char alt[64];
+    for (const char *w = want; *w;) {
+        size_t k = strcspn(w, "|");
+        snprintf(alt, sizeof alt, "%.*s", (int)k, w);
+        bool all = true;
+        for (char *save = NULL, *word = strtok_r(alt, "&", &save); word && all;
+             word = strtok_r(NULL, "&", &save)) {
+            size_t wl = strlen(word);
+            bool found = false;
+            for (size_t i = 0; !found && i + wl <= n; i++)
+                found = memcmp(line + i, word, wl) == 0;
+            all = found;
+        }
+        if (all)
+            return true;
+        w += k + (w[k] == '|');
+    }
+    return false;
+}
+
+uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    const feature_probe *pr = NULL;
+    int np = 0;
+    if (strncmp(triple, "x86_64", 6) == 0)
+        pr = x86_probes, np = (int)(sizeof x86_probes / sizeof x86_probes[0]);
+    else if (strncmp(triple, "aarch64", 7) == 0)
+        pr = aarch64_probes, np = (int)(sizeof aarch64_probes / sizeof aarch64_probes[0]);
+    LLVMDisposeMessage(triple);
+    if (!np)
+        return 0;
+    /* one module, a function attnc_feature_<i> per probe */
+    char rev[64 * 9 + 16] = "<", *ir = malloc(65536);
+    size_t at = 1;
+    for (int i = 0; i < 64; i++)
+        at += (size_t)snprintf(rev + at, sizeof rev - at, "i32 %d%s", 63 - i, i < 63 ? ", " : ">");
+    if (!ir)
+        return 0;
+    size_t len = (size_t)snprintf(
+        ir, 65536,
+        "declare <4 x float> @llvm.floor.v4f32(<4 x float>)\n"
+        "declare i64 @llvm.ctpop.i64(i64)\n"
+        "declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)\n"
+        "declare i64 @llvm.ctlz.i64(i64, i1)\n"
+        "declare i64 @llvm.bswap.i64(i64)\n"
+        "declare <4 x i64> @llvm.smax.v4i64(<4 x i64>, <4 x i64>)\n");
+    for (int i = 0; i < np; i++) {
+        const char *body = pr[i].body, *mark = strstr(body, "REVERSE64");
+        int head = mark ? (int)(mark - body) : (int)strlen(body);
+        len += (size_t)snprintf(ir + len, 65536 - len,
+                                "define void @attnc_feature_%d(ptr %%p) #0 {\n%.*s%s%s\n"
+                                "store %s %%r, ptr %%p\nret void\n}\n",
+                                i, head, body, mark ? rev : "", mark ? mark + 9 : "", pr[i].type);
+    }
+    snprintf(ir + len, 65536 - len, "attributes #0 = { \"min-legal-vector-width\"=\"512\" }\n");
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMMemoryBufferRef src = LLVMCreateMemoryBufferWithMemoryRangeCopy(ir, strlen(ir), "features");
+    LLVMModuleRef mod = NULL;
+    char *why = NULL;
+    uint32_t bits = 0;
+    free(ir);
+    if (LLVMParseIRInContext(ctx, src, &mod, &why)) { /* consumes src */
+        ATTNC_ASSERT(!"feature probes parse");
+    } else {
+        target_module(mod, tm);
+        LLVMMemoryBufferRef out = NULL;
+        if (!LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &why, &out)) {
+            const char *text = LLVMGetBufferStart(out), *end = text + LLVMGetBufferSize(out);
+            for (int i = 0; i < np; i++) {
+                char label[64];
+                snprintf(label, sizeof label, "\nattnc_feature_%d:", i);
+                const char *f = strstr(text, label);
+                for (const char *line = f ? f + 1 : end; line < end && !(bits & pr[i].bit);) {
+                    const char *nl = memchr(line, '\n', (size_t)(end - line));
+                    size_t n = nl ? (size_t)(nl - line) : (size_t)(end - line);
+                    if (n >= 10 && memcmp(line, ".Lfunc_end", 10) == 0)
+                        break;
+                    if (line_matches(line, n, pr[i].want))
+                        bits |= pr[i].bit;
+                    line += n + 1;
+                }
+            }
+            LLVMDisposeMemoryBuffer(out);
+        }
+        LLVMDisposeModule(mod);
+    }
+    LLVMDisposeMessage(why);
+    LLVMContextDispose(ctx);
+    return bits;
+}
+
+attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n, uint32_t *features,
+                              char **error) {
+    if (error)
+        *error = NULL;
+    attnc_ctx *ctx = attnc_ctx_new();
+    if (!ctx)
+        return ATTNC_E_NOMEM;
+    LLVMTargetMachineRef tm = NULL;
+    attnc_status st = cpu && n && features ? emit_target_machine(ctx, opt, &tm) : ATTNC_E_IO;
+    if (st == ATTNC_OK) {
+        char *name = LLVMGetTargetMachineCPU(tm);
+        snprintf(cpu, n, "%s", name);
+        LLVMDisposeMessage(name);
+        *features = emit_cpu_features(tm);
+        LLVMDisposeTargetMachine(tm);
+    }
+    if (error && st != ATTNC_OK)
+        *error = compile_diag_text(ctx, "no CPU buffer or features given");
+    attnc_ctx_free(ctx);
+    return st;
+}
+
 cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     char *features = LLVMGetTargetMachineFeatureString(tm);
@@ -137,7 +324,9 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     }
     LLVMDisposeMessage(features);
     LLVMDisposeMessage(triple);
-    return cg_target_for(lanes, regs);
+    cg_target t = cg_target_for(lanes, regs);
+    t.cpu_features = emit_cpu_features(tm);
+    return t;
 }
 
 /* The kernels that build their vectors themselves (register tiles of

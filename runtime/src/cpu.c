@@ -1,0 +1,190 @@
+/* cpu.c: the features of the CPU this runs on, in the ATTN_CPU_* bits a
+ * kernel table records (attn_kernels.h), and the check attn_block_new
+ * makes of a table before running any of its code.
+ *
+ * x86-64: cpuid leaves 1, 7 (subleaves 0 and 1) and 0x80000001, as the
+ * Intel SDM vol. 2A (CPUID) numbers their bits; AVX and AVX-512 count only
+ * when the OS saves their registers (XGETBV: XCR0 bits 1-2, and 5-7 for
+ * the opmask and upper ZMM state). AArch64: the kernel's hwcaps
+ * (getauxval; asm/hwcap.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "attn_kernels.h"
+#include "rt.h"
+
+/* what README suggests for objects that run on every machine of an ISA */
+#if defined(__x86_64__)
+#define PORTABLE_CPU "x86-64-v3"
+#else
+#define PORTABLE_CPU "generic"
+#endif
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+
+static uint32_t detect(void) {
+    unsigned a, b, c, d;
+    uint32_t f = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    unsigned c1 = c;
+    if (c1 & (1u << 19))
+        f |= ATTN_CPU_SSE4_1;
+    if (c1 & (1u << 20))
+        f |= ATTN_CPU_SSE4_2;
+    if (c1 & (1u << 23))
+        f |= ATTN_CPU_POPCNT;
+    if (c1 & (1u << 22))
+        f |= ATTN_CPU_MOVBE;
+    bool os_avx = (c1 & (1u << 27)) && (xcr0() & 0x6) == 0x6; /* OSXSAVE; XMM and YMM state */
+    bool os_avx512 = os_avx && (xcr0() & 0xe0) == 0xe0;
+    if (os_avx && (c1 & (1u << 28)))
+        f |= ATTN_CPU_AVX;
+    if (os_avx && (c1 & (1u << 12)))
+        f |= ATTN_CPU_FMA;
+    if (os_avx && (c1 & (1u << 29)))
+        f |= ATTN_CPU_F16C;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        if (os_avx && (b & (1u << 5)))
+            f |= ATTN_CPU_AVX2;
+        if (b & (1u << 8))
+            f |= ATTN_CPU_BMI2;
+        if (os_avx512) {
+            if (b & (1u << 16))
+                f |= ATTN_CPU_AVX512F;
+            if (b & (1u << 17))
+                f |= ATTN_CPU_AVX512DQ;
+            if (b & (1u << 30))
+                f |= ATTN_CPU_AVX512BW;
+            if (b & (1u << 31))
+                f |= ATTN_CPU_AVX512VL;
+            if (c & (1u << 1))
+                f |= ATTN_CPU_AVX512VBMI;
+            if (d & (1u << 23))
+                f |= ATTN_CPU_AVX512FP16;
+            if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
+                f |= ATTN_CPU_AVX512BF16;
+        }
+    }
+    if (__get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 5)))
+        f |= ATTN_CPU_LZCNT; /* ABM */
+    return f;
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+static uint32_t detect(void) {
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    uint32_t f = 0;
+    if ((hw & (1ul << 9)) && (hw & (1ul << 10))) /* HWCAP_FPHP, HWCAP_ASIMDHP */
+        f |= ATTN_CPU_ARM_FP16;
+    if (hw2 & (1ul << 14)) /* HWCAP2_BF16 */
+        f |= ATTN_CPU_ARM_BF16;
+    return f;
+}
+#else
+static uint32_t detect(void) {
+    return 0;
+}
+#endif
+
+uint32_t attn_cpu_features(void) {
+    return detect();
+}
+
+static const struct {
+    uint32_t bit;
+    const char *name;
+} names[] = {
+    {ATTN_CPU_SSE4_1, "sse4.1"},
+    {ATTN_CPU_SSE4_2, "sse4.2"},
+    {ATTN_CPU_POPCNT, "popcnt"},
+    {ATTN_CPU_AVX, "avx"},
+    {ATTN_CPU_AVX2, "avx2"},
+    {ATTN_CPU_FMA, "fma"},
+    {ATTN_CPU_F16C, "f16c"},
+    {ATTN_CPU_BMI2, "bmi2"},
+    {ATTN_CPU_LZCNT, "lzcnt"},
+    {ATTN_CPU_MOVBE, "movbe"},
+    {ATTN_CPU_AVX512F, "avx512f"},
+    {ATTN_CPU_AVX512BW, "avx512bw"},
+    {ATTN_CPU_AVX512DQ, "avx512dq"},
+    {ATTN_CPU_AVX512VL, "avx512vl"},
+    {ATTN_CPU_AVX512BF16, "avx512bf16"},
+    {ATTN_CPU_AVX512FP16, "avx512fp16"},
+    {ATTN_CPU_AVX512VBMI, "avx512vbmi"},
+    {ATTN_CPU_ARM_FP16, "fp16"},
+    {ATTN_CPU_ARM_BF16, "bf16"},
+};
+
+int attn_cpu_feature_names(uint32_t bits, char *buf, size_t size) {
+    int len = 0;
+    if (size)
+        buf[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!(bits & names[i].bit))
+            continue;
+        size_t at = (size_t)len < size ? (size_t)len : size;
+        len += snprintf(buf ? buf + at : NULL, size - at, "%s%s", len ? ", " : "", names[i].name);
+        bits &= ~names[i].bit;
+    }
+    for (int b = 0; b < 32; b++) /* bits no name is known for (a newer compiler's) */
+        if (bits & (1u << b)) {
+            size_t at = (size_t)len < size ? (size_t)len : size;
+            len += snprintf(buf ? buf + at : NULL, size - at, "%sbit %d", len ? ", " : "", b);
+        }
+    return len;
+}
+
+attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
+    if (!k)
+        return rt_fail(msg, ATTN_E_INVALID, "no kernel table");
+    if (k->abi_version != ATTN_KERNELS_ABI)
+        return rt_fail(msg, ATTN_E_INVALID,
+                       "kernel table of ABI version %u; this runtime runs version %d (compile the "
+                       "spec again with the attnc that matches it)",
+                       k->abi_version, ATTN_KERNELS_ABI);
+    if (k->n_buffers > ATTN_MAX_BUFFERS || k->n_buffers < 2 || (k->n_steps && !k->steps) ||
+        !k->buffers)
+        return rt_fail(msg, ATTN_E_INVALID,
+                       "kernel table with %u buffers and %u steps is malformed", k->n_buffers,
+                       k->n_steps);
+    attn_status st = attn_config_check(&k->config, msg);
+    if (st != ATTN_OK)
+        return st;
+    uint32_t n_load = 0, n_packed = 0;
+    for (uint32_t i = 0; i < k->n_steps; i++) {
+        if (!k->steps[i].fn || k->steps[i].phase >= ATTN_PHASE_COUNT)
+            return rt_fail(msg, ATTN_E_INVALID, "kernel table step %u is malformed", i);
+        n_load += k->steps[i].phase == ATTN_PHASE_LOAD;
+    }
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        if (d->role >= ATTN_BUF_ROLE_COUNT ||
+            ((d->role == ATTN_BUF_WEIGHT || d->role == ATTN_BUF_PACKED) &&
+             d->weight >= ATTN_WEIGHT_COUNT))
+            return rt_fail(msg, ATTN_E_INVALID, "kernel table buffer %u is malformed", i);
+        n_packed += d->role == ATTN_BUF_PACKED;
+    }
+    if (n_load != n_packed) /* the i-th load step packs the i-th packed buffer */
+        return rt_fail(msg, ATTN_E_INVALID, "kernel table has %u load steps for %u packed buffers",
+                       n_load, n_packed);
+    uint32_t missing = k->cpu_features & ~attn_cpu_features();
+    if (missing) {
+        char list[256];
+        attn_cpu_feature_names(missing, list, sizeof list);
+        return rt_fail(msg, ATTN_E_CPU,
+                       "the kernels of '%s' were compiled for CPU features this CPU lacks: %s "
+                       "(compile them on this machine, or for a CPU every target has: attnc "
+                       "compile --cpu %s)",
+                       k->config.name, list, PORTABLE_CPU);
+    }
+    return ATTN_OK;
+}

@@ -1,0 +1,188 @@
+/* test_target.c: kernel tables carry the CPU features their code was
+ * compiled for, as LLVM selects instructions for the target CPU, and the
+ * runtime refuses a table this CPU cannot run, naming what is missing;
+ * attnc compile says which CPU it targets when none is given. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnc.h"
+#include "support.h"
+
+#define SEED ATTNC_SOURCE_DIR "/specs/seed.yaml"
+
+static const uint32_t V2 = ATTN_CPU_SSE4_1 | ATTN_CPU_SSE4_2 | ATTN_CPU_POPCNT;
+static const uint32_t V3_ONLY = ATTN_CPU_AVX | ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_F16C |
+                                ATTN_CPU_BMI2 | ATTN_CPU_LZCNT | ATTN_CPU_MOVBE;
+static const uint32_t V4_ONLY =
+    ATTN_CPU_AVX512F | ATTN_CPU_AVX512BW | ATTN_CPU_AVX512DQ | ATTN_CPU_AVX512VL;
+
+static uint32_t features_of(const char *target, const char *cpu) {
+    attnc_options o = attnc_options_default();
+    o.target = target;
+    o.cpu = cpu;
+    char name[128], *err = NULL;
+    uint32_t f = 0xdeadbeef;
+    attnc_status st = attnc_target_cpu(&o, name, sizeof name, &f, &err);
+    if (st != ATTNC_OK)
+        fail_msg("attnc_target_cpu %s: %s", cpu ? cpu : "(host)", err ? err : "");
+    assert_string_equal(name, cpu ? cpu : name);
+    free(err);
+    return f;
+}
+
+/* The x86-64 levels are defined by their features (x86-64 psABI), and
+ * named CPUs have what their vendors list: LLVM's answer must agree. */
+static void named_cpus_need_their_documented_features(void **state) {
+    (void)state;
+    const char *x86 = "x86_64-linux-gnu", *arm = "aarch64-linux-gnu";
+    assert_int_equal(features_of(x86, "x86-64"), 0);
+    assert_int_equal(features_of(x86, "x86-64-v2"), V2);
+    assert_int_equal(features_of(x86, "x86-64-v3"), V2 | V3_ONLY);
+    assert_int_equal(features_of(x86, "x86-64-v4"), V2 | V3_ONLY | V4_ONLY);
+    assert_int_equal(features_of(x86, "znver3"), V2 | V3_ONLY);
+    assert_int_equal(features_of(x86, "znver4"),
+                     V2 | V3_ONLY | V4_ONLY | ATTN_CPU_AVX512BF16 | ATTN_CPU_AVX512VBMI);
+    assert_int_equal(features_of(x86, "sapphirerapids"),
+                     V2 | V3_ONLY | V4_ONLY | ATTN_CPU_AVX512BF16 | ATTN_CPU_AVX512FP16 |
+                         ATTN_CPU_AVX512VBMI);
+    assert_int_equal(features_of(arm, "generic"), 0);
+    assert_int_equal(features_of(arm, "cortex-a72"), 0);
+    assert_int_equal(features_of(arm, "neoverse-v1"), ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16);
+    /* a feature string on top of a CPU counts too */
+    attnc_options o = attnc_options_default();
+    o.target = x86;
+    o.cpu = "x86-64-v3";
+    o.features = "-avx2,-fma";
+    char name[64];
+    uint32_t f;
+    assert_int_equal(attnc_target_cpu(&o, name, sizeof name, &f, NULL), ATTNC_OK);
+    assert_int_equal(f & (ATTN_CPU_AVX2 | ATTN_CPU_FMA), 0);
+    assert_true(f & ATTN_CPU_AVX);
+    o.cpu = "no-such-cpu";
+    char *err = NULL;
+    assert_int_equal(attnc_target_cpu(&o, name, sizeof name, &f, &err), ATTNC_E_SPEC);
+    assert_non_null(strstr(err, "unknown CPU 'no-such-cpu'"));
+    free(err);
+}
+
+static attnc_jit *jit_for(const char *cpu) {
+    attnc_options o = attnc_options_default();
+    o.cpu = cpu;
+    attnc_jit *j = NULL;
+    char *err = NULL;
+    if (attnc_jit_compile_file(SEED, &o, &j, &err) != ATTNC_OK)
+        fail_msg("compile: %s", err ? err : "");
+    free(err);
+    return j;
+}
+
+/* The table records what the target needs: the host's code needs no more
+ * than this CPU has, a named CPU's what attnc_target_cpu says. */
+static void tables_record_their_features(void **state) {
+    (void)state;
+    attnc_jit *host = jit_for(NULL);
+    uint32_t need = attnc_jit_kernels(host)->cpu_features, have = attn_cpu_features();
+    assert_int_equal(need & ~have, 0);
+    assert_int_equal(need, features_of(NULL, NULL));
+#if defined(__x86_64__)
+    assert_true(have & ATTN_CPU_SSE4_2); /* every machine this is tested on */
+    assert_true(need & ATTN_CPU_SSE4_2);
+    if (have & ATTN_CPU_AVX2) {
+        attnc_jit *v3 = jit_for("x86-64-v3");
+        assert_int_equal(attnc_jit_kernels(v3)->cpu_features, V2 | V3_ONLY);
+        attnc_jit_free(v3);
+    }
+#endif
+    attnc_jit_free(host);
+}
+
+/* A table asking for a feature this CPU lacks (one of the other
+ * architecture's, which no CPU here has) is refused with its name. */
+static void a_table_this_cpu_cannot_run_is_refused(void **state) {
+    (void)state;
+    attnc_jit *j = jit_for(NULL);
+    attn_kernels k = *attnc_jit_kernels(j);
+    attn_block *b = NULL;
+    attn_msg m = {{0}};
+    assert_int_equal(attn_kernels_check(&k, &m), ATTN_OK);
+    assert_int_equal(attn_block_new(&k, NULL, &b), ATTN_OK);
+    attn_block_free(b);
+    b = NULL;
+#if defined(__x86_64__)
+    k.cpu_features |= ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16;
+    const char *want = "lacks: fp16, bf16 (compile them on this machine, or for a CPU every "
+                       "target has: attnc compile --cpu x86-64-v3)";
+#else
+    k.cpu_features |= ATTN_CPU_AVX2;
+    const char *want = "lacks: avx2";
+#endif
+    assert_int_equal(attn_block_new(&k, NULL, &b), ATTN_E_CPU);
+    assert_null(b);
+    assert_int_equal(attn_kernels_check(&k, &m), ATTN_E_CPU);
+    assert_non_null(strstr(m.text, "the kernels of 'seed' were compiled for CPU features"));
+    assert_non_null(strstr(m.text, want));
+    assert_string_equal(attn_status_str(ATTN_E_CPU),
+                        "the kernels need CPU features this machine lacks");
+    /* other broken tables get their reason too */
+    attn_kernels old = *attnc_jit_kernels(j);
+    old.abi_version = ATTN_KERNELS_ABI - 1;
+    assert_int_equal(attn_block_new(&old, NULL, &b), ATTN_E_INVALID);
+    assert_int_equal(attn_kernels_check(&old, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "ABI version"));
+    old = *attnc_jit_kernels(j);
+    old.n_buffers = 1;
+    assert_int_equal(attn_kernels_check(&old, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "malformed"));
+    assert_int_equal(attn_kernels_check(NULL, &m), ATTN_E_INVALID);
+    attnc_jit_free(j);
+}
+
+static void feature_names(void **state) {
+    (void)state;
+    char buf[64];
+    assert_int_equal(attn_cpu_feature_names(0, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    int n =
+        attn_cpu_feature_names(ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_AVX512FP16, buf, sizeof buf);
+    assert_string_equal(buf, "avx2, fma, avx512fp16");
+    assert_int_equal(n, (int)strlen(buf));
+    /* a bit with no name (from a newer compiler) is still shown */
+    attn_cpu_feature_names(1u << 30, buf, sizeof buf);
+    assert_string_equal(buf, "bit 30");
+    /* truncated like snprintf, the full length returned */
+    char small[8];
+    n = attn_cpu_feature_names(V2 | V3_ONLY, small, sizeof small);
+    assert_int_equal(strlen(small), 7);
+    assert_int_equal(n, attn_cpu_feature_names(V2 | V3_ONLY, NULL, 0));
+    assert_true(n > 60);
+}
+
+/* attnc compile names the CPU it compiles for when none is given. */
+static void compile_names_its_cpu(void **state) {
+    cli_fixture *f = *state;
+    char obj[1024], out[1024];
+    snprintf(obj, sizeof obj, "%s", path_in(f->dir, "s.o"));
+    snprintf(out, sizeof out, "%s", f->out);
+    const char *host[] = {ATTNC_BIN, "compile", SEED, "-o", obj, NULL};
+    assert_int_equal(run_cmd(host, out, NULL), 0);
+    assert_file_has(out, "for this machine's CPU, ");
+    assert_file_has(out, "the code needs ");
+    const char *v3[] = {ATTNC_BIN, "compile", SEED, "-o", obj, "--cpu", "x86-64-v3", NULL};
+    assert_int_equal(run_cmd(v3, out, NULL), 0);
+    char *text = file_text(out);
+    assert_null(strstr(text, "this machine's CPU"));
+    free(text);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(named_cpus_need_their_documented_features),
+        cmocka_unit_test(tables_record_their_features),
+        cmocka_unit_test(a_table_this_cpu_cannot_run_is_refused),
+        cmocka_unit_test(feature_names),
+        cmocka_unit_test_setup_teardown(compile_names_its_cpu, cli_fixture_setup,
+                                        cli_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
