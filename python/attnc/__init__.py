@@ -384,6 +384,8 @@ class Block:
         outputs are float32 of the same shapes. On error nothing changed."""
         if self._b is None:
             raise Error("attnc: this block was closed")
+        if not self.kernels._jit:
+            raise Error("attnc: this block's kernels were freed")
         if not isinstance(cache, Cache) or cache.block is not self:
             raise Error("attnc: forward needs a cache made by this block (block.cache(n))")
         single = isinstance(seqs, Seq)

@@ -256,6 +256,16 @@ def test_errors_carry_the_library_message(seed, tmp_path):
         len(s)
     with pytest.raises(attnc.Error):
         cache.new_seq().truncate(5)
+    # freed kernels or a closed block are refused, not run
+    k2 = attnc.compile(SPECS / "seed.yaml")
+    b2 = attnc.Block(k2, wpath)
+    c2 = b2.cache(16)
+    k2.free()
+    with pytest.raises(attnc.Error, match="kernels were freed"):
+        b2.forward(c2, c2.new_seq(), np.zeros((1, 768), np.float32))
+    b2.close()
+    with pytest.raises(attnc.Error, match="closed"):
+        b2.forward(c2, c2.new_seq(), np.zeros((1, 768), np.float32))
     other = attnc.Block(seed, wpath).cache(16)
     with pytest.raises(attnc.Error, match="made by this block"):
         block.forward(other, other.new_seq(), np.zeros((1, 768), np.float32))

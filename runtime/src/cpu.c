@@ -29,52 +29,46 @@ static uint64_t xcr0(void) {
     return (uint64_t)hi << 32 | lo;
 }
 
+/* Where cpuid reports each feature, and which register state it needs
+ * the OS to save (0 none, 1 AVX's YMM, 2 AVX-512's opmask and ZMM). */
+static const struct {
+    uint32_t flag;
+    unsigned leaf, sub, reg; /* reg: 0 eax, 1 ebx, 2 ecx, 3 edx */
+    unsigned bit, state;
+} cpuid_bits[] = {
+    {ATTN_CPU_SSE4_1, 1, 0, 2, 19, 0},
+    {ATTN_CPU_SSE4_2, 1, 0, 2, 20, 0},
+    {ATTN_CPU_POPCNT, 1, 0, 2, 23, 0},
+    {ATTN_CPU_MOVBE, 1, 0, 2, 22, 0},
+    {ATTN_CPU_AVX, 1, 0, 2, 28, 1},
+    {ATTN_CPU_FMA, 1, 0, 2, 12, 1},
+    {ATTN_CPU_F16C, 1, 0, 2, 29, 1},
+    {ATTN_CPU_AVX2, 7, 0, 1, 5, 1},
+    {ATTN_CPU_BMI2, 7, 0, 1, 8, 0},
+    {ATTN_CPU_AVX512F, 7, 0, 1, 16, 2},
+    {ATTN_CPU_AVX512DQ, 7, 0, 1, 17, 2},
+    {ATTN_CPU_AVX512BW, 7, 0, 1, 30, 2},
+    {ATTN_CPU_AVX512VL, 7, 0, 1, 31, 2},
+    {ATTN_CPU_AVX512VBMI, 7, 0, 2, 1, 2},
+    {ATTN_CPU_AVX512FP16, 7, 0, 3, 23, 2},
+    {ATTN_CPU_AVX512BF16, 7, 1, 0, 5, 2},
+    {ATTN_CPU_LZCNT, 0x80000001u, 0, 2, 5, 0}, /* ABM */
+};
+
 static uint32_t detect(void) {
-    unsigned a, b, c, d;
-    uint32_t f = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
+    unsigned r[4];
+    if (!__get_cpuid(1, &r[0], &r[1], &r[2], &r[3]))
         return 0;
-    unsigned c1 = c;
-    if (c1 & (1u << 19))
-        f |= ATTN_CPU_SSE4_1;
-    if (c1 & (1u << 20))
-        f |= ATTN_CPU_SSE4_2;
-    if (c1 & (1u << 23))
-        f |= ATTN_CPU_POPCNT;
-    if (c1 & (1u << 22))
-        f |= ATTN_CPU_MOVBE;
-    bool os_avx = (c1 & (1u << 27)) && (xcr0() & 0x6) == 0x6; /* OSXSAVE; XMM and YMM state */
-    bool os_avx512 = os_avx && (xcr0() & 0xe0) == 0xe0;
-    if (os_avx && (c1 & (1u << 28)))
-        f |= ATTN_CPU_AVX;
-    if (os_avx && (c1 & (1u << 12)))
-        f |= ATTN_CPU_FMA;
-    if (os_avx && (c1 & (1u << 29)))
-        f |= ATTN_CPU_F16C;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-        if (os_avx && (b & (1u << 5)))
-            f |= ATTN_CPU_AVX2;
-        if (b & (1u << 8))
-            f |= ATTN_CPU_BMI2;
-        if (os_avx512) {
-            if (b & (1u << 16))
-                f |= ATTN_CPU_AVX512F;
-            if (b & (1u << 17))
-                f |= ATTN_CPU_AVX512DQ;
-            if (b & (1u << 30))
-                f |= ATTN_CPU_AVX512BW;
-            if (b & (1u << 31))
-                f |= ATTN_CPU_AVX512VL;
-            if (c & (1u << 1))
-                f |= ATTN_CPU_AVX512VBMI;
-            if (d & (1u << 23))
-                f |= ATTN_CPU_AVX512FP16;
-            if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
-                f |= ATTN_CPU_AVX512BF16;
-        }
+    /* OSXSAVE, then XCR0: XMM and YMM state; opmask, ZMM_Hi256, Hi16_ZMM */
+    uint64_t x = (r[2] & (1u << 27)) ? xcr0() : 0;
+    bool state[3] = {true, (x & 0x6) == 0x6, (x & 0xe6) == 0xe6};
+    uint32_t f = 0;
+    for (size_t i = 0; i < sizeof cpuid_bits / sizeof cpuid_bits[0]; i++) {
+        if (!__get_cpuid_count(cpuid_bits[i].leaf, cpuid_bits[i].sub, &r[0], &r[1], &r[2], &r[3]))
+            continue; /* a leaf beyond the CPU's maximum */
+        if (state[cpuid_bits[i].state] && (r[cpuid_bits[i].reg] >> cpuid_bits[i].bit & 1))
+            f |= cpuid_bits[i].flag;
     }
-    if (__get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 5)))
-        f |= ATTN_CPU_LZCNT; /* ABM */
     return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)
