@@ -15,7 +15,7 @@
 #include "util.h"
 
 static const char roofline_usage[] =
-    "usage: attnc roofline [--threads N] [--runs N] [--json]\n"
+    "usage: attnc roofline [--threads N] [--runs N] [--cpu NAME] [--json]\n"
     "\n"
     "Measures what bench divides by, with code compiled for this CPU as the\n"
     "kernels are: the FP32 FMA peak (independent vector fused multiply-adds in\n"
@@ -24,12 +24,15 @@ static const char roofline_usage[] =
     "min and max.\n"
     "\n"
     "  --threads N   threads (default: $ATTN_THREADS or all CPUs)\n"
+    "  --cpu NAME    compile the probes for CPU NAME (e.g. x86-64-v3: AVX2 vectors on\n"
+    "                an AVX-512 machine), which must run here\n"
     "  --json        one JSON object: threads, fma_gflops, read_gbps (+ _min/_max)\n";
 
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
-    "                   [--dtype D] [--kv-dtype D] [--disable-pass P]... [--no-cache]\n"
+    "                   [--dtype D] [--kv-dtype D] [--cpu NAME] [--disable-pass P]...\n"
+    "                   [--no-cache]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -50,10 +53,13 @@ static const char bench_usage[] =
     "                   projection and count as block)\n"
     "  --dtype D        weights f32, f16, bf16, q8_0 or q4_0 instead of the spec's dtype\n"
     "  --kv-dtype D     K/V cache f32, f16, bf16 or q8_0 instead of the spec's kv_cache.dtype\n"
+    "  --cpu NAME       compile kernels and roofline probes for CPU NAME instead of\n"
+    "                   this one's (e.g. x86-64-v3: the AVX2 code, 16 registers, on\n"
+    "                   an AVX-512 machine); its features must be this CPU's\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --no-cache       compile every variant anew: neither read nor write the\n"
     "                   kernel cache (attnc cache --help)\n"
-    "  --json           one JSON object per row: spec, mode, part, seq, cache,\n"
+    "  --json           one JSON object per row: spec, mode, part, cpu, seq, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
@@ -113,10 +119,33 @@ static void probes_close(probes *p) {
     *p = (probes){0};
 }
 
-static int probes_open(int threads, probes *p) {
+/* EXIT_OK if code compiled for cpu (NULL: this one) runs here, else the
+ * features this CPU lacks, as an input error. */
+static int cpu_runs_here(const char *cmd, const char *cpu) {
+    if (!cpu)
+        return EXIT_OK;
+    attnc_options o = attnc_options_default();
+    o.cpu = cpu;
+    char name[128], *msg = NULL, list[512];
+    uint32_t need;
+    attnc_status cst = attnc_target_cpu(&o, name, sizeof name, &need, &msg);
+    if (cst != ATTNC_OK)
+        return compile_error(cst, msg);
+    uint32_t missing = need & ~attn_cpu_features();
+    if (!missing)
+        return EXIT_OK;
+    attn_cpu_feature_names(missing, list, sizeof list);
+    fprintf(stderr, "attnc: error: %s: --cpu %s needs CPU features this machine lacks: %s\n", cmd,
+            cpu, list);
+    return EXIT_INPUT;
+}
+
+static int probes_open(int threads, const char *cpu, probes *p) {
     *p = (probes){.threads = threads};
     char *msg = NULL;
-    attnc_status cst = attnc_probes_compile(&p->jit, &p->pr, &msg);
+    attnc_options o = attnc_options_default();
+    o.cpu = cpu;
+    attnc_status cst = attnc_probes_compile_for(&o, &p->jit, &p->pr, &msg);
     if (cst != ATTNC_OK)
         return compile_error(cst, msg);
     free(msg);
@@ -223,10 +252,11 @@ static void print_roofline_line(const roofline *r) {
 }
 
 int cmd_roofline(int argc, char **argv) {
-    const char *help = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
+    const char *help = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL, *cpu = NULL;
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
         {"--threads", NULL, true, &threads_s, NULL, 0},
+        {"--cpu", NULL, true, &cpu, NULL, 0},
         {"--runs", NULL, true, &runs_s, NULL, 0},
         {"--json", NULL, false, &json, NULL, 0},
         {0},
@@ -244,8 +274,10 @@ int cmd_roofline(int argc, char **argv) {
         (runs_s && !parse_int("roofline", "--runs", runs_s, 1, 1000, &runs)))
         return EXIT_USAGE;
     roofline r = {0};
-    probes pb;
-    int rc = probes_open((int)threads, &pb);
+    probes pb = {0};
+    int rc = cpu_runs_here("roofline", cpu);
+    if (rc == EXIT_OK)
+        rc = probes_open((int)threads, cpu, &pb);
     if (rc == EXIT_OK)
         rc = measure_roofline(&pb, (int)runs, &r);
     probes_close(&pb);
@@ -284,6 +316,7 @@ typedef struct bench {
     const char *disabled[40];
     int n_disabled;
     bool no_cache;
+    const char *cpu; /* NULL: this CPU */
 } bench;
 
 /* The useful work of one timed call (see the usage text). */
@@ -367,6 +400,7 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     o.disabled_passes = off;
     o.n_disabled_passes = n;
     o.no_cache = b->no_cache;
+    o.cpu = b->cpu;
     char *msg = NULL;
     attnc_status cst = attnc_jit_compile_file(b->compiled, &o, &r->jit, &msg);
     if (cst != ATTNC_OK)
@@ -527,6 +561,7 @@ static void report(const bench *b, const roofline *rl, const char *variant,
         cJSON_AddStringToObject(o, "spec", b->cfg.name);
         cJSON_AddStringToObject(o, "mode", b->decode ? "decode" : "prefill");
         cJSON_AddStringToObject(o, "part", b->core ? "core" : "block");
+        cJSON_AddStringToObject(o, "cpu", b->cpu ? b->cpu : "host");
         cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
         cJSON_AddNumberToObject(o, "cache", b->decode ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "threads", b->threads);
@@ -606,6 +641,7 @@ int cmd_bench(int argc, char **argv) {
         {"--ablation", NULL, false, &ablation, NULL, 0},
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
+        {"--cpu", NULL, true, &b.cpu, NULL, 0},
         {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {0},
@@ -648,6 +684,8 @@ int cmd_bench(int argc, char **argv) {
     b.threads = (int)threads;
     b.runs = (int)runs;
     int rc = load_spec(b.spec, &b.cfg);
+    if (rc == EXIT_OK)
+        rc = cpu_runs_here("bench", b.cpu);
     if (rc != EXIT_OK)
         return rc;
     bool other_dtypes = dtype != ATTN_DTYPE_COUNT || kv_dtype != ATTN_DTYPE_COUNT;
@@ -675,13 +713,14 @@ int cmd_bench(int argc, char **argv) {
         b.compiled = tmp;
     roofline rl;
     probes pb;
-    if ((rc = probes_open(b.threads, &pb)) == EXIT_OK &&
+    if ((rc = probes_open(b.threads, b.cpu, &pb)) == EXIT_OK &&
         (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
         if (!json) {
-            printf("attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s\n",
-                   b.cfg.name, mode, part, b.decode ? "cache" : "seq",
-                   (long long)(b.decode ? cache : seq), b.threads, attn_dtype_name(b.cfg.dtype),
-                   attn_dtype_name(b.cfg.kv_dtype));
+            printf(
+                "attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s%s%s\n",
+                b.cfg.name, mode, part, b.decode ? "cache" : "seq",
+                (long long)(b.decode ? cache : seq), b.threads, attn_dtype_name(b.cfg.dtype),
+                attn_dtype_name(b.cfg.kv_dtype), b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(&b, &pb, &rl, NULL, json, true);

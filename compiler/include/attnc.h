@@ -232,6 +232,11 @@ typedef struct attnc_probes {
 /* The probes live in *jit until attnc_jit_free (whose kernel table is
  * then empty). *error as for attnc_jit_compile_file. */
 ATTNC_API attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error);
+/* The same compiled for opt's CPU and features (opt->target must be NULL:
+ * they run here; the caller checks that this CPU has the features,
+ * attnc_target_cpu). */
+ATTNC_API attnc_status attnc_probes_compile_for(const attnc_options *opt, attnc_jit **jit,
+                                                attnc_probes *out, char **error);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,59 @@ static void bench_decode_rows(void **state) {
     cJSON_Delete(r[0]);
 }
 
+/* --cpu: kernels and probes compiled for another CPU this one can run
+ * (x86-64-v2's 4-lane vectors have a quarter of AVX-512's peak and half
+ * of AVX2's); a CPU whose features this one lacks is refused, naming
+ * them, before anything runs. */
+static void bench_and_roofline_for_another_cpu(void **state) {
+#if !defined(__x86_64__)
+    skip();
+#endif
+    fixture *f = *state;
+    cJSON *r[16];
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "40", "--json", "--runs", "5",
+                           "--cpu", "x86-64-v2"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_string_equal(str(r[0], "cpu"), "x86-64-v2");
+    assert_consistent(r[0]);
+    double v2_peak = num(r[0], "peak_gflops");
+    cJSON_Delete(r[0]);
+    assert_int_equal(ATTNC(f, "roofline", "--json", "--runs", "3"), 0);
+    assert_int_equal(rows(f, r), 1);
+    double host_peak = num(r[0], "fma_gflops");
+    cJSON_Delete(r[0]);
+    if (attn_cpu_features() & ATTN_CPU_AVX2) /* wider vectors: at least 1.5 x the FMAs */
+        assert_true(host_peak > 1.5 * v2_peak);
+    /* the CPU with the most features attnc records, and one of another ISA */
+    uint32_t spr = ATTN_CPU_SSE4_1 | ATTN_CPU_SSE4_2 | ATTN_CPU_POPCNT | ATTN_CPU_AVX |
+                   ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_F16C | ATTN_CPU_BMI2 | ATTN_CPU_LZCNT |
+                   ATTN_CPU_MOVBE | ATTN_CPU_AVX512F | ATTN_CPU_AVX512BW | ATTN_CPU_AVX512DQ |
+                   ATTN_CPU_AVX512VL | ATTN_CPU_AVX512BF16 | ATTN_CPU_AVX512FP16 |
+                   ATTN_CPU_AVX512VBMI;
+    for (const char *const *c = (const char *const[]){"bench", "roofline", NULL}; *c; c++) {
+        int rc = !strcmp(*c, "bench")
+                     ? ATTNC(f, "bench", SPEC("seed"), "--seq", "40", "--runs", "5", "--cpu",
+                             "sapphirerapids")
+                     : ATTNC(f, "roofline", "--runs", "1", "--cpu", "sapphirerapids");
+        char *err = read_file(f->err, NULL);
+        if ((attn_cpu_features() & spr) == spr) {
+            assert_int_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, 2);
+            assert_non_null(
+                strstr(err, "--cpu sapphirerapids needs CPU features this machine lacks"));
+        }
+        free(err);
+        rc = !strcmp(*c, "bench") ? ATTNC(f, "bench", SPEC("seed"), "--cpu", "cortex-a72")
+                                  : ATTNC(f, "roofline", "--cpu", "cortex-a72");
+        assert_int_equal(rc, 2);
+        err = read_file(f->err, NULL);
+        assert_non_null(strstr(err, "unknown CPU 'cortex-a72'"));
+        free(err);
+    }
+}
+
 /* How many temporary specs of `bench --dtype/--kv-dtype` exist now. */
 static size_t temp_specs(void) {
     glob_t g;
@@ -211,6 +264,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(bench_and_roofline_refuse_bad_arguments, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(roofline_json, cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_and_roofline_for_another_cpu, cli_fixture_setup,
+                                        cli_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

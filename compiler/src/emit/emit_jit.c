@@ -198,19 +198,21 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
     return st;
 }
 
-static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes *pr) {
+static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, attnc_jit **out,
+                                   attnc_probes *pr) {
     attnc_jit *jit = calloc(1, sizeof *jit);
     LLVMTargetMachineRef tm = NULL, jit_tm = NULL;
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     attnc_status st = jit ? ATTNC_OK : ATTNC_E_NOMEM;
     if (st == ATTNC_OK)
-        st = emit_target_machine(ctx, NULL, &tm);
+        st = emit_target_machine(ctx, opt, &tm);
     if (st == ATTNC_OK)
-        st = emit_target_machine(ctx, NULL, &jit_tm);
+        st = emit_target_machine(ctx, opt, &jit_tm);
     if (st != ATTNC_OK)
         goto done;
     cg_target target = emit_target_shape(tm);
-    LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter);
+    LLVMModuleRef mod =
+        cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter);
     pr->lanes = target.lanes;
     if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {
         LLVMDisposeModule(mod);
@@ -221,7 +223,8 @@ static attnc_status probes_compile(attnc_ctx *ctx, attnc_jit **out, attnc_probes
     jit_tm = NULL;
     LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
     if (st == ATTNC_OK) {
-        LLVMErrorRef err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
+        LLVMErrorRef err =
+            LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
         if (err) /* consumed tsm either way */
             st = emit_llvm_error(ctx, err, "adding the probes to the JIT");
     } else {
@@ -252,15 +255,24 @@ done:
     return st;
 }
 
-attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error) {
+attnc_status attnc_probes_compile_for(const attnc_options *opt, attnc_jit **jit, attnc_probes *out,
+                                      char **error) {
     if (error)
         *error = NULL;
     attnc_ctx *ctx = attnc_ctx_new();
     if (!ctx)
         return ATTNC_E_NOMEM;
-    attnc_status st = jit && out ? probes_compile(ctx, jit, out) : ATTNC_E_IO;
+    attnc_status st = ATTNC_E_IO;
+    if (opt && opt->target)
+        diag_error(ctx, st = ATTNC_E_SPEC, (attnc_loc){0}, "the probes run here: no --target");
+    else if (jit && out)
+        st = probes_compile(ctx, opt, jit, out);
     if (st != ATTNC_OK && error)
         *error = compile_diag_text(ctx, "compiling the probes failed");
     attnc_ctx_free(ctx);
     return st;
+}
+
+attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error) {
+    return attnc_probes_compile_for(NULL, jit, out, error);
 }
