@@ -617,6 +617,22 @@ static void jit_works_for_other_cpus(void **state) {
         if (!(e <= 1e-4))
             fail_msg("--cpu %s: relative error %g", cpus[i], e);
     }
+    /* the AVX2 code's flash prefill (more than 8 new tokens; its own tile
+     * shapes, 16 registers) over groups of 1 to 71 heads, windows,
+     * softcap, QK-norm, head_dim 64 to 256, in one shot and in chunks */
+    uint32_t v3 = ATTN_CPU_AVX | ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_F16C | ATTN_CPU_BMI2;
+    if ((attn_cpu_features() & v3) != v3)
+        return;
+    const char *specs[] = {"seed", "mistral_7b", "gemma2_9b", "qwen3_8b", "phi3_mini", "falcon_7b"};
+    for (int i = 0; i < 6; i++)
+        for (int64_t chunk = 45; chunk >= 20; chunk -= 25) {
+            attnc_options o = attnc_options_default();
+            o.cpu = "x86-64-v3";
+            double e = jit_vs_ref(spec_path(specs[i]), &o, 45, chunk, 2, 3 + (uint64_t)i);
+            if (!(e <= 1e-4))
+                fail_msg("--cpu x86-64-v3, %s, chunks of %lld: relative error %g", specs[i],
+                         (long long)chunk, e);
+        }
 }
 
 typedef struct compile_job {
