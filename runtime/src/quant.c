@@ -154,6 +154,19 @@ void rt_round_row(attn_dtype t, float *x, int64_t n) {
             rt_dequant_row(t, b, x + i, RT_QK);
 }
 
+void rt_to_f32(attn_dtype t, const unsigned char *src, float *y, int64_t n) {
+    if (attn_dtype_block(t) > 1) {
+        rt_dequant_row(t, src, y, n);
+    } else if (t == ATTN_DTYPE_F32) {
+        memcpy(y, src, (size_t)n * sizeof *y);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            y[i] = t == ATTN_DTYPE_BF16 ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
+        }
+    }
+}
+
 const char *rt_unstorable(float v) {
     return isnan(v) ? "NaN" : isinf(v) ? "infinity" : "values whose block scale overflows f16";
 }

@@ -43,6 +43,9 @@ RT_HIDDEN int64_t rt_quant_row(attn_dtype t, const float *x, unsigned char *dst,
 RT_HIDDEN int64_t rt_quant_row_exact(attn_dtype t, const float *x, unsigned char *dst, int64_t n);
 /* n values of blocks of t at src, exactly, into y. */
 RT_HIDDEN void rt_dequant_row(attn_dtype t, const unsigned char *src, float *y, int64_t n);
+/* n values stored as dtype t at src (little-endian f32, f16, bf16, or
+ * blocks of a block format) as f32 into y, exactly. */
+RT_HIDDEN void rt_to_f32(attn_dtype t, const unsigned char *src, float *y, int64_t n);
 /* Why value v cannot be stored in a block format: "NaN", "infinity", or
  * (a finite v that rt_quant_row refused) its block's scale overflow. */
 RT_HIDDEN const char *rt_unstorable(float v);

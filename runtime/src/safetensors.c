@@ -383,22 +383,15 @@ attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim, const
         return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path,
                        name, got, want);
     }
-    const unsigned char *src = t->data;
     if (dt == ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_FORMAT,
                        "%s: tensor '%s' has dtype %s; supported are F32, F16, BF16 and attnc's "
                        "q8_0 and q4_0",
                        f->path, name, t->dtype);
-    if (dt == ATTN_DTYPE_F32) {
-        memcpy(dst, src, t->nbytes);
-    } else if (attn_dtype_block(dt) > 1) {
-        rt_dequant_row(dt, src, dst, (int64_t)(t->nbytes / rt_quant_block_bytes(dt)) * RT_QK);
-    } else {
-        for (size_t i = 0; i < t->nbytes / 2; i++) {
-            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-            dst[i] = dt == ATTN_DTYPE_BF16 ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
-        }
-    }
+    int64_t n = 1; /* the shapes are equal: the values the header's bytes hold */
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    rt_to_f32(dt, t->data, dst, n);
     return ATTN_OK;
 }
 

@@ -241,22 +241,6 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     }
 }
 
-/* n values of dtype from at src as f32 into dst. */
-static void to_f32(attn_dtype from, const unsigned char *src, float *dst, int64_t n) {
-    if (rt_quant_block_bytes(from)) {
-        rt_dequant_row(from, src, dst, n);
-        return;
-    }
-    for (int64_t j = 0; j < n; j++) {
-        if (from == ATTN_DTYPE_F32) {
-            memcpy(&dst[j], src + 4 * j, 4);
-            continue;
-        }
-        uint16_t h = (uint16_t)(src[2 * j] | src[2 * j + 1] << 8);
-        dst[j] = from == ATTN_DTYPE_F16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
-    }
-}
-
 /* n f32 values as dtype to into dst (rounded to nearest even, or
  * quantized by rows of n). -1, or the index of a value the block formats
  * cannot take (rt_quant_row). */
@@ -356,7 +340,7 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
             memcpy(out, row, dst_row);
             continue;
         }
-        to_f32(from, row, tmp, cols);
+        rt_to_f32(from, row, tmp, cols);
         int64_t bad = -1;
         for (int64_t j = 0; check_finite && bad < 0 && j < cols; j++)
             if (!isfinite(tmp[j]))
