@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
         printf("attnc %s\n", ATTNC_VERSION);
         return EXIT_OK;
     }
-    const char *names[16];
+    const char *names[sizeof cmds / sizeof cmds[0]];
     for (size_t i = 0; i < n_cmds; i++) {
         if (!strcmp(c, cmds[i].name) && c == argv[1])
             return cmds[i].run(argc - 1, argv + 1);

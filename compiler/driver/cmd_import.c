@@ -690,8 +690,9 @@ static int from_gguf(imp *m, const char *path) {
     }
     snprintf(m->src_dtype, sizeof m->src_dtype,
              "the layer's q weight is not F32/F16/BF16/Q8_0/Q4_0");
-    if (q && attn_gguf_type_dtype(q->type) != ATTN_DTYPE_COUNT) {
-        m->dtype = attn_gguf_type_dtype(q->type);
+    attn_dtype qdt = q ? attn_gguf_type_dtype(q->type) : ATTN_DTYPE_COUNT;
+    if (qdt != ATTN_DTYPE_COUNT) {
+        m->dtype = qdt;
         m->has_dtype = true;
         snprintf(m->src_dtype, sizeof m->src_dtype, "%s is %s", qn, q->type_name);
     }

@@ -28,7 +28,7 @@ typedef struct flash {
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, slv[8];       /* ALiBi: the rows' slopes [rows], as vectors */
-    LLVMValueRef kf, vf;           /* q8_0 cache: a tile's K [hd][bk] and V [bk][hd] as f32 */
+    LLVMValueRef kf, vf;           /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
 } flash;
 
 static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
@@ -59,13 +59,13 @@ static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
     return r;
 }
 
-/* Splat of element d (stride: the view's nb[0]) of the K or V row r
- * (any cache dtype; q8_0: q times the d of its block of 32, the next
- * block's d block_tokens further). */
-static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
+/* Element d (stride: the view's nb[0]) of the K or V row r as f32 (any
+ * cache dtype; q8_0: q times the d of its block of 32, the next block's
+ * d block_tokens further). */
+static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
     if (r.f32)
-        return cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")), ""));
+        return LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")), "");
     int64_t stride;
     ATTNC_ASSERT(ir_dim_is_const(v->nb[0], &stride));
     LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
@@ -75,7 +75,12 @@ static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
                                        cg_i64(c, c->g->cfg.kv_block_tokens), "");
         x = LLVMBuildFMul(c->b, x, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at)), "");
     }
-    return cg_splat(c, x);
+    return x;
+}
+
+/* Element d of the K or V row r, splat to every row of a vector. */
+static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
+    return cg_splat(c, elem(c, kv, r, d));
 }
 
 /* Row r of an item: its head and token (valid when *ok). */
@@ -244,8 +249,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     LLVMPositionBuilderAtEnd(c->b, one);
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-        LLVMValueRef x = bcast(c, f->k, krow[j], lk.i);
-        LLVMBuildStore(c->b, LLVMBuildExtractElement(c->b, x, LLVMConstInt(c->i32, 0, false), ""),
+        LLVMBuildStore(c->b, elem(c, f->k, krow[j], lk.i),
                        cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""), cg_i64(c, j), "")));
         cg_for_end(c, &lk);
     }
@@ -281,7 +285,7 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
     }
-    if (f->kf) /* q8_0: the tile widened once, for all rows of the item */
+    if (f->kf) /* a narrow cache: the tile widened once, for all rows of the item */
         widen_tile(c, f, krow, vrow);
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j, j0, posv);

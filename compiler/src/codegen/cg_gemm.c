@@ -469,6 +469,13 @@ static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueR
     }
 }
 
+/* Panel p of f32, f16 or bf16 weights from k = kb: its first weight. */
+static LLVMValueRef fpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMValueRef kb) {
+    const cg_gemm *gm = &gc->gm;
+    LLVMValueRef first = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, "");
+    return cg_buf_elem(c, gc->w_buf, c->g->cfg.dtype, LLVMBuildMul(c->b, first, cg_i64(c, gm->nr), ""));
+}
+
 /* The k blocks of 32 from kb of panel p of a block format: their first
  * byte. */
 static LLVMValueRef qpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMValueRef kb) {
@@ -598,10 +605,7 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
     } else {
         LLVMValueRef w0[2];
         for (int pp = 0; pp < npan; pp++)
-            w0[pp] = cg_buf_elem(
-                c, gc->w_buf, wdt,
-                LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, pan[pp], cg_i64(c, gm->k), ""), kb, ""),
-                             cg_i64(c, gm->nr), ""));
+            w0[pp] = fpanel_at(c, gc, pan[pp], kb);
         float_sums(c, gc, R, direct, wdt, npan, w0, kn, x0, init, next);
     }
     for (int pp = 0; pp < npan; pp++)

@@ -546,10 +546,6 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
         cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, w->r[i], L));
 }
 
-/* Unit w's p.v over tile t, guarded where the tile is partial. A whole
- * tile lies in one block (kvec): its V rows are one row's address plus
- * multiples of the token stride, instead of a block table look-up per
- * key (which the vectorizer turned into gathers). */
 /* q8_0: pd[b][i][j] = p[i][j] times key j's d of V's block b of 32: the
  * keys' d of a block, at vd[j] + b * block_tokens, are one vector where
  * the tile lies in one block (one), else a gather; then rb multiplies,
@@ -573,6 +569,10 @@ static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool on
     }
 }
 
+/* Unit w's p.v over tile t, guarded where the tile is partial. A whole
+ * tile lies in one block (kvec): its V rows are one row's address plus
+ * multiples of the token stride, instead of a block table look-up per
+ * key (which the vectorizer turned into gathers). */
 static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, LLVMValueRef pd,
                     const ahead *av) {
     LLVMValueRef vrow[64], vd[64];
