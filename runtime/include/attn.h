@@ -153,12 +153,17 @@ typedef struct attn_config {
     double softcap;                  /* 0 = off */
     bool qkv_bias;
     bool o_bias;
+    bool no_k_bias;  /* with qkv_bias: q and v have a bias, k none (spec k_bias: false; Whisper) */
     bool scale_auto; /* scale = 1/sqrt(head_dim) */
     double scale;    /* the effective scale, also when scale_auto */
     attn_dtype dtype;        /* weights */
     attn_dtype kv_dtype;     /* K/V cache; the reference rounds K/V to it */
     int64_t kv_block_tokens; /* tokens per cache block */
     int64_t kv_max_tokens;   /* longest sequence */
+    /* cross_attention: 0 = self-attention; else K and V are projected
+     * from a sequence's memory [rows, memory_dim] (attn_seq_set_memory),
+     * once, and every query sees every memory row */
+    int64_t memory_dim;
 } attn_config;
 
 /* Checks every invariant and limit of c. ATTN_E_INVALID with the first
@@ -411,6 +416,11 @@ ATTN_API attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float
 ATTN_API int64_t attn_ref_len(const attn_ref *r);
 /* Drops the cached tokens beyond n_tokens (n_tokens <= len). */
 ATTN_API attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens);
+/* Cross-attention: K/V of memory [n_rows, memory_dim] (n_rows <= the
+ * capacity), which every later forward attends to; only before the first
+ * forward (attn_seq_set_memory's rules). */
+ATTN_API attn_status attn_ref_set_memory(attn_ref *r, int64_t n_rows, const float *memory,
+                                         attn_msg *m);
 
 /* ---- blocks: compiled kernels + weights ------------------------------------ */
 
@@ -507,13 +517,27 @@ ATTN_API attn_status attn_seq_truncate(attn_cache *c, int32_t seq, int64_t n_tok
 ATTN_API attn_status attn_seq_free(attn_cache *c, int32_t seq);
 /* Tokens in seq, or -1 for an unknown or freed sequence. */
 ATTN_API int64_t attn_seq_len(const attn_cache *c, int32_t seq);
+/* Cross-attention (a spec with cross_attention): projects memory
+ * [n_rows, memory_dim] (f32; an encoder's output) through the block's K
+ * and V weights, once, into seq's blocks; every later forward of seq
+ * attends to these rows (1 <= n_rows <= kv_cache.max_tokens). A forked
+ * sequence shares them; truncate keeps them. Before seq's first forward
+ * the memory may be set again (the old one is released); after it,
+ * ATTN_E_INVALID. Also ATTN_E_INVALID for a self-attention block or an
+ * unknown sequence, ATTN_E_CAPACITY if the blocks are not free; on any
+ * error nothing changed. */
+ATTN_API attn_status attn_seq_set_memory(attn_cache *c, int32_t seq, int64_t n_rows,
+                                         const float *memory);
 
 /* Advances n sequences at once: seqs[i] gets n_tokens[i] new tokens
  * (prefill and decode alike; 0 is allowed) at positions len(seqs[i]).. .
  * x holds the new tokens back to back [sum n_tokens, d_model]; y receives
- * the outputs in the same order. A sequence may appear once. Errors:
- * ATTN_E_INVALID (bad argument, unknown sequence, a position beyond
- * kv_cache.max_tokens), ATTN_E_CAPACITY (not enough free blocks),
+ * the outputs in the same order. A sequence may appear once. A
+ * cross-attention block's sequences attend to their memory
+ * (attn_seq_set_memory) and append nothing; their tokens are not bounded
+ * by kv_cache.max_tokens. Errors: ATTN_E_INVALID (bad argument, unknown
+ * sequence, a position beyond kv_cache.max_tokens, a cross-attention
+ * sequence without memory), ATTN_E_CAPACITY (not enough free blocks),
  * ATTN_E_NOMEM; on any error no sequence changed (attn_cache_error says
  * why). */
 ATTN_API attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,

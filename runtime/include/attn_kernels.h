@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 7
+#define ATTN_KERNELS_ABI 8
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -48,11 +48,17 @@ _Static_assert(offsetof(attn_kernel_args, block_table) == 48, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, buf) == 56, "kernel ABI");
 
 /* - load: once when a block's weights are set (n_tokens = 0), turning the
- *   weight buffers into the kernels' packed buffers; never in a forward. */
+ *   weight buffers into the kernels' packed buffers; never in a forward.
+ * - memory (cross-attention): once per attn_seq_set_memory, over the
+ *   memory's rows (n_tokens of them, cache rows slot[t]): the K/V
+ *   projections of the memory into the sequence's cache. A forward's
+ *   sequence phase then reads the n_past memory rows as its keys (T = P)
+ *   and appends nothing. */
 typedef enum attn_phase {
     ATTN_PHASE_TOKENS,
     ATTN_PHASE_SEQUENCE,
     ATTN_PHASE_LOAD,
+    ATTN_PHASE_MEMORY,
     ATTN_PHASE_COUNT
 } attn_phase;
 
@@ -91,6 +97,7 @@ typedef enum attn_buf_role {
                          its new tokens) or, if per_sequence, of one sequence, whose T
                          then counts keys from the first visible one: T - attn_first_key(P)
                          (attn.h: a window's or a chunk's first key), else P + S */
+    ATTN_BUF_MEMORY,  /* cross-attention: the memory [S, memory_dim] f32 (memory phase) */
     ATTN_BUF_PACKED,  /* weights in the kernels' own layout, c elements of 4 bytes, owned
                          by the block; made from weight `weight` by a load-phase step:
                          the i-th load step writes the i-th packed buffer and reads

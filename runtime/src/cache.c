@@ -4,7 +4,12 @@
  * its forwards. A forward checks everything first, then reserves blocks
  * (copying a shared partial block on write), then runs the kernel table:
  * token-phase steps once over the whole batch, each run of sequence-phase
- * steps once per sequence, a barrier after every step. */
+ * steps once per sequence, a barrier after every step.
+ *
+ * A cross-attention block's sequences hold their memory's K/V instead:
+ * attn_seq_set_memory runs the memory-phase steps once over its rows
+ * into the sequence's blocks, and forwards read them (n_past = the
+ * memory rows) without appending; len then only counts tokens. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +20,7 @@ typedef struct seq {
     bool live;
     int64_t len;
     int64_t released; /* leading logical blocks given back (sliding window) */
+    int64_t mem;      /* cross-attention: memory rows in the blocks, 0 = none yet */
     int32_t *table;   /* owned: [max_blocks] physical block per logical block, -1 none */
 } seq;
 
@@ -147,6 +153,11 @@ int64_t attn_seq_len(const attn_cache *c, int32_t id) {
     return s ? s->len : -1;
 }
 
+/* Rows the sequence's blocks hold: its tokens' K/V, or its memory's. */
+static int64_t held(const attn_cache *c, const seq *s) {
+    return c->cfg.memory_dim > 0 ? s->mem : s->len;
+}
+
 /* Callers have checked n_free (attn_forward counts blocks first). */
 static int32_t take_block(attn_cache *c) {
     int32_t blk = c->free_list[--c->n_free];
@@ -191,7 +202,7 @@ static seq *new_slot(attn_cache *c, int32_t *id) {
         return NULL;
     for (int64_t b = 0; b < c->max_blocks; b++)
         s->table[b] = -1;
-    s->len = s->released = 0;
+    s->len = s->released = s->mem = 0;
     *id = i;
     return s;
 }
@@ -215,11 +226,12 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
         return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
     const seq *s = &c->seqs[src]; /* after new_slot: the array may have moved */
     memcpy(d->table, s->table, (size_t)c->max_blocks * sizeof *d->table);
-    for (int64_t b = 0; b < blocks_for(c, s->len); b++)
+    for (int64_t b = 0; b < blocks_for(c, held(c, s)); b++)
         if (d->table[b] >= 0)
             c->refs[d->table[b]]++;
     d->len = s->len;
     d->released = s->released;
+    d->mem = s->mem; /* the memory's blocks are shared, never written again */
     d->live = true;
     *dst = id;
     return ATTN_OK;
@@ -232,6 +244,10 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     if (n_tokens < 0 || n_tokens > s->len)
         return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
                     (long long)s->len);
+    if (c->cfg.memory_dim > 0) { /* the memory stays: tokens have no K/V here */
+        s->len = n_tokens;
+        return ATTN_OK;
+    }
     int64_t first = attn_first_key(&c->cfg, n_tokens);
     if (s->released > 0 && first < s->released * c->bt)
         return rt_fail(&c->error, ATTN_E_INVALID,
@@ -249,9 +265,9 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
     seq *s = find(c, id);
     if (!s)
         return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id) : ATTN_E_INVALID;
-    release(c, s, 0, blocks_for(c, s->len));
+    release(c, s, 0, blocks_for(c, held(c, s)));
     s->live = false;
-    s->len = 0;
+    s->len = s->mem = 0;
     return ATTN_OK;
 }
 
@@ -260,6 +276,8 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
 /* Keys a sequence-phase buffer holds: from the first one any new query of
  * the sequence can see (as the kernels' cg_first_key) to the last. */
 static int64_t visible_keys(const attn_cache *c, int64_t P, int64_t S) {
+    if (c->cfg.memory_dim > 0) /* the memory rows */
+        return P;
     return P + S - attn_first_key(&c->cfg, P);
 }
 
@@ -301,7 +319,7 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
 /* Blocks sequence s needs to take n more tokens: new logical blocks, plus
  * one if its last partial block is shared (it gets copied). */
 static int64_t blocks_needed(const attn_cache *c, const seq *s, int64_t n) {
-    if (n == 0)
+    if (n == 0 || c->cfg.memory_dim > 0)
         return 0;
     int64_t more = blocks_for(c, s->len + n) - blocks_for(c, s->len);
     if (s->len % c->bt && c->refs[s->table[s->len / c->bt]] > 1)
@@ -313,6 +331,11 @@ static int64_t blocks_needed(const attn_cache *c, const seq *s, int64_t n) {
 static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot) {
     if (n == 0)
         return;
+    if (c->cfg.memory_dim > 0) { /* nothing is appended */
+        for (int64_t t = 0; t < n; t++)
+            pos[t] = s->len + t, slot[t] = -1;
+        return;
+    }
     int64_t last = s->len / c->bt;
     if (s->len % c->bt && c->refs[s->table[last]] > 1) { /* copy on write */
         int32_t old = s->table[last], fresh = take_block(c);
@@ -334,6 +357,122 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
         pos[t] = p;
         slot[t] = (int64_t)s->table[p / c->bt] * c->bt + p % c->bt;
     }
+}
+
+/* Keys before a sequence's new tokens: its tokens, or its memory rows. */
+static int64_t past(const attn_cache *c, const seq *s) {
+    return c->cfg.memory_dim > 0 ? s->mem : s->len;
+}
+
+/* Scratch bytes[i] of each buffer of a step over total rows: batch
+ * buffers for all of them; per-sequence ones for the largest of the n
+ * sequences, since sequences take their turns. Returns the sum. */
+static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int32_t *seqs,
+                            const int32_t *n_tokens, size_t *bytes) {
+    const attn_kernels *k = c->b->k;
+    size_t sum = 0;
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        bytes[i] = 0;
+        if (d->role != ATTN_BUF_SCRATCH)
+            continue;
+        bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
+        for (int q = 0; q < n && d->per_sequence; q++) {
+            int64_t S = n_tokens[q];
+            size_t sz = buf_bytes(d, S, visible_keys(c, past(c, &c->seqs[seqs[q]]), S));
+            bytes[i] = sz > bytes[i] ? sz : bytes[i];
+        }
+        sum += bytes[i];
+    }
+    return sum;
+}
+
+/* The args of a step over total rows: every buffer bound (scratch laid
+ * out by bytes), positions and cache rows in c->pos and c->slot. */
+static void bind(attn_cache *c, attn_kernel_args *a, int64_t total, const float *x, float *y,
+                 const float *memory, const size_t *bytes) {
+    const attn_kernels *k = c->b->k;
+    *a = (attn_kernel_args){.abi_version = ATTN_KERNELS_ABI, .n_tokens = total, .pos = c->pos,
+                            .slot = c->slot};
+    size_t at = 0;
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        switch ((attn_buf_role)d->role) {
+        case ATTN_BUF_INPUT: a->buf[i] = (void *)x; break;
+        case ATTN_BUF_OUTPUT: a->buf[i] = y; break;
+        case ATTN_BUF_WEIGHT: a->buf[i] = c->b->weight[d->weight]; break;
+        case ATTN_BUF_MEMORY: a->buf[i] = (void *)memory; break;
+        case ATTN_BUF_PACKED: a->buf[i] = c->b->packed[i]; break;
+        case ATTN_BUF_CACHE_K: a->buf[i] = c->k; break;
+        case ATTN_BUF_CACHE_V: a->buf[i] = c->v; break;
+        case ATTN_BUF_SCRATCH: a->buf[i] = (char *)c->scratch + at; break;
+        case ATTN_BUF_ROLE_COUNT: break;
+        }
+        at += bytes[i];
+    }
+}
+
+attn_status attn_seq_set_memory(attn_cache *c, int32_t id, int64_t n_rows, const float *memory) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error.text[0] = 0;
+    const attn_config *cfg = &c->cfg;
+    attn_block *b = c->b;
+    seq *s = find(c, id);
+    if (cfg->memory_dim == 0)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "set_memory: block '%s' is self-attention (its spec has no cross_attention)",
+                       cfg->name);
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_INVALID, "set_memory: unknown sequence %d", id);
+    if (!b->loaded)
+        return rt_fail(&c->error, ATTN_E_INVALID, "the block has no weights");
+    if (n_rows < 1 || n_rows > cfg->kv_max_tokens)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "set_memory: %lld rows; a memory has 1 to kv_cache.max_tokens (%lld)",
+                       (long long)n_rows, (long long)cfg->kv_max_tokens);
+    if (!memory)
+        return rt_fail(&c->error, ATTN_E_INVALID, "set_memory: memory is NULL");
+    if (s->mem > 0 && s->len > 0)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "set_memory: sequence %d already attends to a memory of %lld rows over "
+                       "%lld tokens; a memory can be replaced only before the first forward "
+                       "(truncate the sequence to 0 tokens, or start a new one)",
+                       id, (long long)s->mem, (long long)s->len);
+    /* its old memory's blocks come back unless another sequence shares them */
+    int64_t need = blocks_for(c, n_rows), back = 0;
+    for (int64_t i = 0; i < blocks_for(c, s->mem); i++)
+        back += c->refs[s->table[i]] == 1;
+    if (need > c->n_free + back)
+        return rt_fail(&c->error, ATTN_E_CAPACITY,
+                       "set_memory: %lld rows need %lld blocks, %lld are free", (long long)n_rows,
+                       (long long)need, (long long)(c->n_free + back));
+    size_t bytes[ATTN_MAX_BUFFERS];
+    attn_status st = reserve(c, 1, n_rows, scratch_bytes(c, n_rows, 0, NULL, NULL, bytes));
+    if (st)
+        return st;
+
+    /* nothing can fail from here on */
+    release(c, s, 0, blocks_for(c, s->mem));
+    for (int64_t i = 0; i < need; i++)
+        s->table[i] = take_block(c);
+    for (int64_t t = 0; t < n_rows; t++) {
+        c->pos[t] = t;
+        c->slot[t] = (int64_t)s->table[t / c->bt] * c->bt + t % c->bt;
+    }
+    attn_kernel_args *a = &c->args[0];
+    bind(c, a, n_rows, NULL, NULL, memory, bytes);
+    a->block_table = s->table;
+    const attn_kernels *k = b->k;
+#pragma omp parallel num_threads(b->n_threads)
+    {
+        uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
+        for (uint32_t i = 0; i < k->n_steps; i++)
+            if (k->steps[i].phase == ATTN_PHASE_MEMORY)
+                run_step(c, i, a, ith, nth);
+    }
+    s->mem = n_rows;
+    return ATTN_OK;
 }
 
 attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
@@ -358,7 +497,12 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
                 return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch", seqs[i]);
         if (n_tokens[i] < 0)
             return rt_fail(&c->error, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
-        if (s->len + n_tokens[i] > cfg->kv_max_tokens)
+        if (cfg->memory_dim > 0 && s->mem == 0)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d has no memory: a cross-attention block attends to the "
+                           "memory attn_seq_set_memory gives it",
+                           seqs[i]);
+        if (cfg->memory_dim == 0 && s->len + n_tokens[i] > cfg->kv_max_tokens)
             return rt_fail(&c->error, ATTN_E_INVALID,
                         "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
                         seqs[i], (long long)(s->len + n_tokens[i] - 1),
@@ -374,51 +518,21 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     if (!x || !y)
         return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
 
-    /* scratch: batch buffers for all new tokens; per-sequence ones for the
-     * largest sequence, since sequences take their turns */
     const attn_kernels *k = b->k;
-    size_t bytes[ATTN_MAX_BUFFERS] = {0}, scratch = 0;
-    for (uint32_t i = 0; i < k->n_buffers; i++) {
-        const attn_buffer_desc *d = &k->buffers[i];
-        if (d->role != ATTN_BUF_SCRATCH)
-            continue;
-        bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
-        for (int q = 0; q < n && d->per_sequence; q++) {
-            int64_t S = n_tokens[q];
-            size_t sz = buf_bytes(d, S, visible_keys(c, c->seqs[seqs[q]].len, S));
-            bytes[i] = sz > bytes[i] ? sz : bytes[i];
-        }
-        scratch += bytes[i];
-    }
-    attn_status st = reserve(c, n, total, scratch);
+    size_t bytes[ATTN_MAX_BUFFERS];
+    attn_status st = reserve(c, n, total, scratch_bytes(c, total, n, seqs, n_tokens, bytes));
     if (st)
         return st;
 
     /* nothing can fail from here on */
     attn_kernel_args *batch = &c->args[n];
-    *batch = (attn_kernel_args){.abi_version = ATTN_KERNELS_ABI, .n_tokens = total,
-                                .pos = c->pos, .slot = c->slot};
-    size_t at = 0;
-    for (uint32_t i = 0; i < k->n_buffers; i++) {
-        const attn_buffer_desc *d = &k->buffers[i];
-        switch ((attn_buf_role)d->role) {
-        case ATTN_BUF_INPUT: batch->buf[i] = (void *)x; break;
-        case ATTN_BUF_OUTPUT: batch->buf[i] = y; break;
-        case ATTN_BUF_WEIGHT: batch->buf[i] = b->weight[d->weight]; break;
-        case ATTN_BUF_PACKED: batch->buf[i] = b->packed[i]; break;
-        case ATTN_BUF_CACHE_K: batch->buf[i] = c->k; break;
-        case ATTN_BUF_CACHE_V: batch->buf[i] = c->v; break;
-        case ATTN_BUF_SCRATCH: batch->buf[i] = (char *)c->scratch + at; break;
-        case ATTN_BUF_ROLE_COUNT: break;
-        }
-        at += bytes[i];
-    }
+    bind(c, batch, total, x, y, NULL, bytes);
     int64_t row = 0;
     for (int q = 0; q < n; q++) {
         seq *s = &c->seqs[seqs[q]];
         c->args[q] = *batch;
         c->args[q].n_tokens = n_tokens[q];
-        c->args[q].n_past = s->len;
+        c->args[q].n_past = past(c, s);
         c->args[q].tok0 = row;
         c->args[q].block_table = s->table;
         place(c, s, n_tokens[q], c->pos + row, c->slot + row);
@@ -429,7 +543,8 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     {
         uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
         for (uint32_t i = 0; i < k->n_steps;) {
-            if (k->steps[i].phase == ATTN_PHASE_LOAD) { /* ran when the weights were set */
+            if (k->steps[i].phase == ATTN_PHASE_LOAD || /* ran when the weights were set */
+                k->steps[i].phase == ATTN_PHASE_MEMORY) { /* ran by attn_seq_set_memory */
                 i++;
                 continue;
             }

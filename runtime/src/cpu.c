@@ -153,12 +153,16 @@ attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
     attn_status st = attn_config_check(&k->config, msg);
     if (st != ATTN_OK)
         return st;
-    uint32_t n_load = 0, n_packed = 0;
+    uint32_t n_load = 0, n_packed = 0, n_memory = 0;
     for (uint32_t i = 0; i < k->n_steps; i++) {
         if (!k->steps[i].fn || k->steps[i].phase >= ATTN_PHASE_COUNT)
             return rt_fail(msg, ATTN_E_INVALID, "kernel table step %u is malformed", i);
         n_load += k->steps[i].phase == ATTN_PHASE_LOAD;
+        n_memory += k->steps[i].phase == ATTN_PHASE_MEMORY;
     }
+    if ((n_memory > 0) != (k->config.memory_dim > 0))
+        return rt_fail(msg, ATTN_E_INVALID, "kernel table has %u memory steps for memory_dim %lld",
+                       n_memory, (long long)k->config.memory_dim);
     for (uint32_t i = 0; i < k->n_buffers; i++) {
         const attn_buffer_desc *d = &k->buffers[i];
         if (d->role >= ATTN_BUF_ROLE_COUNT ||

@@ -13,6 +13,7 @@ struct attn_ref {
     const attn_weights *w; /* borrowed */
     attn_config c;
     int64_t cap, len;
+    int64_t mem;  /* cross-attention: memory rows in k, v (0 = none yet) */
     float *k, *v; /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype */
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
@@ -281,63 +282,103 @@ int64_t attn_ref_len(const attn_ref *r) {
 attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens) {
     if (!r || n_tokens < 0 || n_tokens > r->len)
         return ATTN_E_INVALID;
-    r->len = n_tokens;
+    r->len = n_tokens; /* a memory stays */
     return ATTN_OK;
 }
 
-/* Projects one token's K and V, rotates K, rounds both to the cache dtype
- * and stores them at cache row pos. tmp holds d_model + kv_groups*head_dim. */
+
+/* Width of what K and V are projected from: x, or (cross-attention) the
+ * memory. */
+static int64_t kv_in(const attn_config *c) {
+    return c->memory_dim > 0 ? c->memory_dim : c->d_model;
+}
+
+/* Projects one token's (or memory row's) K and V, rotates K, rounds both
+ * to the cache dtype and stores them at cache row pos. tmp holds kv_in +
+ * kv_groups*head_dim. */
 static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     const attn_config *c = &r->c;
     const attn_weights *w = r->w;
-    int64_t hd = c->head_dim, kvd = c->kv_groups * hd;
+    int64_t hd = c->head_dim, kvd = c->kv_groups * hd, in = kv_in(c);
     float *krow = r->k + pos * kvd, *vrow = r->v + pos * kvd;
     double *xd = tmp + kvd;
-    widen(x, c->d_model, xd);
-    linear(w->wk, w->bk, kvd, c->d_model, xd, tmp);
+    widen(x, in, xd);
+    linear(w->wk, w->bk, kvd, in, xd, tmp);
     ref_qk_norm(c, w->k_norm, c->kv_groups, tmp);
     for (int64_t g = 0; g < c->kv_groups; g++)
         ref_rope_apply(c, r->inv_freq, pos, tmp + g * hd);
     for (int64_t i = 0; i < kvd; i++)
         krow[i] = (float)tmp[i];
     rt_round_row(c->kv_dtype, krow, kvd);
-    linear(w->wv, w->bv, kvd, c->d_model, xd, tmp);
+    linear(w->wv, w->bv, kvd, in, xd, tmp);
     for (int64_t i = 0; i < kvd; i++)
         vrow[i] = (float)tmp[i];
     rt_round_row(c->kv_dtype, vrow, kvd);
 }
 
-attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
-                             attn_msg *m) {
-    if (!r || n_tokens < 0 || (n_tokens > 0 && (!x || !y)))
-        return rt_fail(m, ATTN_E_INVALID, "attn_ref_forward: bad argument");
-    if (n_tokens > r->cap - r->len)
-        return rt_fail(m, ATTN_E_CAPACITY,
-                       "%lld new tokens do not fit: %lld of %lld cache positions are used",
-                       (long long)n_tokens, (long long)r->len, (long long)r->cap);
+/* K/V rows base.. of rows [n, kv_in] (x or the memory), in parallel. */
+static attn_status project_rows(attn_ref *r, int64_t n, const float *rows, int64_t base,
+                                attn_msg *m) {
     const attn_config *c = &r->c;
-    const attn_weights *w = r->w;
-    int64_t hd = c->head_dim, qd = c->heads * hd, D = c->d_model;
-    int64_t n_kv = r->len + n_tokens, base = r->len;
-    size_t scratch = (size_t)(c->kv_groups * hd + D);
+    size_t scratch = (size_t)(c->kv_groups * c->head_dim + kv_in(c));
     bool oom = false;
-
-    /* All K/V first: a non-causal query sees every key of this call. */
 #pragma omp parallel
     {
         double *tmp = malloc(scratch * sizeof *tmp);
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n_tokens; t++)
+        for (int64_t t = 0; t < n; t++)
             if (tmp)
-                append_kv(r, x + t * D, base + t, tmp);
+                append_kv(r, rows + t * kv_in(c), base + t, tmp);
         if (!tmp) {
 #pragma omp atomic write
             oom = true;
         }
         free(tmp);
     }
-    if (oom)
-        return rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch");
+    return oom ? rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch") : ATTN_OK;
+}
+
+attn_status attn_ref_set_memory(attn_ref *r, int64_t n_rows, const float *memory, attn_msg *m) {
+    if (!r || !memory)
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_memory: NULL argument");
+    if (r->c.memory_dim == 0)
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_memory: '%s' is self-attention", r->c.name);
+    if (n_rows < 1 || n_rows > r->cap)
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_memory: %lld rows; the cache holds 1 to %lld",
+                       (long long)n_rows, (long long)r->cap);
+    if (r->len > 0)
+        return rt_fail(m, ATTN_E_INVALID,
+                       "attn_ref_set_memory: the memory can be replaced only before the first "
+                       "forward");
+    r->mem = 0;
+    attn_status st = project_rows(r, n_rows, memory, 0, m);
+    if (st == ATTN_OK)
+        r->mem = n_rows;
+    return st;
+}
+
+attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
+                             attn_msg *m) {
+    if (!r || n_tokens < 0 || (n_tokens > 0 && (!x || !y)))
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_forward: bad argument");
+    bool cross = r->c.memory_dim > 0;
+    if (cross && r->mem == 0)
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_forward: cross-attention without a memory");
+    if (!cross && n_tokens > r->cap - r->len)
+        return rt_fail(m, ATTN_E_CAPACITY,
+                       "%lld new tokens do not fit: %lld of %lld cache positions are used",
+                       (long long)n_tokens, (long long)r->len, (long long)r->cap);
+    const attn_config *c = &r->c;
+    const attn_weights *w = r->w;
+    int64_t hd = c->head_dim, qd = c->heads * hd, D = c->d_model;
+    /* cross-attention: the keys are the memory's rows */
+    int64_t n_kv = cross ? r->mem : r->len + n_tokens, base = r->len;
+    bool oom = false;
+
+    /* All K/V first: a non-causal query sees every key of this call. */
+    attn_status st = cross ? ATTN_OK : project_rows(r, n_tokens, x, base, m);
+    if (st)
+        return st;
 
 #pragma omp parallel
     {
@@ -370,6 +411,6 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
     }
     if (oom) /* rows past len may hold new K/V, but len is unchanged */
         return rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch");
-    r->len = n_kv;
+    r->len = base + n_tokens;
     return ATTN_OK;
 }

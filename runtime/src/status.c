@@ -200,6 +200,30 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
         return rt_fail(m, bad, "kv_cache.max_tokens (%lld) must be in 1..%lld",
                        (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
+    if (c->no_k_bias && !c->qkv_bias)
+        return rt_fail(m, bad, "no_k_bias (k_bias: false) needs qkv_bias");
+    if (c->no_k_bias && c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ)
+        return rt_fail(m, bad, "weights.layout %s fuses q, k and v with a bias each; k_bias: false "
+                               "needs separate projections (llama or gptj)",
+                       attn_layout_name(c->weights_layout));
+    if (!in_range(c->memory_dim, 0, ATTN_MAX_D_MODEL))
+        return rt_fail(m, bad, "cross_attention.memory_dim (%lld) must be in 0..%d",
+                       (long long)c->memory_dim, ATTN_MAX_D_MODEL);
+    if (c->memory_dim > 0) {
+        const char *no = c->causal ? "causal"
+                         : c->rope_style != ATTN_ROPE_NONE ? "rope"
+                         : c->alibi ? "alibi"
+                         : c->temp_floor_scale > 0 ? "query_temperature"
+                         : c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ
+                             ? "a fused weights.layout"
+                             : NULL;
+        if (no)
+            return rt_fail(m, bad, "cross-attention does not go with %s", no);
+        if (rt_quant_block_bytes(c->dtype) && c->memory_dim % RT_QK)
+            return rt_fail(m, bad, "dtype %s needs cross_attention.memory_dim (%lld) to be a "
+                                   "multiple of %d",
+                           attn_dtype_name(c->dtype), (long long)c->memory_dim, RT_QK);
+    }
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
         return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
                        (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
@@ -225,7 +249,8 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->chunk == b->chunk && a->temp_floor_scale == b->temp_floor_scale &&
            a->temp_attn_scale == b->temp_attn_scale &&
            a->sliding_window == b->sliding_window && a->softcap == b->softcap &&
-           a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias &&
+           a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias && a->no_k_bias == b->no_k_bias &&
+           a->memory_dim == b->memory_dim &&
            a->scale_auto == b->scale_auto && a->scale == b->scale && a->dtype == b->dtype &&
            a->kv_dtype == b->kv_dtype && a->kv_block_tokens == b->kv_block_tokens &&
            a->kv_max_tokens == b->kv_max_tokens;

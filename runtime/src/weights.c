@@ -30,11 +30,11 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     int64_t q = c->heads * c->head_dim, kv = c->kv_groups * c->head_dim;
     switch (i) {
     case W_Q: shape[0] = q, shape[1] = c->d_model; return 2;
-    case W_K:
-    case W_V: shape[0] = kv, shape[1] = c->d_model; return 2;
+    case W_K: /* cross-attention: K and V from the memory */
+    case W_V: shape[0] = kv, shape[1] = c->memory_dim > 0 ? c->memory_dim : c->d_model; return 2;
     case W_O: shape[0] = c->d_model, shape[1] = q; return 2;
     case B_Q: shape[0] = q; return c->qkv_bias;
-    case B_K:
+    case B_K: shape[0] = kv; return c->qkv_bias && !c->no_k_bias;
     case B_V: shape[0] = kv; return c->qkv_bias;
     case B_O: shape[0] = c->d_model; return c->o_bias;
     case N_Q:
@@ -48,8 +48,8 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
 
 /* The longest row of the projection matrices. */
 static int64_t w_cols_max(const attn_config *c) {
-    int64_t q = c->heads * c->head_dim;
-    return q > c->d_model ? q : c->d_model;
+    int64_t q = c->heads * c->head_dim, in = c->d_model > c->memory_dim ? c->d_model : c->memory_dim;
+    return q > in ? q : in;
 }
 
 static size_t w_numel(const attn_config *c, int i) {

@@ -14,12 +14,6 @@
 #include "attnc.h"
 #include "support.h"
 
-static const char *spec_path(const char *name) {
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, name);
-    return buf;
-}
-
 static attnc_options opts_in(const char *dir) {
     attnc_options o = attnc_options_default();
     o.cache_dir = dir;

@@ -13,7 +13,7 @@ static const char *const shipped[] = {
     "seed", "llama2_7b", "llama3_8b", "mistral_7b", "qwen2_7b", "gemma2_9b", "falcon_7b", "gptj_6b",
     "qwen3_8b", "gemma3_12b_local", "gemma3_12b_global", "gpt_oss_20b_sliding", "gpt_oss_20b_full",
     "olmo2_7b", "llama4_scout_local", "llama4_scout_global", "bloom_7b1",
-    "phi3_mini",
+    "phi3_mini", "whisper_large_v3_cross", "mllama_11b_cross",
 };
 
 static attnc_status load_str(const char *text, attn_config *c, attnc_ctx **ctx_out) {
@@ -110,6 +110,45 @@ static void spec_shipped_values_match_their_models(void **state) {
     assert_int_equal(c.kv_groups, 16); /* default: MHA */
     c = load_shipped("seed");
     assert_true(c.heads == 12 && c.kv_groups == 4 && c.head_dim == 64 && c.d_model == 768);
+    assert_true(c.memory_dim == 0 && !c.no_k_bias);
+    c = load_shipped("whisper_large_v3_cross");
+    assert_true(c.memory_dim == 1280 && c.heads == 20 && c.kv_groups == 20 && c.head_dim == 64 &&
+                c.qkv_bias && c.no_k_bias && c.o_bias && !c.causal &&
+                c.weights_layout == ATTN_LAYOUT_GPTJ && c.kv_max_tokens == 1500);
+    c = load_shipped("mllama_11b_cross");
+    assert_true(c.memory_dim == 4096 && c.kv_groups == 8 && c.qk_norm == ATTN_QK_NORM_HEAD &&
+                c.qk_norm_weight && c.qk_norm_eps == 1e-5 && !c.qkv_bias && !c.causal);
+}
+
+/* cross_attention: memory_dim defaults to d_model, causal to false; an
+ * explicit off value of a self-attention key is allowed; k_bias: false
+ * drops K's bias only. */
+static void spec_cross_attention_and_k_bias(void **state) {
+    (void)state;
+    attn_config c = load_ok("name: m\nheads: 4\nhead_dim: 16\nd_model: 80\ncross_attention: {}\n"
+                            "causal: false\nrope: none\nsliding_window: 0\n");
+    assert_true(c.memory_dim == 80 && !c.causal && c.rope_style == ATTN_ROPE_NONE);
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\ncross_attention:\n  memory_dim: 7\n");
+    assert_true(c.memory_dim == 7 && !c.causal);
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\ncross_attention: none\n");
+    assert_true(c.memory_dim == 0 && c.causal);
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\nqkv_bias: true\nk_bias: false\n");
+    assert_true(c.qkv_bias && c.no_k_bias);
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\nqkv_bias: true\nk_bias: true\n");
+    assert_true(c.qkv_bias && !c.no_k_bias);
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\nk_bias: false\n");
+    assert_true(!c.qkv_bias && !c.no_k_bias);
+    /* the runtime's check refuses what the spec would */
+    attn_msg m;
+    c = config_small(4, 4, 16, 64);
+    c.memory_dim = 32;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID); /* causal */
+    assert_non_null(strstr(m.text, "cross-attention does not go with causal"));
+    c.causal = false;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_OK);
+    c.no_k_bias = true;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "needs qkv_bias"));
 }
 
 static void spec_fills_defaults(void **state) {
@@ -313,6 +352,7 @@ int main(void) {
         cmocka_unit_test(spec_loads_every_shipped_spec),
         cmocka_unit_test(spec_shipped_values_match_their_models),
         cmocka_unit_test(spec_fills_defaults),
+        cmocka_unit_test(spec_cross_attention_and_k_bias),
         cmocka_unit_test(spec_rope_defaults),
         cmocka_unit_test(spec_accepts_kv_heads_alias),
         cmocka_unit_test(spec_reads_every_key),

@@ -99,21 +99,6 @@ static const char *const shipped[] = {
 };
 #define N_SHIPPED (sizeof shipped / sizeof shipped[0])
 
-static const char *spec_path(const char *name) {
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, name);
-    return buf;
-}
-
-/* Writes the config c to dir/name as a spec; its path. */
-static const char *write_spec(const char *dir, const attn_config *c, const char *name) {
-    char *yaml = attnc_spec_to_yaml(c);
-    const char *path = path_in(dir, name);
-    write_file(path, yaml, strlen(yaml));
-    free(yaml);
-    return path;
-}
-
 /* Small configs that combine the features of current models: which 0:
  * YaRN (truncate false), per-head QK-norm times 1 + weight, sinks,
  * chunks of 24, biases; 1: ALiBi, QK-norm over the whole row, sinks,

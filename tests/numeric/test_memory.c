@@ -38,6 +38,7 @@ static double budget(const attn_kernels *k) {
         switch ((attn_buf_role)d->role) {
         case ATTN_BUF_INPUT:
         case ATTN_BUF_OUTPUT:
+        case ATTN_BUF_MEMORY:
         case ATTN_BUF_SCRATCH:
         case ATTN_BUF_PACKED: bytes += elems * 4; break;
         case ATTN_BUF_WEIGHT: bytes += d->load_only ? 0 : elems * 4; break;

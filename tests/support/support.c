@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attnc.h"
 #include "support.h"
 
 extern char **environ;
@@ -320,4 +321,18 @@ void assert_file_has(const char *path, const char *want) {
     if (!strstr(s, want))
         fail_msg("%s lacks '%s':\n%s", path, want, s);
     free(s);
+}
+
+const char *spec_path(const char *name) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, name);
+    return buf;
+}
+
+const char *write_spec(const char *dir, const attn_config *c, const char *name) {
+    char *yaml = attnc_spec_to_yaml(c); /* attnc_lib: linked by every test */
+    const char *path = path_in(dir, name);
+    write_file(path, yaml, strlen(yaml));
+    free(yaml);
+    return path;
 }

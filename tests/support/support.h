@@ -42,6 +42,11 @@ int cli_fixture_teardown(void **state);
 char *file_text(const char *path);
 void assert_file_has(const char *path, const char *want);
 
+/* specs/name.yaml of the source tree (a static buffer). */
+const char *spec_path(const char *name);
+/* Writes the config c to dir/name as a spec; its path (path_in's). */
+const char *write_spec(const char *dir, const attn_config *c, const char *name);
+
 /* A small valid config; callers change fields, then attn_config_check. */
 attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model);
 

@@ -35,7 +35,8 @@ static void function_begin(cg *c, LLVMValueRef fn) {
     c->args = LLVMGetParam(c->fn, 0);
     c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
     c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
-    c->T = LLVMBuildAdd(c->b, c->P, c->S, "T");
+    /* cross-attention: the keys are the n_past memory rows */
+    c->T = c->g->cfg.memory_dim > 0 ? c->P : LLVMBuildAdd(c->b, c->P, c->S, "T");
     c->tok0 = args_field(c, offsetof(attn_kernel_args, tok0), c->i64, "tok0");
     c->pos = args_field(c, offsetof(attn_kernel_args, pos), c->ptr, "pos");
     c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");

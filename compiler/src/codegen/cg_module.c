@@ -29,6 +29,7 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_MASK:
     case IR_OP_SOFTMAX: cg_emit_rowwise(c, n, name); break;
     case IR_OP_INPUT:
+    case IR_OP_MEMORY:
     case IR_OP_WEIGHT:
     case IR_OP_SLICE:
     case IR_OP_SPLIT_HEADS:

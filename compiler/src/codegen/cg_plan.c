@@ -105,11 +105,22 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         /* attention proper runs per sequence; everything else over the batch */
         bool per_seq = n->op == IR_OP_GQA_EXPAND || n->op == IR_OP_QK || n->op == IR_OP_PV ||
                        n->op == IR_OP_FLASH || (ir_op_flags(n->op) & IR_INPLACE);
-        p->phase[n->id] = per_seq ? ATTN_PHASE_SEQUENCE : ATTN_PHASE_TOKENS;
+        /* cross-attention: what is computed from the memory runs in the
+         * memory phase (once per sequence), up to its cache stores */
+        bool from_memory = n->op == IR_OP_MEMORY;
+        for (int j = 0; j < n->nargs; j++)
+            from_memory |= p->phase[n->args[j]->id] == ATTN_PHASE_MEMORY;
+        p->phase[n->id] = per_seq       ? ATTN_PHASE_SEQUENCE
+                          : from_memory ? ATTN_PHASE_MEMORY
+                                        : ATTN_PHASE_TOKENS;
         cg_view *v = &p->view[n->id];
         const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
         switch (n->op) {
         case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
+        case IR_OP_MEMORY:
+            *v = contiguous(p, n, ATTN_BUF_MEMORY,
+                            add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
+            break;
         case IR_OP_WEIGHT:
             if (weight_buf[n->weight] < 0) {
                 int64_t numel = n->ne[0].c * (n->ndim == 2 ? n->ne[1].c : 1);

@@ -60,7 +60,9 @@ static void weight_shape(const attn_config *c, ir_node *n) {
     switch ((attn_weight_id)n->weight) {
     case ATTN_W_Q: set_shape(n, 2, ir_const(D), ir_const(qd), z); break;
     case ATTN_W_K:
-    case ATTN_W_V: set_shape(n, 2, ir_const(D), ir_const(kvd), z); break;
+    case ATTN_W_V: /* cross-attention: K and V from the memory */
+        set_shape(n, 2, ir_const(c->memory_dim > 0 ? c->memory_dim : D), ir_const(kvd), z);
+        break;
     case ATTN_W_O: set_shape(n, 2, ir_const(qd), ir_const(D), z); break;
     case ATTN_W_QKV: set_shape(n, 2, ir_const(D), ir_const(qd + 2 * kvd), z); break;
     case ATTN_B_Q: set_shape(n, 1, ir_const(qd), z, z); break;
@@ -102,6 +104,11 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     n->dt = ATTN_DTYPE_F32;
     switch (n->op) {
     case IR_OP_INPUT: set_shape(n, 2, ir_const(c->d_model), S, z); return true;
+    case IR_OP_MEMORY:
+        if (c->memory_dim <= 0)
+            return WHY("memory without cross_attention");
+        set_shape(n, 2, ir_const(c->memory_dim), S, z);
+        return true;
     case IR_OP_WEIGHT:
         weight_shape(c, n);
         return n->ndim ? true : WHY("unknown weight %d", n->weight);

@@ -48,9 +48,15 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);
     if (!x)
         return diag_first_code(ctx);
+    /* cross-attention: K and V come from the memory, projected once per
+     * sequence (its own phase) into the cache */
+    ir_node *kvx = x;
+    if (cfg->memory_dim > 0 && !(kvx = ir_add(g, IR_OP_MEMORY, NULL, 0, L[SPEC_K_CROSS])))
+        return diag_first_code(ctx);
     ir_node *q = project(g, x, ATTN_W_Q, ATTN_B_Q, qkv_b, L[SPEC_K_HEADS]);
-    ir_node *k = project(g, x, ATTN_W_K, ATTN_B_K, qkv_b, L[SPEC_K_KV_GROUPS]);
-    ir_node *v = project(g, x, ATTN_W_V, ATTN_B_V, qkv_b, L[SPEC_K_KV_GROUPS]);
+    ir_node *k = project(g, kvx, ATTN_W_K, ATTN_B_K, qkv_b && !cfg->no_k_bias,
+                         L[cfg->no_k_bias ? SPEC_K_K_BIAS : SPEC_K_KV_GROUPS]);
+    ir_node *v = project(g, kvx, ATTN_W_V, ATTN_B_V, qkv_b, L[SPEC_K_KV_GROUPS]);
     q = unary(g, IR_OP_SPLIT_HEADS, q, L[SPEC_K_HEADS]);
     k = unary(g, IR_OP_SPLIT_HEADS, k, L[SPEC_K_KV_GROUPS]);
     v = unary(g, IR_OP_SPLIT_HEADS, v, L[SPEC_K_KV_GROUPS]);

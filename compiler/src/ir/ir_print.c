@@ -142,6 +142,7 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             put(t, " split_kv<=%lld", (long long)n->split_tokens);
         break;
     case IR_OP_INPUT:
+    case IR_OP_MEMORY:
     case IR_OP_SPLIT_HEADS:
     case IR_OP_GQA_EXPAND:
     case IR_OP_SOFTMAX:
@@ -156,7 +157,11 @@ char *ir_print(ir_graph *g) {
     text t = {arena_alloc(&g->ctx->arena, 4096), 0, 4096, &g->ctx->arena};
     if (t.buf)
         t.buf[0] = 0;
-    put(&t, "graph %s  ; S = new tokens, T = cached + new tokens\n", g->cfg.name);
+    if (g->cfg.memory_dim > 0)
+        put(&t, "graph %s  ; S = new tokens (memory rows from memory), T = memory rows\n",
+            g->cfg.name);
+    else
+        put(&t, "graph %s  ; S = new tokens, T = cached + new tokens\n", g->cfg.name);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = g->nodes[i];
         if (n->dead)

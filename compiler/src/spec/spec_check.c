@@ -19,7 +19,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
     "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
     "scale",  "dtype",          "kv_cache", "qk_norm", "sinks",   "alibi",
-    "chunked_attention", "query_temperature", "weights",
+    "chunked_attention", "query_temperature", "weights", "k_bias", "cross_attention",
 };
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
@@ -40,6 +40,9 @@ static const char *const norm_keys[N_COUNT] = {"type", "scope", "eps", "weight",
 
 enum { T_FLOOR_SCALE, T_ATTN_SCALE, T_COUNT };
 static const char *const temp_keys[T_COUNT] = {"floor_scale", "attn_scale"};
+
+enum { X_MEMORY_DIM, X_COUNT };
+static const char *const cross_keys[X_COUNT] = {"memory_dim"};
 
 enum { W_LAYOUT, W_COUNT };
 static const char *const weights_keys[W_COUNT] = {"layout"};
@@ -452,6 +455,67 @@ static void check_rope(checker *ck, const ynode *v, attn_config *c, const ynode 
         check_scaling(ck, val[R_SCALING], c);
 }
 
+/* cross_attention: none, or {memory_dim} (default d_model). */
+static void check_cross(checker *ck, const ynode *v, attn_config *c) {
+    char buf[128];
+    if (v->kind == YNODE_SCALAR && v->plain && strcmp(v->str, "none") == 0)
+        return;
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc, "cross_attention: expected none or a mapping {memory_dim}, found %s",
+            found(v, buf, sizeof buf));
+        return;
+    }
+    const ynode *val[X_COUNT], *key[X_COUNT];
+    take_map(ck, v, "cross_attention.", cross_keys, X_COUNT, val, key);
+    c->memory_dim = c->d_model > 0 ? c->d_model : 1;
+    if (val[X_MEMORY_DIM])
+        get_int(ck, val[X_MEMORY_DIM], "cross_attention.memory_dim", 1, ATTN_MAX_D_MODEL,
+                &c->memory_dim);
+}
+
+/* What cross-attention leaves out: each key given with it is an error at
+ * that key. Queries see every memory row: no mask, no positions. */
+static void check_cross_with(checker *ck, const ynode *const *val, const ynode *const *key,
+                             attn_config *c) {
+    attnc_loc at = key[SPEC_K_CROSS]->loc;
+    static const struct {
+        int k;
+        const char *why;
+    } no[] = {
+        {SPEC_K_CAUSAL, "every query sees every memory row"},
+        {SPEC_K_SLIDING_WINDOW, "every query sees every memory row"},
+        {SPEC_K_CHUNKED, "every query sees every memory row"},
+        {SPEC_K_ROPE, "memory rows have no positions"},
+        {SPEC_K_ALIBI, "memory rows have no positions"},
+        {SPEC_K_QUERY_TEMP, "it is not defined for cross-attention"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        const ynode *v = val[no[i].k];
+        /* a key set to its off value says nothing */
+        bool off = v && v->kind == YNODE_SCALAR && v->plain &&
+                   (strcmp(v->str, "none") == 0 || strcmp(v->str, "false") == 0 ||
+                    strcmp(v->str, "0") == 0);
+        char buf[128], what[160];
+        if (v && v->kind == YNODE_SCALAR)
+            snprintf(what, sizeof what, "%s: %s", top_keys[no[i].k], found(v, buf, sizeof buf));
+        else if (v)
+            snprintf(what, sizeof what, "%s", top_keys[no[i].k]);
+        if (v && !off)
+            err(ck, key[no[i].k]->loc, "%s does not go with cross_attention (given at %u:%u): %s",
+                what, at.line, at.col, no[i].why);
+    }
+    if (val[SPEC_K_WEIGHTS] && c->weights_layout != ATTN_LAYOUT_LLAMA &&
+        c->weights_layout != ATTN_LAYOUT_GPTJ)
+        err(ck, val[SPEC_K_WEIGHTS]->loc,
+            "weights.layout: %s fuses q, k and v, but cross_attention projects q from x and K/V "
+            "from the memory; use llama or gptj",
+            attn_layout_name(c->weights_layout));
+    c->causal = false;
+    c->sliding_window = c->chunk = c->temp_floor_scale = 0;
+    c->rope_style = ATTN_ROPE_NONE;
+    c->alibi = false;
+}
+
 static void check_cache(checker *ck, const ynode *v, attn_config *c) {
     char buf[128];
     if (v->kind != YNODE_MAP) {
@@ -665,6 +729,32 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             "weights.layout: %s stores one K/V head per query head, but kv_groups (%lld) is not "
             "heads (%lld); grouped checkpoints use layout falcon, phi3 or llama",
             attn_layout_name(c.weights_layout), (long long)c.kv_groups, (long long)c.heads);
+
+    if (val[SPEC_K_K_BIAS]) {
+        bool kb = true;
+        if (get_bool(ck, val[SPEC_K_K_BIAS], "k_bias", &kb) && kb != c.qkv_bias) {
+            if (kb)
+                err(ck, val[SPEC_K_K_BIAS]->loc,
+                    "k_bias: true needs qkv_bias: true (a K bias alone is not supported)");
+            else if (c.weights_layout != ATTN_LAYOUT_LLAMA && c.weights_layout != ATTN_LAYOUT_GPTJ)
+                err(ck, val[SPEC_K_K_BIAS]->loc,
+                    "k_bias: false needs separate q, k and v projections, but weights.layout %s "
+                    "fuses them; use llama or gptj",
+                    attn_layout_name(c.weights_layout));
+            else
+                c.no_k_bias = true;
+        }
+    }
+    if (val[SPEC_K_CROSS]) {
+        check_cross(ck, val[SPEC_K_CROSS], &c);
+        if (c.memory_dim > 0)
+            check_cross_with(ck, val, key, &c);
+        if (c.memory_dim > 0 && attn_dtype_block(c.dtype) > 1 && c.memory_dim % 32)
+            err(ck, val[SPEC_K_CROSS]->loc,
+                "dtype %s quantizes blocks of 32 inputs: cross_attention.memory_dim (%lld) must be "
+                "a multiple of 32",
+                attn_dtype_name(c.dtype), (long long)c.memory_dim);
+    }
 
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);

@@ -125,7 +125,12 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     else
         put(&o, "query_temperature: none\n");
     put(&o, "qkv_bias: %s\n", yn(c->qkv_bias));
+    put(&o, "k_bias: %s\n", yn(c->qkv_bias && !c->no_k_bias));
     put(&o, "o_bias: %s\n", yn(c->o_bias));
+    if (c->memory_dim > 0)
+        put(&o, "cross_attention:\n  memory_dim: %lld\n", (long long)c->memory_dim);
+    else
+        put(&o, "cross_attention: none\n");
     if (c->scale_auto)
         put(&o, "scale: auto  # 1/sqrt(head_dim) = %s\n", num(c->scale, a, sizeof a));
     else
