@@ -32,7 +32,7 @@ static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
     "                   [--dtype D] [--kv-dtype D] [--cpu NAME] [--disable-pass P]...\n"
-    "                   [--no-cache]\n"
+    "                   [--no-cache] [--memory N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -51,6 +51,10 @@ static const char bench_usage[] =
     "  --part core      RoPE and attention: every kernel but the projections (with\n"
     "                   rope_epilogue, RoPE and the cache store run inside the q/k/v\n"
     "                   projection and count as block)\n"
+    "  --memory N       cross-attention (needed then): each sequence attends to N\n"
+    "                   memory rows, projected once by attn_seq_set_memory before\n"
+    "                   the timed calls (its time is printed, not counted);\n"
+    "                   prefill is --seq tokens against them, decode one token\n"
     "  --dtype D        weights f32, f16, bf16, q8_0 or q4_0 instead of the spec's dtype\n"
     "  --kv-dtype D     K/V cache f32, f16, bf16 or q8_0 instead of the spec's kv_cache.dtype\n"
     "  --cpu NAME       compile kernels and roofline probes for CPU NAME instead of\n"
@@ -66,7 +70,8 @@ static const char bench_usage[] =
     "                   compile's wall clock) and compile_cache (off, miss or hit)\n"
     "\n"
     "Useful work counted (S new tokens, T = P + S keys, H heads, hd head_dim,\n"
-    "D d_model, kv = kv_groups * hd):\n"
+    "D d_model, kv = kv_groups * hd; cross-attention: every query sees the N\n"
+    "memory rows, and the block's projections are q and o only):\n"
     "  flops core  = 4 * hd * H * (keys each query sees, summed over queries):\n"
     "                q.k and p.v; causal counts only the visible half of S x S\n"
     "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
@@ -317,6 +322,8 @@ typedef struct bench {
     int n_disabled;
     bool no_cache;
     const char *cpu; /* NULL: this CPU */
+    int64_t memory;  /* cross-attention: memory rows (0: self-attention) */
+    float *mem;      /* [memory, memory_dim] */
 } bench;
 
 /* The useful work of one timed call (see the usage text). */
@@ -331,9 +338,14 @@ static void work(const bench *b, double *flops, double *bytes) {
     double H = (double)c->heads, hd = (double)c->head_dim, D = (double)c->d_model;
     double qd = H * hd, kv = (double)(c->kv_groups * c->head_dim);
     double kv_keys = P + S - (double)attn_first_key(c, (int64_t)P); /* the keys read */
+    if (b->memory) /* every query sees every memory row */
+        pairs = S * (double)b->memory, kv_keys = (double)b->memory;
     *flops = 4 * hd * H * pairs;
     *bytes = 2 * kv_keys * (double)attn_dtype_bytes(c->kv_dtype, (int64_t)kv) + 2 * S * qd * 4;
-    if (!b->core) {
+    if (!b->core && b->memory) { /* K and V were projected with the memory */
+        *flops += 4 * S * D * qd;
+        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(2 * qd * D)) + 2 * S * D * 4;
+    } else if (!b->core) {
         *flops += 2 * S * D * (qd + 2 * kv) + 2 * S * qd * D;
         /* the block formats at their size: 34 or 18 bytes per 32 weights */
         *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D)) +
@@ -432,6 +444,23 @@ static int forward(runner *r, int32_t seq, int64_t n, const float *x, float *y) 
     return EXIT_OK;
 }
 
+/* Cross-attention: the bench's memory into seq (nothing otherwise); its
+ * wall time to *secs if not NULL. */
+static int set_memory(const bench *b, runner *r, int32_t seq, double *secs) {
+    if (!b->memory)
+        return EXIT_OK;
+    double t0 = now_seconds();
+    attn_status st = attn_seq_set_memory(r->cache, seq, b->memory, b->mem);
+    if (secs)
+        *secs = now_seconds() - t0;
+    if (st) {
+        attn_msg m;
+        snprintf(m.text, sizeof m.text, "%s", attn_cache_error(r->cache));
+        return runtime_error(st, &m);
+    }
+    return EXIT_OK;
+}
+
 /* The kernels against the reference: a prefill of min(N, 96) tokens and
  * two decode steps. */
 static int check(const bench *b, runner *r, double *err) {
@@ -445,13 +474,16 @@ static int check(const bench *b, runner *r, double *err) {
     int32_t seq = -1;
     int rc = x && y && ref ? EXIT_OK : runtime_error(ATTN_E_NOMEM, NULL);
     attn_status st;
-    if (rc == EXIT_OK && ((st = attn_ref_new(b->w, total, &rf, &m)) ||
+    if (rc == EXIT_OK && ((st = attn_ref_new(b->w, b->memory ? b->memory : total, &rf, &m)) ||
+                          (b->memory && (st = attn_ref_set_memory(rf, b->memory, b->mem, &m))) ||
                           (st = attn_ref_forward(rf, pre, x, ref, &m)) ||
                           (st = attn_ref_forward(rf, 1, x + pre * D, ref + pre * D, &m)) ||
                           (st = attn_ref_forward(rf, 1, x + (pre + 1) * D, ref + (pre + 1) * D, &m))))
         rc = runtime_error(st, &m);
     if (rc == EXIT_OK && (st = attn_seq_new(r->cache, &seq)))
         rc = runtime_error(st, NULL);
+    if (rc == EXIT_OK)
+        rc = set_memory(b, r, seq, NULL);
     if (rc == EXIT_OK)
         rc = forward(r, seq, pre, x, y);
     for (int64_t k = pre; rc == EXIT_OK && k < total; k++)
@@ -486,7 +518,9 @@ static int check(const bench *b, runner *r, double *err) {
 static int time_runs(const bench *b, runner *r, const probes *pb, const char *variant,
                      double *times, double *bw) {
     const attn_config *c = &b->cfg;
-    int64_t D = c->d_model, n = b->decode ? b->cache + 1 : b->seq;
+    /* cross-attention decodes one token against the memory, no cached tokens */
+    int64_t past = b->memory ? 0 : b->cache;
+    int64_t D = c->d_model, n = b->decode ? past + 1 : b->seq;
     float *x = random_input(n * D, 5), *y = malloc((size_t)(n * D) * sizeof *y);
     if (!x || !y) {
         free(x);
@@ -497,30 +531,38 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
     int32_t seq = -1;
     attn_status st = attn_seq_new(r->cache, &seq);
     int rc = st ? runtime_error(st, NULL) : EXIT_OK;
-    if (rc == EXIT_OK && b->decode) /* the cache to decode against, not timed */
-        rc = forward(r, seq, b->cache, x, y);
+    double mem_secs = 0;
+    if (rc == EXIT_OK)
+        rc = set_memory(b, r, seq, &mem_secs);
+    if (rc == EXIT_OK && b->memory)
+        fprintf(stderr, "bench: %s: the memory's K/V projections (%lld rows, untimed): %.3f ms\n",
+                b->spec, (long long)b->memory, mem_secs * 1e3);
+    if (rc == EXIT_OK && b->decode && past) /* the cache to decode against, not timed */
+        rc = forward(r, seq, past, x, y);
     for (int run = -1; rc == EXIT_OK && run < b->runs; run++) {
         if (run >= 0 && (bw[run] = probe_read(pb, PROBE_RUN_FLOATS)) < 0) {
             rc = read_probe_error();
             break;
         }
         if (b->decode && run >= 0) { /* after the probe, the caches as a decode loop leaves them */
-            rc = forward(r, seq, 1, x + b->cache * D, y + b->cache * D);
-            attn_seq_truncate(r->cache, seq, b->cache);
+            rc = forward(r, seq, 1, x + past * D, y + past * D);
+            attn_seq_truncate(r->cache, seq, past);
             if (rc != EXIT_OK)
                 break;
         }
-        if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
+        if (!b->decode && run >= 0 && b->memory) { /* the memory stays */
+            attn_seq_truncate(r->cache, seq, 0);
+        } else if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
             attn_seq_free(r->cache, seq);
             attn_seq_new(r->cache, &seq);
         }
         attn_cache_profile(r->cache, b->core);
         double t0 = now_seconds();
-        rc = b->decode ? forward(r, seq, 1, x + b->cache * D, y + b->cache * D)
+        rc = b->decode ? forward(r, seq, 1, x + past * D, y + past * D)
                        : forward(r, seq, b->seq, x, y);
         double dt = now_seconds() - t0;
         if (b->decode)
-            attn_seq_truncate(r->cache, seq, b->cache);
+            attn_seq_truncate(r->cache, seq, past);
         if (b->core) {
             uint32_t ns;
             const double *sec = attn_cache_step_seconds(r->cache, &ns);
@@ -563,7 +605,8 @@ static void report(const bench *b, const roofline *rl, const char *variant,
         cJSON_AddStringToObject(o, "part", b->core ? "core" : "block");
         cJSON_AddStringToObject(o, "cpu", b->cpu ? b->cpu : "host");
         cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
-        cJSON_AddNumberToObject(o, "cache", b->decode ? (double)b->cache : 0);
+        cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
+        cJSON_AddNumberToObject(o, "memory", (double)b->memory);
         cJSON_AddNumberToObject(o, "threads", b->threads);
         cJSON_AddStringToObject(o, "variant", variant);
         cJSON_AddNumberToObject(o, "ms_median", t.median * 1e3);
@@ -600,7 +643,7 @@ static void report(const bench *b, const roofline *rl, const char *variant,
 static int bench_variant(const bench *b, const probes *pb, const roofline *rl, const char *extra,
                          bool json, bool first) {
     runner r = {0};
-    int64_t n = b->decode ? b->cache + 1 : b->seq;
+    int64_t n = b->memory ? b->memory : b->decode ? b->cache + 1 : b->seq;
     int64_t capacity = (n > 98 ? n : 98) + 2 * b->cfg.kv_block_tokens;
     double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times),
            *bw = times ? times + 2 * b->runs : NULL;
@@ -627,7 +670,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
 int cmd_bench(int argc, char **argv) {
     const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
     const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
-    const char *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
+    const char *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL, *memory_s = NULL;
     bench b = {0};
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -644,6 +687,7 @@ int cmd_bench(int argc, char **argv) {
         {"--cpu", NULL, true, &b.cpu, NULL, 0},
         {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
+        {"--memory", NULL, true, &memory_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -669,7 +713,8 @@ int cmd_bench(int argc, char **argv) {
     if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
         (cache_s && !parse_int("bench", "--cache", cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
         (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
-        (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)))
+        (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
+        (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b.memory)))
         return EXIT_USAGE;
     attn_dtype dtype = ATTN_DTYPE_COUNT, kv_dtype = ATTN_DTYPE_COUNT;
     if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &dtype)) ||
@@ -693,7 +738,20 @@ int cmd_bench(int argc, char **argv) {
         b.cfg.dtype = dtype;
     if (kv_dtype != ATTN_DTYPE_COUNT)
         b.cfg.kv_dtype = kv_dtype;
-    int64_t need = b.decode ? cache + 1 : seq;
+    bool cross = b.cfg.memory_dim > 0;
+    if (cross && !b.memory) {
+        fprintf(stderr, "attnc: error: bench: %s has cross_attention: give its memory rows with "
+                        "--memory N\n",
+                b.spec);
+        return EXIT_USAGE;
+    }
+    if (!cross && b.memory)
+        return usage_error("bench", "--memory is for cross-attention, and %s has no "
+                                    "cross_attention", b.spec);
+    if (cross && cache_s)
+        return usage_error("bench", "--cache is for self-attention; cross-attention decodes one "
+                                    "token against --memory rows");
+    int64_t need = cross ? b.memory : b.decode ? cache + 1 : seq;
     if (need > b.cfg.kv_max_tokens) {
         fprintf(stderr, "attnc: error: bench: %lld tokens exceed kv_cache.max_tokens %lld of %s\n",
                 (long long)need, (long long)b.cfg.kv_max_tokens, b.spec);
@@ -703,6 +761,10 @@ int cmd_bench(int argc, char **argv) {
     attn_status st = attn_weights_random(&b.cfg, 1, &b.w, &m);
     if (st)
         return runtime_error(st, &m);
+    if (cross && !(b.mem = random_input(b.memory * b.cfg.memory_dim, 7))) {
+        attn_weights_free(b.w);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
     char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml"; /* the spec with the dtypes asked for */
     b.compiled = b.spec;
     if (other_dtypes && (rc = write_spec_copy(&b.cfg, tmp)) != EXIT_OK) {
@@ -716,11 +778,15 @@ int cmd_bench(int argc, char **argv) {
     if ((rc = probes_open(b.threads, b.cpu, &pb)) == EXIT_OK &&
         (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
         if (!json) {
+            char against[64] = "";
+            if (cross)
+                snprintf(against, sizeof against, ", memory %lld rows", (long long)b.memory);
             printf(
-                "attnc bench %s: mode %s, part %s, %s %lld, %d threads, weights %s, cache %s%s%s\n",
+                "attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache %s%s%s\n",
                 b.cfg.name, mode, part, b.decode ? "cache" : "seq",
-                (long long)(b.decode ? cache : seq), b.threads, attn_dtype_name(b.cfg.dtype),
-                attn_dtype_name(b.cfg.kv_dtype), b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
+                (long long)(b.decode ? (cross ? 0 : cache) : seq), against, b.threads,
+                attn_dtype_name(b.cfg.dtype), attn_dtype_name(b.cfg.kv_dtype),
+                b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(&b, &pb, &rl, NULL, json, true);
@@ -735,6 +801,7 @@ int cmd_bench(int argc, char **argv) {
     }
     probes_close(&pb);
     attn_weights_free(b.w);
+    free(b.mem);
     if (b.compiled != b.spec)
         remove(tmp);
     return rc;

@@ -10,6 +10,7 @@
 
 static const char run_usage[] =
     "usage: attnc run SPEC --weights W --input X.safetensors -o Y.safetensors\n"
+    "                 [--memory M.safetensors]\n"
     "                 [--engine jit|reference] [--chunk N] [--prefix P | --layer N]\n"
     "                 [--threads N]\n"
     "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
@@ -28,11 +29,16 @@ static const char run_usage[] =
     "  --layer N           the prefix of layer N in the layout's checkpoints\n"
     "                      (model.layers.N.self_attn., blk.N. in GGUF, ...)\n"
     "  --input X           safetensors file holding 'x'\n"
+    "  --memory M          cross-attention (and only then): safetensors file holding\n"
+    "                      'memory' [rows, memory_dim] (F32, F16 or BF16), the\n"
+    "                      encoder output every token attends to; at most\n"
+    "                      kv_cache.max_tokens rows\n"
     "  -o, --output Y      output file; written only when everything succeeded\n"
     "  --engine E          jit (default: kernels compiled for this CPU) or reference\n"
     "                      (plain C, the definition of the semantics)\n"
     "  --chunk N           feed N tokens at a time through the KV cache (default: all);\n"
-    "                      gives the same y as one shot; needs causal: true\n"
+    "                      gives the same y as one shot; needs causal: true (or\n"
+    "                      cross_attention)\n"
     "  --threads N         threads for the jit engine (default: $ATTN_THREADS or all CPUs)\n"
     "  --cpu NAME          compile for an LLVM CPU (x86-64-v3, generic, ...) instead of\n"
     "                      this host's\n"
@@ -73,7 +79,7 @@ int cmd_run(int argc, char **argv) {
     const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
     const char *check_finite = NULL, *no_cache = NULL;
     const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
-    const char *layer_s = NULL;
+    const char *layer_s = NULL, *memory_path = NULL;
     const char *disabled[32], *pos[1];
     int n_disabled = 0, n_pos;
     attnc_options o = attnc_options_default();
@@ -81,6 +87,7 @@ int cmd_run(int argc, char **argv) {
         {"--help", "-h", false, &help, NULL, 0},
         {"--weights", NULL, true, &weights, NULL, 0},
         {"--input", NULL, true, &input, NULL, 0},
+        {"--memory", NULL, true, &memory_path, NULL, 0},
         {"--output", "-o", true, &output, NULL, 0},
         {"--engine", NULL, true, &engine_s, NULL, 0},
         {"--chunk", NULL, true, &chunk_s, NULL, 0},
@@ -127,13 +134,23 @@ int cmd_run(int argc, char **argv) {
     if (rc != EXIT_OK)
         return rc;
 
+    bool cross = cfg.memory_dim > 0;
+    if (cross && !memory_path) {
+        fprintf(stderr, "attnc: error: %s has cross_attention: give its memory with --memory "
+                        "M.safetensors (tensor 'memory' [rows, %lld])\n",
+                pos[0], (long long)cfg.memory_dim);
+        return EXIT_USAGE;
+    }
+    if (!cross && memory_path)
+        return usage_error("run", "--memory is for cross-attention, and %s has no "
+                                  "cross_attention", pos[0]);
     attn_msg m = {{0}};
     attn_weights *w = NULL;
     engine e = {0};
-    float *x = NULL, *y = NULL;
-    int64_t T = 0;
+    float *x = NULL, *y = NULL, *memory = NULL;
+    int64_t T = 0, rows = 0;
     attn_status st;
-    attn_st *xf = NULL;
+    attn_st *xf = NULL, *mf = NULL;
     char layer_prefix[128];
     if (layer >= 0) {
         if ((st = attn_layer_prefix(&cfg, weights, layer, layer_prefix, sizeof layer_prefix, &m)))
@@ -145,7 +162,9 @@ int cmd_run(int argc, char **argv) {
     if ((use_jit && (st = attn_weights_check(&cfg, weights, prefix, &m))) ||
         (!use_jit && (st = attn_weights_load(&cfg, weights, prefix, &w, &m))) ||
         (st = attn_st_open(input, &xf, &m)) ||
-        (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m))) {
+        (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m)) ||
+        (cross && (st = attn_st_open(memory_path, &mf, &m))) ||
+        (cross && (st = attn_st_read_rows_f32(mf, "memory", cfg.memory_dim, &memory, &rows, &m)))) {
         rc = runtime_error(st, &m);
         goto done;
     }
@@ -160,7 +179,20 @@ int cmd_run(int argc, char **argv) {
         rc = runtime_error(st, &m);
         goto done;
     }
-    if (T > cfg.kv_max_tokens) {
+    snprintf(what, sizeof what, "%s: tensor 'memory'", memory_path);
+    if (cross && check_finite &&
+        (st = attn_check_finite(memory, (size_t)(rows * cfg.memory_dim), what, &m))) {
+        rc = runtime_error(st, &m);
+        goto done;
+    }
+    if (cross && (rows < 1 || rows > cfg.kv_max_tokens)) {
+        fprintf(stderr, "attnc: error: %s: 'memory' has %lld rows; kv_cache.max_tokens of %s is "
+                        "%lld\n",
+                memory_path, (long long)rows, pos[0], (long long)cfg.kv_max_tokens);
+        rc = EXIT_INPUT;
+        goto done;
+    }
+    if (!cross && T > cfg.kv_max_tokens) {
         fprintf(stderr, "attnc: error: %s: 'x' has %lld tokens; kv_cache.max_tokens of %s is %lld\n",
                 input, (long long)T, pos[0], (long long)cfg.kv_max_tokens);
         rc = EXIT_INPUT;
@@ -168,7 +200,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (chunk == 0 || chunk > T)
         chunk = T;
-    if (!cfg.causal && chunk < T) {
+    if (!cfg.causal && !cross && chunk < T) {
         rc = usage_error("run", "--chunk needs a causal spec: a non-causal block attends to "
                                 "keys that later chunks have not delivered yet");
         goto done;
@@ -194,13 +226,16 @@ int cmd_run(int argc, char **argv) {
         if ((st = attn_block_new(attnc_jit_kernels(e.jit), &bo, &e.block)) ||
             (st = attn_block_load(e.block, weights, prefix,
                                   check_finite ? ATTN_LOAD_CHECK_FINITE : 0)) ||
-            (st = attn_cache_new(e.block, T, &e.cache)) || (st = attn_seq_new(e.cache, &e.seq))) {
+            (st = attn_cache_new(e.block, cross ? rows : T, &e.cache)) ||
+            (st = attn_seq_new(e.cache, &e.seq)) ||
+            (cross && (st = attn_seq_set_memory(e.cache, e.seq, rows, memory)))) {
             snprintf(m.text, sizeof m.text, "%s",
                      e.cache ? attn_cache_error(e.cache) : e.block ? attn_block_error(e.block) : "");
             rc = runtime_error(st, &m);
             goto done;
         }
-    } else if ((st = attn_ref_new(w, T, &e.ref, &m)) != ATTN_OK) {
+    } else if ((st = attn_ref_new(w, cross ? rows : T, &e.ref, &m)) != ATTN_OK ||
+               (cross && (st = attn_ref_set_memory(e.ref, rows, memory, &m)))) {
         rc = runtime_error(st, &m);
         goto done;
     }
@@ -238,8 +273,10 @@ int cmd_run(int argc, char **argv) {
 done:
     engine_free(&e);
     attn_st_close(xf);
+    attn_st_close(mf);
     attn_weights_free(w);
     free(x);
+    free(memory);
     free(y);
     return rc;
 }

@@ -141,6 +141,43 @@ static void bench_decode_rows(void **state) {
     cJSON_Delete(r[0]);
 }
 
+/* --memory: a cross-attention block's rows count N keys per query, and
+ * its block counts the q and o projections only (K/V were projected with
+ * the memory); the usage errors of the option. */
+static void bench_cross_attention_rows(void **state) {
+    fixture *f = *state;
+    const char *spec = path_in(f->dir, "cross.yaml");
+    const char yaml[] = "name: cross\nheads: 4\nkv_groups: 2\nhead_dim: 32\nd_model: 128\n"
+                        "cross_attention:\n  memory_dim: 96\nkv_cache:\n  max_tokens: 64\n";
+    write_file(spec, yaml, strlen(yaml));
+    cJSON *r[16];
+    double H = 4, hd = 32, D = 128, qd = 128, kv = 64, N = 50, S = 20;
+    assert_int_equal(ATTNC(f, "bench", spec, "--seq", "20", "--memory", "50", "--json", "--runs",
+                           "5"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_int_equal((int)num(r[0], "memory"), 50);
+    assert_true(num(r[0], "flops") == 4 * hd * H * S * N + 4 * S * D * qd);
+    assert_true(num(r[0], "bytes") == 2 * N * kv * 4 + 2 * S * qd * 4 + 2 * qd * D * 4 + 2 * S * D * 4);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "50", "--part",
+                           "core", "--json", "--runs", "5"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_true(num(r[0], "seq") == 1 && num(r[0], "cache") == 0);
+    assert_true(num(r[0], "flops") == 4 * hd * H * N);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+    assert_int_equal(ATTNC(f, "bench", spec, "--runs", "5"), 1); /* no --memory */
+    assert_file_has(f->err, "has cross_attention: give its memory rows with --memory N");
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "5", "--cache", "9"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--memory", "5"), 1);
+    assert_file_has(f->err, "--memory is for cross-attention");
+    assert_int_equal(ATTNC(f, "bench", spec, "--memory", "65"), 2); /* > max_tokens */
+    remove(spec);
+}
+
 /* --cpu: kernels and probes compiled for another CPU this one can run
  * (x86-64-v2's 4-lane vectors have a quarter of AVX-512's peak and half
  * of AVX2's); a CPU whose features this one lacks is refused, naming
@@ -258,6 +295,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(bench_prefill_rows_count_the_documented_work,
                                         cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_cross_attention_rows, cli_fixture_setup,
+                                        cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_ablation_has_a_row_per_fusion_pass, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_decode_rows, cli_fixture_setup, cli_fixture_teardown),

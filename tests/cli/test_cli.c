@@ -355,6 +355,53 @@ static void cli_chunk_needs_causal_and_tokens_fit_the_cache(void **state) {
         ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", y, "--engine", "magic"), 1);
 }
 
+/* Cross-attention end to end (Whisper's spec): gen-weights leaves out
+ * k_proj.bias, gen-input writes x and the memory, run with --memory gives
+ * the reference's y, token by token too; and the errors of --memory. */
+static void cli_cross_attention_run(void **state) {
+    fixture *f = *state;
+    const char *spec = SPEC("whisper_large_v3_cross");
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors"), *yc = path_in(f->dir, "yc.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", spec, "-o", w), 0);
+    attn_st *st;
+    attn_msg m;
+    assert_int_equal(attn_st_open(w, &st, &m), ATTN_OK);
+    assert_null(attn_st_find(st, "k_proj.bias"));
+    assert_non_null(attn_st_find(st, "v_proj.bias"));
+    assert_non_null(attn_st_find(st, "out_proj.bias"));
+    attn_st_close(st);
+    assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "5", "--memory-rows", "40", "-o", x),
+                     0);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", x, "-o", y), 0);
+    float *one = read_y(y, 5, 1280);
+    const char *how[][2] = {{"--chunk", "1"}, {"--engine", "reference"}};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", x, "-o",
+                               yc, how[i][0], how[i][1]),
+                         0);
+        float *other = read_y(yc, 5, 1280);
+        assert_true(rel_err(other, one, 5 * 1280) <= 1e-4);
+        free(other);
+    }
+    free(one);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "-o", yc), 1);
+    assert_stderr_has(f, "has cross_attention: give its memory with --memory");
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--memory-rows", "3", "-o", yc), 1);
+    assert_stderr_has(f, "--memory-rows is for cross-attention");
+    /* a memory of the wrong width, a missing one, one with too many rows */
+    const char *bad = path_in(f->dir, "bad.safetensors");
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("whisper_large_v3_cross"), "--memory-rows", "1501",
+                           "-o", bad),
+                     0);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", bad, "-o", yc),
+                     2);
+    assert_stderr_has(f, "'memory' has 1501 rows; kv_cache.max_tokens");
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", w, "-o", yc), 2);
+    assert_stderr_has(f, "memory");
+    assert_int_equal(dir_count(f->dir), 5); /* w, x, y, yc, bad: no temporaries */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(cli_usage_errors_exit_1, cli_fixture_setup,
@@ -368,6 +415,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_cross_attention_run, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
                                         cli_fixture_teardown),
