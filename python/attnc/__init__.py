@@ -19,6 +19,7 @@ Kernels run with the GIL released (ctypes drops it around every C call).
 
 import ctypes
 import os
+import re
 import subprocess
 import tempfile
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int, c_int32,
@@ -146,6 +147,7 @@ _jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_char_p, POINTER(_Opti
 _jit_kernels = _fn(_cc, "attnc_jit_kernels", c_void_p, c_void_p)
 _jit_timings = _fn(_cc, "attnc_jit_timings", _Timings, c_void_p)
 _jit_free = _fn(_cc, "attnc_jit_free", None, c_void_p)
+_spec_to_yaml = _fn(_cc, "attnc_spec_to_yaml", c_void_p, c_void_p)
 _status_str = _fn(_rt, "attn_status_str", c_char_p, c_int)
 _block_options_default = _fn(_rt, "attn_block_options_default", _BlockOptions)
 _block_new = _fn(_rt, "attn_block_new", c_int, c_void_p, POINTER(_BlockOptions), POINTER(c_void_p))
@@ -170,6 +172,7 @@ _seq_fork = _fn(_rt, "attn_seq_fork", c_int, c_void_p, c_int32, POINTER(c_int32)
 _seq_truncate = _fn(_rt, "attn_seq_truncate", c_int, c_void_p, c_int32, c_int64)
 _seq_free = _fn(_rt, "attn_seq_free", c_int, c_void_p, c_int32)
 _seq_len = _fn(_rt, "attn_seq_len", c_int64, c_void_p, c_int32)
+_seq_set_memory = _fn(_rt, "attn_seq_set_memory", c_int, c_void_p, c_int32, c_int64, c_void_p)
 _forward = _fn(_rt, "attn_forward", c_int, c_void_p, c_void_p, c_int, POINTER(c_int32),
                POINTER(c_int32), c_void_p, c_void_p)
 
@@ -182,6 +185,21 @@ def _raise(status, message):
 # ---- compiling ---------------------------------------------------------------
 
 
+def _memory_dim(table):
+    """cross_attention.memory_dim of a kernel table (0: self-attention),
+    from its config (at byte 16) printed as a spec: no mirror of
+    attn_config's layout here."""
+    p = _spec_to_yaml(table + 16)
+    if not p:
+        raise Error("attnc: out of memory printing a spec")
+    try:
+        text = ctypes.string_at(p).decode()
+    finally:
+        _libc.free(p)
+    m = re.search(r"^cross_attention:\n  memory_dim: (\d+)$", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
 class Kernels:
     """Compiled kernels of one spec, living in this process until freed."""
 
@@ -192,6 +210,7 @@ class Kernels:
         self.name = head.name.decode()
         self.heads, self.kv_groups = head.heads, head.kv_groups
         self.head_dim, self.d_model = head.head_dim, head.d_model
+        self.memory_dim = _memory_dim(_jit_kernels(jit))
 
     @property
     def _table(self):
@@ -492,6 +511,23 @@ class Seq:
     def truncate(self, n_tokens):
         """Rolls the sequence back to its first n_tokens tokens."""
         self.cache._check(_seq_truncate(self.cache._c, self._id, int(n_tokens)))
+
+    def set_memory(self, memory):
+        """Cross-attention: the memory every later forward of this sequence
+        attends to, an array [rows, memory_dim] (float32; others are
+        converted), projected to K and V once. Only before the sequence's
+        first forward (or after truncating it to 0); a fork shares it."""
+        if not self.cache.block.kernels._jit:
+            raise Error("attnc: this block's kernels were freed")
+        mdim = self.cache.block.kernels.memory_dim
+        if mdim == 0:
+            raise Error("attnc: %s is self-attention; set_memory is for cross_attention specs" %
+                        self.cache.block.kernels.name)
+        a = np.ascontiguousarray(memory, dtype=np.float32)
+        if a.ndim != 2 or a.shape[1] != mdim:
+            raise Error("attnc: memory has shape %s; expected [rows, %d]" %
+                        (tuple(np.shape(memory)), mdim))
+        self.cache._check(_seq_set_memory(self.cache._c, self._id, a.shape[0], a.ctypes.data))
 
     def free(self):
         """Releases the sequence and its blocks."""

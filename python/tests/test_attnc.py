@@ -269,3 +269,69 @@ def test_errors_carry_the_library_message(seed, tmp_path):
     other = attnc.Block(seed, wpath).cache(16)
     with pytest.raises(attnc.Error, match="made by this block"):
         block.forward(other, other.new_seq(), np.zeros((1, 768), np.float32))
+
+
+CROSS = """
+name: cross_py
+heads: 4
+kv_groups: 2
+head_dim: 16
+d_model: 64
+qkv_bias: true
+k_bias: false
+o_bias: true
+cross_attention:
+  memory_dim: 48
+kv_cache:
+  max_tokens: 256
+"""
+
+
+def torch_cross(w, x, memory, H=4, G=2, hd=16):
+    """Cross-attention in float64: q from x, K/V from the memory, no mask."""
+    torch = pytest.importorskip("torch")
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in w.items()}
+    X, M = torch.tensor(x, dtype=torch.float64), torch.tensor(memory, dtype=torch.float64)
+    S, N = X.shape[0], M.shape[0]
+    q = (X @ t["q_proj.weight"].T + t["q_proj.bias"]).view(S, H, hd).transpose(0, 1)
+    k = (M @ t["k_proj.weight"].T).view(N, G, hd).transpose(0, 1).repeat_interleave(H // G, 0)
+    v = (M @ t["v_proj.weight"].T + t["v_proj.bias"]).view(N, G, hd).transpose(0, 1)
+    v = v.repeat_interleave(H // G, 0)
+    o = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5, -1) @ v
+    return (o.transpose(0, 1).reshape(S, H * hd) @ t["o_proj.weight"].T + t["o_proj.bias"]).numpy()
+
+
+def test_cross_attention_matches_torch_and_says_what_is_wrong():
+    rng = np.random.default_rng(30)
+
+    def u(*shape):
+        return (rng.uniform(-1, 1, shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    w = {"q_proj.weight": u(64, 64), "k_proj.weight": u(32, 48), "v_proj.weight": u(32, 48),
+         "o_proj.weight": u(64, 64), "q_proj.bias": u(64), "v_proj.bias": u(32),
+         "o_proj.bias": u(64)}
+    kernels = attnc.compile(CROSS)
+    assert kernels.memory_dim == 48
+    block = attnc.Block(kernels, w)
+    cache = block.cache(256)
+    memory = rng.standard_normal((150, 48)).astype(np.float32)
+    x = rng.standard_normal((9, 64)).astype(np.float32)
+    seq = cache.new_seq()
+    with pytest.raises(attnc.Error, match="has no memory"):
+        block.forward(cache, seq, x)
+    with pytest.raises(attnc.Error, match=r"expected \[rows, 48\]"):
+        seq.set_memory(memory[:, :40])
+    seq.set_memory(memory)
+    want = torch_cross(w, x, memory)
+    got = np.concatenate([block.forward(cache, seq, x[:5])] +
+                         [block.forward(cache, seq, x[i])[None] for i in range(5, 9)])
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
+    assert len(seq) == 9
+    fork = seq.fork()  # shares the memory
+    assert np.abs(block.forward(cache, fork, x[:2]) - want[:2]).max() / np.abs(want).max() < 1e-5
+    with pytest.raises(attnc.Error, match="replaced only before the first forward"):
+        seq.set_memory(memory)
+    with pytest.raises(attnc.Error, match="is self-attention"):
+        attnc.Block(attnc.compile(GQA), gqa_weights(rng, {"heads": 4, "kv_groups": 2,
+                                                          "head_dim": 16, "d_model": 64})
+                    ).cache(16).new_seq().set_memory(memory)
