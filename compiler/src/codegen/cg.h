@@ -298,7 +298,7 @@ ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
-/* What the flash kernels share (cg_flash.c). i1 lanes: keys (i32 vector)
+/* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
  * hidden from rows at positions pos (i32 vector) by n's causal mask and
  * window, or already by `beyond`. */
 ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,

@@ -1,0 +1,45 @@
+/* cg_mask.c: the score rules the flash kernel (cg_flash.c) and its split
+ * decode path (cg_split.c) share, on vectors: which keys a row's causal
+ * mask, window or chunk hides, whether a key tile is cut by them, ALiBi's
+ * bias and the softcap. Here so that neither kernel file calls into the
+ * other for them. */
+#include "codegen/cg.h"
+
+LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
+                            LLVMValueRef beyond) {
+    LLVMValueRef hidden = beyond;
+    if (n->causal) {
+        hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, pos, ""), "");
+        LLVMValueRef first = cg_first_key_at(c, pos); /* window, chunk */
+        if (first)
+            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, keys, first, ""), "");
+    }
+    return hidden;
+}
+
+LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef jend,
+                         LLVMValueRef pmin, LLVMValueRef pmax) {
+    LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (n->causal) {
+        cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
+        /* the first key never decreases with the position: the last row's
+         * is the largest */
+        LLVMValueRef first = cg_first_key_at(c, pmax);
+        if (first)
+            cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSLT, j0, first, ""), "");
+    }
+    return cut;
+}
+
+LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys, LLVMValueRef pos) {
+    /* j - p exactly as an integer, then one rounding: slope * (j - p) */
+    LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, keys, pos, ""), c->vf, "");
+    return cg_fma(c, slope, d, s);
+}
+
+LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s) {
+    if (n->softcap <= 0)
+        return s;
+    return LLVMBuildFMul(c->b, cg_tanh(c, LLVMBuildFMul(c->b, s, cg_vf32(c, 1.0 / n->softcap), "")),
+                         cg_vf32(c, n->softcap), "");
+}
