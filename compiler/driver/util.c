@@ -128,6 +128,7 @@ int print_diags(const attnc_ctx *ctx, attnc_status st) {
     case ATTNC_E_SHAPE:
     case ATTNC_E_LLVM:
     case ATTNC_E_NOMEM:
+    case ATTNC_E_INVALID: /* the driver passed a bad argument: its bug */
     case ATTNC_STATUS_COUNT: break;
     }
     return EXIT_INTERNAL;

@@ -32,8 +32,13 @@ typedef enum attnc_status {
     ATTNC_E_SHAPE, /* inconsistent shapes found after parsing */
     ATTNC_E_LLVM,  /* code generation failed */
     ATTNC_E_NOMEM,
+    ATTNC_E_INVALID, /* a bad argument: NULL where a value is needed, a buffer too small */
     ATTNC_STATUS_COUNT
 } attnc_status;
+
+/* A short static description of s ("invalid argument", ...); never NULL.
+ * The runtime's twin is attn_status_str. */
+ATTNC_API const char *attnc_status_str(attnc_status s);
 
 typedef enum attnc_severity {
     ATTNC_SEV_ERROR,
@@ -197,7 +202,7 @@ ATTNC_API void attnc_jit_free(attnc_jit *jit);
 /* ---- kernel cache ------------------------------------------------------------ */
 
 /* The cache directory opt selects (see attnc_options.cache_dir), "" when
- * none; ATTNC_E_IO when it does not fit in buf[n]. */
+ * none; ATTNC_E_INVALID when it does not fit in buf[n]. */
 ATTNC_API attnc_status attnc_cache_dir(const attnc_options *opt, char *buf, size_t n);
 
 typedef struct attnc_cache_stats {

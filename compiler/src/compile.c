@@ -70,7 +70,7 @@ attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_op
 attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
                            const char *after_pass, const char **text) {
     if (!ctx || !spec_path || !text)
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     ir_graph *g;
     attnc_status st = compile_graph(ctx, spec_path, opt, after_pass, &g, NULL);
     if (st != ATTNC_OK)

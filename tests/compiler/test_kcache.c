@@ -363,7 +363,7 @@ static void info_and_clear(void **state) {
     d.no_cache = 1;
     assert_int_equal(attnc_cache_dir(&d, buf, sizeof buf), ATTNC_OK);
     assert_string_equal(buf, "");
-    assert_int_equal(attnc_cache_dir(NULL, buf, 4), ATTNC_E_IO); /* does not fit */
+    assert_int_equal(attnc_cache_dir(NULL, buf, 4), ATTNC_E_INVALID); /* does not fit */
     tmpdir_remove(dir);
 }
 

@@ -120,6 +120,42 @@ static void spec_shipped_values_match_their_models(void **state) {
                 c.qk_norm_weight && c.qk_norm_eps == 1e-5 && !c.qkv_bias && !c.causal);
 }
 
+/* Bad arguments to the compiler's API are ATTNC_E_INVALID (as the
+ * runtime's are ATTN_E_INVALID), with a message where the call has an
+ * error channel; attnc_status_str names every status. */
+static void api_bad_arguments_are_invalid(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    attn_config c;
+    const char *text;
+    char *err = NULL;
+    attnc_jit *jit = NULL;
+    attnc_probes pr;
+    attnc_cache_stats cs;
+    uint32_t feat;
+    assert_int_equal(attnc_spec_load_file(NULL, "x.yaml", &c), ATTNC_E_INVALID);
+    assert_int_equal(attnc_spec_load_file(ctx, NULL, &c), ATTNC_E_INVALID);
+    assert_int_equal(attnc_spec_load_string(ctx, "t", NULL, 0, &c), ATTNC_E_INVALID);
+    assert_int_equal(attnc_ir_text(ctx, NULL, NULL, NULL, &text), ATTNC_E_INVALID);
+    assert_int_equal(attnc_jit_compile_file(NULL, NULL, &jit, &err), ATTNC_E_INVALID);
+    assert_non_null(strstr(err, "NULL spec path"));
+    free(err);
+    assert_int_equal(attnc_compile_file(NULL, NULL, ATTNC_EMIT_OBJ, "x.o", NULL, &err),
+                     ATTNC_E_INVALID);
+    assert_non_null(strstr(err, "NULL spec path"));
+    free(err);
+    assert_int_equal(attnc_target_cpu(NULL, NULL, 0, &feat, NULL), ATTNC_E_INVALID);
+    assert_int_equal(attnc_probes_compile_for(NULL, NULL, &pr, NULL), ATTNC_E_INVALID);
+    assert_int_equal(attnc_cache_stats_get(NULL, &cs, NULL), ATTNC_E_INVALID);
+    assert_int_equal(attnc_cache_clear(NULL, NULL, NULL), ATTNC_E_INVALID);
+    assert_int_equal(attnc_cache_dir(NULL, NULL, 0), ATTNC_E_INVALID);
+    for (int s = 0; s < ATTNC_STATUS_COUNT; s++)
+        assert_string_not_equal(attnc_status_str((attnc_status)s), "unknown status");
+    assert_string_equal(attnc_status_str(ATTNC_E_INVALID), "invalid argument");
+    assert_string_equal(attnc_status_str(ATTNC_STATUS_COUNT), "unknown status");
+    attnc_ctx_free(ctx);
+}
+
 /* cross_attention: memory_dim defaults to d_model, causal to false; an
  * explicit off value of a self-attention key is allowed; k_bias: false
  * drops K's bias only. */
@@ -353,6 +389,7 @@ int main(void) {
         cmocka_unit_test(spec_shipped_values_match_their_models),
         cmocka_unit_test(spec_fills_defaults),
         cmocka_unit_test(spec_cross_attention_and_k_bias),
+        cmocka_unit_test(api_bad_arguments_are_invalid),
         cmocka_unit_test(spec_rope_defaults),
         cmocka_unit_test(spec_accepts_kv_heads_alias),
         cmocka_unit_test(spec_reads_every_key),

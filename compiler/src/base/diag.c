@@ -44,6 +44,21 @@ static const char *sev_name(attnc_severity s) {
     return "?";
 }
 
+const char *attnc_status_str(attnc_status s) {
+    switch (s) {
+    case ATTNC_OK: return "ok";
+    case ATTNC_E_IO: return "I/O error";
+    case ATTNC_E_YAML: return "malformed YAML";
+    case ATTNC_E_SPEC: return "invalid spec";
+    case ATTNC_E_SHAPE: return "inconsistent shapes";
+    case ATTNC_E_LLVM: return "code generation failed";
+    case ATTNC_E_NOMEM: return "out of memory";
+    case ATTNC_E_INVALID: return "invalid argument";
+    case ATTNC_STATUS_COUNT: break;
+    }
+    return "unknown status";
+}
+
 int attnc_diag_format(const attnc_diag *d, char *buf, size_t n) {
     const attnc_loc *l = &d->loc;
     const char *file = l->file ? l->file : "";

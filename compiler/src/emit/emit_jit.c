@@ -191,9 +191,10 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
     attnc_ctx *ctx = attnc_ctx_new();
     if (!ctx)
         return ATTNC_E_NOMEM;
-    attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_IO;
+    attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_INVALID;
     if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
-        *error = compile_diag_text(ctx, spec_path ? "compilation failed" : "no spec path");
+        *error = compile_diag_text(ctx, spec_path && out ? "compilation failed"
+                                        : "attnc_jit_compile_file: NULL spec path or out");
     attnc_ctx_free(ctx);
     return st;
 }
@@ -262,7 +263,7 @@ attnc_status attnc_probes_compile_for(const attnc_options *opt, attnc_jit **jit,
     attnc_ctx *ctx = attnc_ctx_new();
     if (!ctx)
         return ATTNC_E_NOMEM;
-    attnc_status st = ATTNC_E_IO;
+    attnc_status st = ATTNC_E_INVALID; /* NULL jit or out */
     if (opt && opt->target)
         diag_error(ctx, st = ATTNC_E_SPEC, (attnc_loc){0}, "the probes run here: no --target");
     else if (jit && out)

@@ -184,8 +184,8 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
                                 attnc_emit_kind kind, const char *out_path,
                                 const char *header_path) {
     if ((unsigned)kind >= ATTNC_EMIT_COUNT || !out_path) {
-        diag_error(ctx, ATTNC_E_IO, (attnc_loc){0}, "no output path or unknown output kind");
-        return ATTNC_E_IO;
+        diag_error(ctx, ATTNC_E_INVALID, (attnc_loc){0}, "no output path or unknown output kind");
+        return ATTNC_E_INVALID;
     }
     attn_config cfg;
     spec_locs locs;
@@ -241,9 +241,10 @@ attnc_status attnc_compile_file(const char *spec_path, const attnc_options *opt,
     if (!ctx)
         return ATTNC_E_NOMEM;
     attnc_status st = spec_path ? compile_aot(ctx, spec_path, opt, kind, out_path, header_path)
-                                : ATTNC_E_IO;
+                                : ATTNC_E_INVALID;
     if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
-        *error = compile_diag_text(ctx, spec_path ? "compilation failed" : "no spec path");
+        *error = compile_diag_text(ctx, spec_path ? "compilation failed"
+                                                  : "attnc_compile_file: NULL spec path");
     attnc_ctx_free(ctx);
     return st;
 }

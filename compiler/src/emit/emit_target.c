@@ -295,7 +295,7 @@ attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n, uin
     if (!ctx)
         return ATTNC_E_NOMEM;
     LLVMTargetMachineRef tm = NULL;
-    attnc_status st = cpu && n && features ? emit_target_machine(ctx, opt, &tm) : ATTNC_E_IO;
+    attnc_status st = cpu && n && features ? emit_target_machine(ctx, opt, &tm) : ATTNC_E_INVALID;
     if (st == ATTNC_OK) {
         char *name = LLVMGetTargetMachineCPU(tm);
         snprintf(cpu, n, "%s", name);

@@ -348,11 +348,11 @@ attnc_status attnc_cache_dir(const attnc_options *opt, char *buf, size_t n) {
     char *dir = kc_dir(opt);
     if (!buf || n == 0) {
         free(dir);
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     }
     int len = snprintf(buf, n, "%s", dir ? dir : "");
     free(dir);
-    return (size_t)len < n ? ATTNC_OK : ATTNC_E_IO;
+    return (size_t)len < n ? ATTNC_OK : ATTNC_E_INVALID; /* buf too small */
 }
 
 static bool has_suffix(const char *s, const char *suffix) {
@@ -403,7 +403,7 @@ attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out, char
     if (error)
         *error = NULL;
     if (!dir || !out)
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     return walk(dir, false, out, error);
 }
 
@@ -412,7 +412,7 @@ attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed, char
         *error = NULL;
     attnc_cache_stats st;
     if (!dir)
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     attnc_status rc = walk(dir, true, &st, error);
     if (removed)
         *removed = st;

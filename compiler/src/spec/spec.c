@@ -11,7 +11,7 @@
 static attnc_status load_string(attnc_ctx *ctx, const char *name, const char *text, size_t len,
                                 attn_config *out, spec_locs *locs) {
     if (!ctx || !text || !out)
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     const char *file = arena_strndup(&ctx->arena, name ? name : "<spec>",
                                      strlen(name ? name : "<spec>"));
     if (!file)
@@ -34,7 +34,7 @@ attnc_status attnc_spec_load_file(attnc_ctx *ctx, const char *path, attn_config 
 
 attnc_status spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out, spec_locs *locs) {
     if (!ctx || !path || !out)
-        return ATTNC_E_IO;
+        return ATTNC_E_INVALID;
     const char *file = arena_strndup(&ctx->arena, path, strlen(path));
     attnc_loc at = {file ? file : "<spec>", 0, 0};
     FILE *fp = fopen(path, "rb");
