@@ -112,7 +112,8 @@ int main(int argc, char **argv) {
     attn_cache_stats after_fork = attn_cache_get_stats(c);
 
     /* decode: one batched call per step advances all four sequences */
-    float *xb = malloc((size_t)(N_SEQ * D) * sizeof *xb), *yb = malloc((size_t)(N_SEQ * D) * sizeof *yb);
+    float *xb = malloc((size_t)(N_SEQ * D) * sizeof *xb),
+          *yb = malloc((size_t)(N_SEQ * D) * sizeof *yb);
     int32_t ones[N_SEQ] = {1, 1, 1, 1};
     double t0 = now();
     for (int step = 0; step < STEPS; step++) {

@@ -65,16 +65,11 @@ int main(int argc, char **argv) {
         const char *name;
         int (*run)(int argc, char **argv);
     } cmds[] = {
-        {"check", cmd_check},
-        {"ir", cmd_ir},
-        {"compile", cmd_compile},
-        {"run", cmd_run},
-        {"import", cmd_import},
-        {"gen-weights", cmd_gen_weights},
-        {"gen-input", cmd_gen_input},
-        {"bench", cmd_bench},
-        {"roofline", cmd_roofline},
-        {"cache", cmd_cache},
+        {"check", cmd_check},         {"ir", cmd_ir},
+        {"compile", cmd_compile},     {"run", cmd_run},
+        {"import", cmd_import},       {"gen-weights", cmd_gen_weights},
+        {"gen-input", cmd_gen_input}, {"bench", cmd_bench},
+        {"roofline", cmd_roofline},   {"cache", cmd_cache},
     };
     if (argc < 2) {
         fputs(usage, stderr);

@@ -259,12 +259,9 @@ static void print_roofline_line(const roofline *r) {
 int cmd_roofline(int argc, char **argv) {
     const char *help = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL, *cpu = NULL;
     const opt opts[] = {
-        {"--help", "-h", false, &help, NULL, 0},
-        {"--threads", NULL, true, &threads_s, NULL, 0},
-        {"--cpu", NULL, true, &cpu, NULL, 0},
-        {"--runs", NULL, true, &runs_s, NULL, 0},
-        {"--json", NULL, false, &json, NULL, 0},
-        {0},
+        {"--help", "-h", false, &help, NULL, 0}, {"--threads", NULL, true, &threads_s, NULL, 0},
+        {"--cpu", NULL, true, &cpu, NULL, 0},    {"--runs", NULL, true, &runs_s, NULL, 0},
+        {"--json", NULL, false, &json, NULL, 0}, {0},
     };
     const char *pos[1];
     int n_pos;
@@ -372,8 +369,8 @@ static int write_spec_copy(const attn_config *cfg, char *path) {
     if (!ok) {
         if (fd >= 0)
             remove(path);
-        fprintf(stderr, "attnc: error: bench: cannot write a spec with the requested dtypes to %s\n",
-                path);
+        fprintf(stderr,
+                "attnc: error: bench: cannot write a spec with the requested dtypes to %s\n", path);
         return EXIT_INPUT;
     }
     return EXIT_OK;
@@ -474,11 +471,12 @@ static int check(const bench *b, runner *r, double *err) {
     int32_t seq = -1;
     int rc = x && y && ref ? EXIT_OK : runtime_error(ATTN_E_NOMEM, NULL);
     attn_status st;
-    if (rc == EXIT_OK && ((st = attn_ref_new(b->w, b->memory ? b->memory : total, &rf, &m)) ||
-                          (b->memory && (st = attn_ref_set_memory(rf, b->memory, b->mem, &m))) ||
-                          (st = attn_ref_forward(rf, pre, x, ref, &m)) ||
-                          (st = attn_ref_forward(rf, 1, x + pre * D, ref + pre * D, &m)) ||
-                          (st = attn_ref_forward(rf, 1, x + (pre + 1) * D, ref + (pre + 1) * D, &m))))
+    if (rc == EXIT_OK &&
+        ((st = attn_ref_new(b->w, b->memory ? b->memory : total, &rf, &m)) ||
+         (b->memory && (st = attn_ref_set_memory(rf, b->memory, b->mem, &m))) ||
+         (st = attn_ref_forward(rf, pre, x, ref, &m)) ||
+         (st = attn_ref_forward(rf, 1, x + pre * D, ref + pre * D, &m)) ||
+         (st = attn_ref_forward(rf, 1, x + (pre + 1) * D, ref + (pre + 1) * D, &m))))
         rc = runtime_error(st, &m);
     if (rc == EXIT_OK && (st = attn_seq_new(r->cache, &seq)))
         rc = runtime_error(st, NULL);
@@ -588,8 +586,8 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
 /* One row: times (seconds) and bw (GB/s) per run, both sorted here;
  * %read is the median of each run's GB/s over the bandwidth read just
  * before it. */
-static void report(const bench *b, const roofline *rl, const char *variant,
-                   const attnc_timings *ct, double *times, double *bw, bool json, bool first) {
+static void report(const bench *b, const roofline *rl, const char *variant, const attnc_timings *ct,
+                   double *times, double *bw, bool json, bool first) {
     double flops, bytes;
     work(b, &flops, &bytes);
     double *ratio = times + b->runs; /* the caller's times hold 2 x runs */
@@ -706,7 +704,8 @@ int cmd_bench(int argc, char **argv) {
     b.decode = strcmp(mode, "decode") == 0;
     b.core = strcmp(part, "core") == 0;
     if (b.decode && seq_s)
-        return usage_error("bench", "--seq is for --mode prefill; decode adds one token to --cache");
+        return usage_error("bench",
+                           "--seq is for --mode prefill; decode adds one token to --cache");
     if (!b.decode && cache_s)
         return usage_error("bench", "--cache is for --mode decode");
     int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7;
@@ -740,14 +739,17 @@ int cmd_bench(int argc, char **argv) {
         b.cfg.kv_dtype = kv_dtype;
     bool cross = b.cfg.memory_dim > 0;
     if (cross && !b.memory) {
-        fprintf(stderr, "attnc: error: bench: %s has cross_attention: give its memory rows with "
-                        "--memory N\n",
+        fprintf(stderr,
+                "attnc: error: bench: %s has cross_attention: give its memory rows with "
+                "--memory N\n",
                 b.spec);
         return EXIT_USAGE;
     }
     if (!cross && b.memory)
-        return usage_error("bench", "--memory is for cross-attention, and %s has no "
-                                    "cross_attention", b.spec);
+        return usage_error("bench",
+                           "--memory is for cross-attention, and %s has no "
+                           "cross_attention",
+                           b.spec);
     if (cross && cache_s)
         return usage_error("bench", "--cache is for self-attention; cross-attention decodes one "
                                     "token against --memory rows");
@@ -781,12 +783,12 @@ int cmd_bench(int argc, char **argv) {
             char against[64] = "";
             if (cross)
                 snprintf(against, sizeof against, ", memory %lld rows", (long long)b.memory);
-            printf(
-                "attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache %s%s%s\n",
-                b.cfg.name, mode, part, b.decode ? "cache" : "seq",
-                (long long)(b.decode ? (cross ? 0 : cache) : seq), against, b.threads,
-                attn_dtype_name(b.cfg.dtype), attn_dtype_name(b.cfg.kv_dtype),
-                b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
+            printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
+                   "%s%s%s\n",
+                   b.cfg.name, mode, part, b.decode ? "cache" : "seq",
+                   (long long)(b.decode ? (cross ? 0 : cache) : seq), against, b.threads,
+                   attn_dtype_name(b.cfg.dtype), attn_dtype_name(b.cfg.kv_dtype),
+                   b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(&b, &pb, &rl, NULL, json, true);

@@ -46,7 +46,8 @@ int cmd_cache(int argc, char **argv) {
     }
     attnc_cache_stats st;
     char *err = NULL;
-    attnc_status s = info ? attnc_cache_stats_get(dir, &st, &err) : attnc_cache_clear(dir, &st, &err);
+    attnc_status s =
+        info ? attnc_cache_stats_get(dir, &st, &err) : attnc_cache_clear(dir, &st, &err);
     if (s != ATTNC_OK) {
         fprintf(stderr, "attnc: error: %s", err ? err : "cache: out of memory\n");
         free(err);

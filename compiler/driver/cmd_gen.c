@@ -44,8 +44,8 @@ int cmd_gen_weights(int argc, char **argv) {
     const char *pos[1];
     int n_pos;
     const opt opts[] = {
-        {"--help", "-h", false, &help, NULL, 0},   {"--output", "-o", true, &output, NULL, 0},
-        {"--seed", NULL, true, &seed_s, NULL, 0},  {"--dtype", NULL, true, &dtype_s, NULL, 0},
+        {"--help", "-h", false, &help, NULL, 0},    {"--output", "-o", true, &output, NULL, 0},
+        {"--seed", NULL, true, &seed_s, NULL, 0},   {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--prefix", NULL, true, &prefix, NULL, 0}, {0},
     };
     if (!parse_opts("gen-weights", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -85,10 +85,13 @@ int cmd_gen_input(int argc, char **argv) {
     const char *rows_s = NULL, *pos[1];
     int n_pos;
     const opt opts[] = {
-        {"--help", "-h", false, &help, NULL, 0},  {"--output", "-o", true, &output, NULL, 0},
-        {"--seed", NULL, true, &seed_s, NULL, 0}, {"--dtype", NULL, true, &dtype_s, NULL, 0},
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--output", "-o", true, &output, NULL, 0},
+        {"--seed", NULL, true, &seed_s, NULL, 0},
+        {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--tokens", NULL, true, &tokens_s, NULL, 0},
-        {"--memory-rows", NULL, true, &rows_s, NULL, 0}, {0},
+        {"--memory-rows", NULL, true, &rows_s, NULL, 0},
+        {0},
     };
     if (!parse_opts("gen-input", argc, argv, 1, opts, pos, 1, &n_pos))
         return EXIT_USAGE;
@@ -97,7 +100,8 @@ int cmd_gen_input(int argc, char **argv) {
         return EXIT_OK;
     }
     if (n_pos != 1 || !output || (!tokens_s && !rows_s))
-        return usage_error("gen-input", "expected one SPEC file, --tokens or --memory-rows, and -o");
+        return usage_error("gen-input",
+                           "expected one SPEC file, --tokens or --memory-rows, and -o");
     int64_t seed = 2, T = 0, rows = 0;
     attn_dtype dt = ATTN_DTYPE_F32;
     if ((tokens_s && !parse_int("gen-input", "--tokens", tokens_s, 1, ATTN_MAX_TOKENS, &T)) ||
@@ -110,8 +114,10 @@ int cmd_gen_input(int argc, char **argv) {
     if (rc != EXIT_OK)
         return rc;
     if (rows && cfg.memory_dim == 0)
-        return usage_error("gen-input", "--memory-rows is for cross-attention, and %s has no "
-                                        "cross_attention", pos[0]);
+        return usage_error("gen-input",
+                           "--memory-rows is for cross-attention, and %s has no "
+                           "cross_attention",
+                           pos[0]);
     /* x from the seed's stream, then the memory from where x ended */
     size_t nx = (size_t)(T * cfg.d_model), nm = (size_t)(rows * cfg.memory_dim);
     float *x = malloc((nx + nm + 1) * sizeof *x);

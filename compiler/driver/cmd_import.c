@@ -523,9 +523,13 @@ static int llama3_from_factors(imp *m, const attn_gguf_tensor *rf) {
     if (rf->type != 0 || rf->ndim != 1 || rf->ne[0] != half || half < 1)
         return fail(m, "rope_freqs.weight must be F32 [%lld] (rotary_dim / 2)", (long long)half);
     const float *div = rf->data;
-    attn_config c = {.rope_style = ATTN_ROPE_HALF, .rope_base = m->base, .rotary_dim = m->rotary_dim,
-                     .rope_scaling = ATTN_SCALING_LLAMA3, .rope_factor = 1,
-                     .rope_low_freq_factor = 1, .rope_high_freq_factor = 4,
+    attn_config c = {.rope_style = ATTN_ROPE_HALF,
+                     .rope_base = m->base,
+                     .rotary_dim = m->rotary_dim,
+                     .rope_scaling = ATTN_SCALING_LLAMA3,
+                     .rope_factor = 1,
+                     .rope_low_freq_factor = 1,
+                     .rope_high_freq_factor = 4,
                      .rope_original_max_position = 8192};
     for (int64_t i = 0; i < half; i++)
         c.rope_factor = div[i] > c.rope_factor ? div[i] : c.rope_factor;
@@ -543,9 +547,10 @@ static int llama3_from_factors(imp *m, const attn_gguf_tensor *rf) {
             bad = i;
     free(f), free(f0);
     if (bad >= 0)
-        return fail(m, "rope_freqs.weight[%lld] = %g is not Llama 3's scaling with factor %g, "
-                       "low_freq_factor 1, high_freq_factor 4, original context 8192; import "
-                       "the model's config.json instead",
+        return fail(m,
+                    "rope_freqs.weight[%lld] = %g is not Llama 3's scaling with factor %g, "
+                    "low_freq_factor 1, high_freq_factor 4, original context 8192; import "
+                    "the model's config.json instead",
                     (long long)bad, div[bad], c.rope_factor);
     m->scaling = ATTN_SCALING_LLAMA3;
     m->factor = c.rope_factor, m->low = 1, m->high = 4, m->orig = 8192;

@@ -72,7 +72,8 @@ static void print_timings(const attnc_timings *t) {
             "optimize %.1f ms, codegen %.1f ms (%.1f ms on %d threads), cache %s %.1f ms, "
             "link %.1f ms, total %.1f ms\n",
             t->spec_ms, t->ir_ms, t->passes_ms, t->llvm_ms, t->optimize_ms, t->codegen_ms,
-            t->objects_ms, t->threads, cache_result_name(t->cache), t->cache_ms, t->jit_ms, t->total_ms);
+            t->objects_ms, t->threads, cache_result_name(t->cache), t->cache_ms, t->jit_ms,
+            t->total_ms);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -136,14 +137,17 @@ int cmd_run(int argc, char **argv) {
 
     bool cross = cfg.memory_dim > 0;
     if (cross && !memory_path) {
-        fprintf(stderr, "attnc: error: %s has cross_attention: give its memory with --memory "
-                        "M.safetensors (tensor 'memory' [rows, %lld])\n",
+        fprintf(stderr,
+                "attnc: error: %s has cross_attention: give its memory with --memory "
+                "M.safetensors (tensor 'memory' [rows, %lld])\n",
                 pos[0], (long long)cfg.memory_dim);
         return EXIT_USAGE;
     }
     if (!cross && memory_path)
-        return usage_error("run", "--memory is for cross-attention, and %s has no "
-                                  "cross_attention", pos[0]);
+        return usage_error("run",
+                           "--memory is for cross-attention, and %s has no "
+                           "cross_attention",
+                           pos[0]);
     attn_msg m = {{0}};
     attn_weights *w = NULL;
     engine e = {0};
@@ -186,15 +190,17 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if (cross && (rows < 1 || rows > cfg.kv_max_tokens)) {
-        fprintf(stderr, "attnc: error: %s: 'memory' has %lld rows; kv_cache.max_tokens of %s is "
-                        "%lld\n",
+        fprintf(stderr,
+                "attnc: error: %s: 'memory' has %lld rows; kv_cache.max_tokens of %s is "
+                "%lld\n",
                 memory_path, (long long)rows, pos[0], (long long)cfg.kv_max_tokens);
         rc = EXIT_INPUT;
         goto done;
     }
     if (!cross && T > cfg.kv_max_tokens) {
-        fprintf(stderr, "attnc: error: %s: 'x' has %lld tokens; kv_cache.max_tokens of %s is %lld\n",
-                input, (long long)T, pos[0], (long long)cfg.kv_max_tokens);
+        fprintf(stderr,
+                "attnc: error: %s: 'x' has %lld tokens; kv_cache.max_tokens of %s is %lld\n", input,
+                (long long)T, pos[0], (long long)cfg.kv_max_tokens);
         rc = EXIT_INPUT;
         goto done;
     }
@@ -230,7 +236,9 @@ int cmd_run(int argc, char **argv) {
             (st = attn_seq_new(e.cache, &e.seq)) ||
             (cross && (st = attn_seq_set_memory(e.cache, e.seq, rows, memory)))) {
             snprintf(m.text, sizeof m.text, "%s",
-                     e.cache ? attn_cache_error(e.cache) : e.block ? attn_block_error(e.block) : "");
+                     e.cache   ? attn_cache_error(e.cache)
+                     : e.block ? attn_block_error(e.block)
+                               : "");
             rc = runtime_error(st, &m);
             goto done;
         }
@@ -267,8 +275,8 @@ int cmd_run(int argc, char **argv) {
     }
     printf("%s: %lld tokens (chunks of %lld), engine %s: %.3f s, %.1f tokens/s\n", cfg.name,
            (long long)T, (long long)chunk, engine_s, secs, (double)T / (secs > 0 ? secs : 1e-9));
-    printf("y [%lld, %lld] f32: rms %.6g, sum %.6g -> %s\n", (long long)T,
-           (long long)cfg.d_model, sqrt(sq / (double)(T * cfg.d_model)), sum, output);
+    printf("y [%lld, %lld] f32: rms %.6g, sum %.6g -> %s\n", (long long)T, (long long)cfg.d_model,
+           sqrt(sq / (double)(T * cfg.d_model)), sum, output);
     rc = EXIT_OK;
 done:
     engine_free(&e);

@@ -101,7 +101,8 @@ bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, 
     return true;
 }
 
-bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks, attn_dtype *out) {
+bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks,
+                 attn_dtype *out) {
     for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
         if (strcmp(text, attn_dtype_name((attn_dtype)t)) == 0 &&
             (blocks || attn_dtype_block((attn_dtype)t) == 1)) {
@@ -109,8 +110,8 @@ bool parse_dtype(const char *cmd, const char *name, const char *text, bool block
             return true;
         }
     }
-    usage_error(cmd, "%s expects f32, f16, bf16%s, found '%s'", name, blocks ? ", q8_0 or q4_0" : "",
-                text);
+    usage_error(cmd, "%s expects f32, f16, bf16%s, found '%s'", name,
+                blocks ? ", q8_0 or q4_0" : "", text);
     return false;
 }
 
@@ -184,5 +185,5 @@ int compile_error(attnc_status st, char *msg) {
     fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
     free(msg);
     return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
-                                                                         : EXIT_INTERNAL;
+                                                                        : EXIT_INTERNAL;
 }

@@ -99,10 +99,10 @@ ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);
 typedef struct attnc_options {
     const char *const *disabled_passes; /* pass names to skip (see attnc_pass_name) */
     int n_disabled_passes;
-    const char *target;   /* LLVM target triple ("aarch64-linux-gnu"); NULL = this host's */
-    const char *cpu;      /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's
-                             (or the target's generic CPU for another target) */
-    const char *features; /* LLVM feature string; NULL = the CPU's (host: detected) */
+    const char *target;    /* LLVM target triple ("aarch64-linux-gnu"); NULL = this host's */
+    const char *cpu;       /* LLVM CPU name ("x86-64-v3", "generic"); NULL = this host's
+                              (or the target's generic CPU for another target) */
+    const char *features;  /* LLVM feature string; NULL = the CPU's (host: detected) */
     const char *emit_llvm; /* if set, the optimized module's LLVM IR is written here */
     const char *emit_asm;  /* if set, its assembly is written here */
     /* The kernel cache: compiled kernels are kept in cache_dir and reused by
@@ -212,13 +212,11 @@ typedef struct attnc_cache_stats {
 
 /* The entries of cache directory dir (a missing directory holds none).
  * *error as for attnc_jit_compile_file. */
-ATTNC_API attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out,
-                                             char **error);
+ATTNC_API attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out, char **error);
 /* Removes every entry of dir (and temporary files left by killed
  * compiles); *removed (may be NULL) gets what was removed. Safe while
  * other processes compile: they miss and store anew. */
-ATTNC_API attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed,
-                                         char **error);
+ATTNC_API attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed, char **error);
 
 /* Probes of this machine's limits, compiled for the host as the kernels
  * are (`attnc roofline` times them on every thread):

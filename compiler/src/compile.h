@@ -9,8 +9,8 @@
  * be "lower"); the graph lives in ctx's arena. Stage times go to *t when
  * not NULL. */
 ATTNC_HIDDEN attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path,
-                                        const attnc_options *opt, const char *after,
-                                        ir_graph **out, attnc_timings *t);
+                                        const attnc_options *opt, const char *after, ir_graph **out,
+                                        attnc_timings *t);
 /* The same from a loaded spec (locs: where its keys were). */
 ATTNC_HIDDEN attnc_status compile_graph_of(attnc_ctx *ctx, const attn_config *cfg,
                                            const spec_locs *locs, const attnc_options *opt,

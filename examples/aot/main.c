@@ -23,7 +23,8 @@ static float *read_rows(const char *path, const char *name, int64_t cols, int64_
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: aot_example W.safetensors X.safetensors Y_REF.safetensors [PROMPT]\n");
+        fprintf(stderr,
+                "usage: aot_example W.safetensors X.safetensors Y_REF.safetensors [PROMPT]\n");
         return 1;
     }
     const attn_kernels *k = seed_kernels();

@@ -112,7 +112,7 @@ ATTN_API const char *attn_layout_name(attn_layout l);
 #define ATTN_MAX_HEADS 1024
 #define ATTN_MAX_HEAD_DIM 1024
 #define ATTN_MAX_D_MODEL 65536
-#define ATTN_MAX_QDIM 131072 /* heads * head_dim */
+#define ATTN_MAX_QDIM 131072               /* heads * head_dim */
 #define ATTN_MAX_TOKENS (INT64_C(1) << 22) /* kv_cache.max_tokens */
 #define ATTN_MAX_BLOCK_TOKENS 4096
 #define ATTN_MAX_WINDOW ATTN_MAX_TOKENS
@@ -131,32 +131,32 @@ typedef struct attn_config {
     double rope_base;
     int64_t rotary_dim; /* even, <= head_dim */
     attn_rope_scaling rope_scaling;
-    double rope_factor;              /* linear and llama3 */
-    double rope_low_freq_factor;     /* llama3 */
-    double rope_high_freq_factor;    /* llama3 */
-    int64_t rope_original_max_position; /* llama3, yarn */
-    double rope_beta_fast, rope_beta_slow; /* yarn: the ramp's rotation counts */
+    double rope_factor;                      /* linear and llama3 */
+    double rope_low_freq_factor;             /* llama3 */
+    double rope_high_freq_factor;            /* llama3 */
+    int64_t rope_original_max_position;      /* llama3, yarn */
+    double rope_beta_fast, rope_beta_slow;   /* yarn: the ramp's rotation counts */
     double rope_mscale, rope_mscale_all_dim; /* yarn: the derived attention factor */
-    double rope_attention_factor;    /* yarn: cos and sin are multiplied by it */
-    bool rope_truncate;              /* yarn: round the ramp's ends to whole dims */
-    bool sinks;                      /* a learned per-head logit in the softmax */
-    bool alibi;                      /* score -= slope_h * (p - j) */
-    attn_qk_norm qk_norm;            /* ATTN_QK_NORM_NONE: off */
-    bool qk_norm_weight;             /* times a learned weight */
-    int32_t qk_norm_offset;          /* 1: times (1 + weight) (Gemma) */
-    attn_layout weights_layout;      /* how checkpoints store the weights */
+    double rope_attention_factor;            /* yarn: cos and sin are multiplied by it */
+    bool rope_truncate;                      /* yarn: round the ramp's ends to whole dims */
+    bool sinks;                              /* a learned per-head logit in the softmax */
+    bool alibi;                              /* score -= slope_h * (p - j) */
+    attn_qk_norm qk_norm;                    /* ATTN_QK_NORM_NONE: off */
+    bool qk_norm_weight;                     /* times a learned weight */
+    int32_t qk_norm_offset;                  /* 1: times (1 + weight) (Gemma) */
+    attn_layout weights_layout;              /* how checkpoints store the weights */
     double qk_norm_eps;
-    int64_t chunk;                   /* chunked_attention: 0 = off; needs causal */
-    int64_t temp_floor_scale;        /* query_temperature: 0 = off */
+    int64_t chunk;            /* chunked_attention: 0 = off; needs causal */
+    int64_t temp_floor_scale; /* query_temperature: 0 = off */
     double temp_attn_scale;
-    int64_t sliding_window;          /* 0 = unlimited; needs causal */
-    double softcap;                  /* 0 = off */
+    int64_t sliding_window; /* 0 = unlimited; needs causal */
+    double softcap;         /* 0 = off */
     bool qkv_bias;
     bool o_bias;
-    bool no_k_bias;  /* with qkv_bias: q and v have a bias, k none (spec k_bias: false; Whisper) */
-    bool scale_auto; /* scale = 1/sqrt(head_dim) */
-    double scale;    /* the effective scale, also when scale_auto */
-    attn_dtype dtype;        /* weights */
+    bool no_k_bias;   /* with qkv_bias: q and v have a bias, k none (spec k_bias: false; Whisper) */
+    bool scale_auto;  /* scale = 1/sqrt(head_dim) */
+    double scale;     /* the effective scale, also when scale_auto */
+    attn_dtype dtype; /* weights */
     attn_dtype kv_dtype;     /* K/V cache; the reference rounds K/V to it */
     int64_t kv_block_tokens; /* tokens per cache block */
     int64_t kv_max_tokens;   /* longest sequence */
@@ -264,16 +264,25 @@ typedef struct attn_st_tensor {
 
 /* Writes n tensors to path through a temporary file renamed on success, so
  * path is either the complete new file or untouched. */
-ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n,
-                                   attn_msg *msg);
+ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn_msg *msg);
 
 /* ---- GGUF ---------------------------------------------------------------- */
 
 /* GGUF metadata value types (the format's gguf_type). */
 enum {
-    ATTN_GGUF_UINT8, ATTN_GGUF_INT8, ATTN_GGUF_UINT16, ATTN_GGUF_INT16, ATTN_GGUF_UINT32,
-    ATTN_GGUF_INT32, ATTN_GGUF_FLOAT32, ATTN_GGUF_BOOL, ATTN_GGUF_STRING, ATTN_GGUF_ARRAY,
-    ATTN_GGUF_UINT64, ATTN_GGUF_INT64, ATTN_GGUF_FLOAT64
+    ATTN_GGUF_UINT8,
+    ATTN_GGUF_INT8,
+    ATTN_GGUF_UINT16,
+    ATTN_GGUF_INT16,
+    ATTN_GGUF_UINT32,
+    ATTN_GGUF_INT32,
+    ATTN_GGUF_FLOAT32,
+    ATTN_GGUF_BOOL,
+    ATTN_GGUF_STRING,
+    ATTN_GGUF_ARRAY,
+    ATTN_GGUF_UINT64,
+    ATTN_GGUF_INT64,
+    ATTN_GGUF_FLOAT64
 };
 
 /* One tensor of an open GGUF file; pointers borrow from the attn_gguf. */
@@ -282,10 +291,10 @@ typedef struct attn_gguf_tensor {
     uint32_t type;         /* ggml type id: 0 F32, 1 F16, 8 Q8_0, 30 BF16, ... */
     const char *type_name; /* "F32", "Q8_0", ... */
     int ndim;
-    int64_t ne[4];         /* ne[0] varies fastest: a Linear weight is [in, out] */
-    uint64_t offset;       /* from the start of the data section */
+    int64_t ne[4];   /* ne[0] varies fastest: a Linear weight is [in, out] */
+    uint64_t offset; /* from the start of the data section */
     size_t nbytes;
-    const void *data;      /* inside the file's mapping */
+    const void *data; /* inside the file's mapping */
 } attn_gguf_tensor;
 
 typedef struct attn_gguf attn_gguf;
@@ -330,12 +339,12 @@ ATTN_API int64_t attn_gguf_array_len(const attn_gguf *g, const char *key);
  * Biases are NULL when the spec has none. */
 typedef struct attn_weights {
     attn_config cfg;
-    float *wq; /* [heads*head_dim, d_model] */
-    float *wk; /* [kv_groups*head_dim, d_model] */
-    float *wv; /* [kv_groups*head_dim, d_model] */
-    float *wo; /* [d_model, heads*head_dim] */
-    float *bq, *bk, *bv; /* [heads*head_dim], [kv*hd], [kv*hd] if qkv_bias */
-    float *bo;           /* [d_model] if o_bias */
+    float *wq;              /* [heads*head_dim, d_model] */
+    float *wk;              /* [kv_groups*head_dim, d_model] */
+    float *wv;              /* [kv_groups*head_dim, d_model] */
+    float *wo;              /* [d_model, heads*head_dim] */
+    float *bq, *bk, *bv;    /* [heads*head_dim], [kv*hd], [kv*hd] if qkv_bias */
+    float *bo;              /* [d_model] if o_bias */
     float *q_norm, *k_norm; /* [head_dim] each (qk_norm scope head) or [heads*head_dim],
                                [kv_groups*head_dim] (scope all), if qk_norm with weight */
     float *sinks;           /* [heads] if sinks */
@@ -346,8 +355,8 @@ ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out
 /* Deterministic random weights: uniform with variance 1/fan_in, so scores
  * stay O(1); biases uniform in [-0.1, 0.1]; rounded to cfg.dtype, so they
  * are exactly representable in the dtype kernels keep them in. */
-ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
-                                         attn_weights **out, attn_msg *msg);
+ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, attn_weights **out,
+                                         attn_msg *msg);
 /* Loads a block's weights from a checkpoint: path is a .safetensors file,
  * a model.safetensors.index.json (the shards it names, in its directory)
  * or a GGUF file. Names are those of cfg.weights_layout (llama: q_proj,
@@ -363,8 +372,8 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed,
  * dtype, use the same numbers. A q8_0/q4_0 spec refuses NaN and infinity
  * in a matrix (no block holds them). Other tensors are ignored.
  * A missing tensor's message suggests the prefix under which it exists. */
-ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path,
-                                       const char *prefix, attn_weights **out, attn_msg *msg);
+ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path, const char *prefix,
+                                       attn_weights **out, attn_msg *msg);
 /* Checks that the checkpoint at path holds every tensor cfg needs (names,
  * shapes, a loadable dtype; shards opened) without reading their values:
  * the errors attn_weights_load would give, before any work. */

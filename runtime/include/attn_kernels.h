@@ -81,7 +81,7 @@ typedef enum attn_weight_id {
     ATTN_B_QKV,
     ATTN_W_Q_NORM, /* qk_norm weights (f32, as stored) */
     ATTN_W_K_NORM,
-    ATTN_W_SINKS,  /* [heads] */
+    ATTN_W_SINKS, /* [heads] */
     ATTN_WEIGHT_COUNT
 } attn_weight_id;
 

@@ -17,8 +17,7 @@ const char *attn_block_error(const attn_block *b) {
     return b ? b->error.text : "no block";
 }
 
-attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
-                           attn_block **out) {
+attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt, attn_block **out) {
     if (!out)
         return ATTN_E_INVALID;
     attn_status st = attn_kernels_check(k, NULL); /* the reason: attn_kernels_check(k, msg) */
@@ -118,8 +117,9 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
             break;
         }
         for (uint32_t i = 0; i < k->n_buffers; i++)
-            args.buf[i] = k->buffers[i].role == ATTN_BUF_WEIGHT ? staged[k->buffers[i].weight]
-                          : k->buffers[i].role == ATTN_BUF_PACKED ? packed[i] : NULL;
+            args.buf[i] = k->buffers[i].role == ATTN_BUF_WEIGHT   ? staged[k->buffers[i].weight]
+                          : k->buffers[i].role == ATTN_BUF_PACKED ? packed[i]
+                                                                  : NULL;
         attn_kernel_fn fn = k->steps[si].fn;
 #pragma omp parallel num_threads(b->n_threads)
         fn(&args, (uint32_t)omp_get_thread_num(), (uint32_t)omp_get_num_threads());

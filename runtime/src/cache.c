@@ -219,7 +219,8 @@ attn_status attn_seq_new(attn_cache *c, int32_t *id) {
 
 attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
     if (!c || !dst || !find(c, src))
-        return c ? rt_fail(&c->error, ATTN_E_INVALID, "fork: unknown sequence %d", src) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "fork: unknown sequence %d", src)
+                 : ATTN_E_INVALID;
     int32_t id;
     seq *d = new_slot(c, &id);
     if (!d)
@@ -240,10 +241,11 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
 attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     seq *s = find(c, id);
     if (!s)
-        return c ? rt_fail(&c->error, ATTN_E_INVALID, "truncate: unknown sequence %d", id) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "truncate: unknown sequence %d", id)
+                 : ATTN_E_INVALID;
     if (n_tokens < 0 || n_tokens > s->len)
-        return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld", (long long)n_tokens,
-                    (long long)s->len);
+        return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld",
+                       (long long)n_tokens, (long long)s->len);
     if (c->cfg.memory_dim > 0) { /* the memory stays: tokens have no K/V here */
         s->len = n_tokens;
         return ATTN_OK;
@@ -251,11 +253,11 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     int64_t first = attn_first_key(&c->cfg, n_tokens);
     if (s->released > 0 && first < s->released * c->bt)
         return rt_fail(&c->error, ATTN_E_INVALID,
-                    "truncate: position %lld needs keys from %lld on, but the %s "
-                    "released tokens below %lld",
-                    (long long)n_tokens, (long long)first,
-                    c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk",
-                    (long long)(s->released * c->bt));
+                       "truncate: position %lld needs keys from %lld on, but the %s "
+                       "released tokens below %lld",
+                       (long long)n_tokens, (long long)first,
+                       c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk",
+                       (long long)(s->released * c->bt));
     release(c, s, blocks_for(c, n_tokens), blocks_for(c, s->len));
     s->len = n_tokens;
     return ATTN_OK;
@@ -264,7 +266,8 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
 attn_status attn_seq_free(attn_cache *c, int32_t id) {
     seq *s = find(c, id);
     if (!s)
-        return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id) : ATTN_E_INVALID;
+        return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id)
+                 : ATTN_E_INVALID;
     release(c, s, 0, blocks_for(c, held(c, s)));
     s->live = false;
     s->len = s->mem = 0;
@@ -294,7 +297,8 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
             c->pos = p;
         int64_t *q = p ? realloc(c->slot, (size_t)total * sizeof *q) : NULL;
         if (!q)
-            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %lld tokens", (long long)total);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %lld tokens",
+                           (long long)total);
         c->slot = q;
         c->cap_tokens = total;
     }
@@ -308,7 +312,8 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
     if (scratch > c->scratch_bytes) {
         void *p = NULL;
         if (posix_memalign(&p, 64, scratch) != 0)
-            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch", scratch);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch",
+                           scratch);
         free(c->scratch);
         c->scratch = p;
         c->scratch_bytes = scratch;
@@ -341,7 +346,8 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
         int32_t old = s->table[last], fresh = take_block(c);
         /* V's first rows; K's tokens are spread over the block (a column's
          * tokens side by side: attn_kernels.h), so all of it */
-        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes, block = (size_t)c->bt * c->row_bytes;
+        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes,
+               block = (size_t)c->bt * c->row_bytes;
         if (attn_dtype_block(c->cfg.kv_dtype) > 1) /* V's scales follow all its rows */
             bytes = block;
         size_t from = (size_t)old * block, to = (size_t)fresh * block;
@@ -392,8 +398,8 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
 static void bind(attn_cache *c, attn_kernel_args *a, int64_t total, const float *x, float *y,
                  const float *memory, const size_t *bytes) {
     const attn_kernels *k = c->b->k;
-    *a = (attn_kernel_args){.abi_version = ATTN_KERNELS_ABI, .n_tokens = total, .pos = c->pos,
-                            .slot = c->slot};
+    *a = (attn_kernel_args){
+        .abi_version = ATTN_KERNELS_ABI, .n_tokens = total, .pos = c->pos, .slot = c->slot};
     size_t at = 0;
     for (uint32_t i = 0; i < k->n_buffers; i++) {
         const attn_buffer_desc *d = &k->buffers[i];
@@ -485,7 +491,8 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     if (!b->loaded)
         return rt_fail(&c->error, ATTN_E_INVALID, "the block has no weights");
     if (n < 1 || !seqs || !n_tokens)
-        return rt_fail(&c->error, ATTN_E_INVALID, "a batch needs n >= 1 sequences and their token counts");
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "a batch needs n >= 1 sequences and their token counts");
     const attn_config *cfg = &c->cfg;
     int64_t total = 0, need = 0;
     for (int i = 0; i < n; i++) {
@@ -494,7 +501,8 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
             return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
         for (int j = 0; j < i; j++)
             if (seqs[j] == seqs[i])
-                return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch", seqs[i]);
+                return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch",
+                               seqs[i]);
         if (n_tokens[i] < 0)
             return rt_fail(&c->error, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
         if (cfg->memory_dim > 0 && s->mem == 0)
@@ -504,15 +512,16 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
                            seqs[i]);
         if (cfg->memory_dim == 0 && s->len + n_tokens[i] > cfg->kv_max_tokens)
             return rt_fail(&c->error, ATTN_E_INVALID,
-                        "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
-                        seqs[i], (long long)(s->len + n_tokens[i] - 1),
-                        (long long)cfg->kv_max_tokens);
+                           "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
+                           seqs[i], (long long)(s->len + n_tokens[i] - 1),
+                           (long long)cfg->kv_max_tokens);
         total += n_tokens[i];
         need += blocks_needed(c, s, n_tokens[i]);
     }
     if (need > c->n_free)
-        return rt_fail(&c->error, ATTN_E_CAPACITY, "the batch needs %lld more blocks, %lld are free",
-                    (long long)need, (long long)c->n_free);
+        return rt_fail(&c->error, ATTN_E_CAPACITY,
+                       "the batch needs %lld more blocks, %lld are free", (long long)need,
+                       (long long)c->n_free);
     if (total == 0)
         return ATTN_OK;
     if (!x || !y)
@@ -543,7 +552,7 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
     {
         uint32_t ith = (uint32_t)omp_get_thread_num(), nth = (uint32_t)omp_get_num_threads();
         for (uint32_t i = 0; i < k->n_steps;) {
-            if (k->steps[i].phase == ATTN_PHASE_LOAD || /* ran when the weights were set */
+            if (k->steps[i].phase == ATTN_PHASE_LOAD ||   /* ran when the weights were set */
                 k->steps[i].phase == ATTN_PHASE_MEMORY) { /* ran by attn_seq_set_memory */
                 i++;
                 continue;

@@ -13,8 +13,8 @@ struct attn_ref {
     const attn_weights *w; /* borrowed */
     attn_config c;
     int64_t cap, len;
-    int64_t mem;  /* cross-attention: memory rows in k, v (0 = none yet) */
-    float *k, *v; /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype */
+    int64_t mem;      /* cross-attention: memory rows in k, v (0 = none yet) */
+    float *k, *v;     /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype */
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
 
@@ -286,7 +286,6 @@ attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens) {
     return ATTN_OK;
 }
 
-
 /* Width of what K and V are projected from: x, or (cross-attention) the
  * memory. */
 static int64_t kv_in(const attn_config *c) {
@@ -344,7 +343,8 @@ attn_status attn_ref_set_memory(attn_ref *r, int64_t n_rows, const float *memory
     if (r->c.memory_dim == 0)
         return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_memory: '%s' is self-attention", r->c.name);
     if (n_rows < 1 || n_rows > r->cap)
-        return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_memory: %lld rows; the cache holds 1 to %lld",
+        return rt_fail(m, ATTN_E_INVALID,
+                       "attn_ref_set_memory: %lld rows; the cache holds 1 to %lld",
                        (long long)n_rows, (long long)r->cap);
     if (r->len > 0)
         return rt_fail(m, ATTN_E_INVALID,
@@ -357,8 +357,7 @@ attn_status attn_ref_set_memory(attn_ref *r, int64_t n_rows, const float *memory
     return st;
 }
 
-attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
-                             attn_msg *m) {
+attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y, attn_msg *m) {
     if (!r || n_tokens < 0 || (n_tokens > 0 && (!x || !y)))
         return rt_fail(m, ATTN_E_INVALID, "attn_ref_forward: bad argument");
     bool cross = r->c.memory_dim > 0;

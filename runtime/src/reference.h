@@ -6,8 +6,7 @@
 #include "rt.h"
 
 /* Rotates one head x[head_dim] in place as token position pos. */
-RT_HIDDEN void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos,
-                              double *x);
+RT_HIDDEN void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, double *x);
 
 /* QK-norm of one token's projected q (n_heads = heads) or k (kv_groups)
  * x[n_heads][head_dim] in place, with weight w (NULL without one). */
@@ -22,7 +21,6 @@ RT_HIDDEN void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads
  * scratch holds n_kv doubles. */
 RT_HIDDEN void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv,
                           const float *k, const float *v, const float *sinks, double *out,
-                          double *probs,
-                          double *scratch);
+                          double *probs, double *scratch);
 
 #endif

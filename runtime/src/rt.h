@@ -79,7 +79,7 @@ RT_HIDDEN int64_t rt_numel(int ndim, const int64_t *shape, int64_t limit);
  * [out, in] whatever the file's convention). */
 typedef struct rt_tensor {
     const char *name, *file, *type; /* type as the file names it: "BF16", "Q8_0" */
-    attn_dtype dtype; /* how it loads; ATTN_DTYPE_COUNT: it does not */
+    attn_dtype dtype;               /* how it loads; ATTN_DTYPE_COUNT: it does not */
     int ndim;
     int64_t shape[ATTN_ST_MAX_DIMS];
     const unsigned char *data;
@@ -118,8 +118,8 @@ RT_HIDDEN size_t rt_weight_numel(const attn_config *c, int id);
  * from checkpoint s under prefix, mapped from c's layout; values that the
  * dtype cannot hold are rounded to nearest even. check_finite: refuse NaN
  * and infinity. */
-RT_HIDDEN attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix,
-                                       int id, bool check_finite, void *dst, attn_msg *m);
+RT_HIDDEN attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix, int id,
+                                       bool check_finite, void *dst, attn_msg *m);
 /* The same from f32 weights w; ATTN_E_FORMAT for a value a block format
  * cannot take (NaN, infinity, or a block scale beyond f16). */
 RT_HIDDEN attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m);

@@ -15,15 +15,15 @@
 
 #include "rt.h"
 
-#define HEADER_MAX (100u << 20) /* as the safetensors project: 100 MB */
+#define HEADER_MAX (100u << 20)      /* as the safetensors project: 100 MB */
 #define MAX_EXACT 9007199254740992.0 /* 2^53: JSON numbers beyond are inexact */
 
 struct attn_st {
-    char *path;        /* owned */
+    char *path;               /* owned */
     const unsigned char *map; /* the whole file: mapped (owned) or borrowed */
     bool mapped;
     size_t size;
-    cJSON *root;       /* owned; names and dtypes borrow from it */
+    cJSON *root; /* owned; names and dtypes borrow from it */
     int n;
     attn_st_info *t; /* owned, n entries in file order */
 };
@@ -32,9 +32,9 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[] = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-    {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1},
-    {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+    {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+    {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
 };
 
 static size_t dtype_size(const char *name) {
@@ -147,8 +147,8 @@ static attn_status parse_entry(const attn_st *f, const cJSON *e, attn_st_info *t
                        dt->valuestring);
     int nd = cJSON_GetArraySize(sh);
     if (nd > ATTN_ST_MAX_DIMS)
-        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': %d dimensions; at most %d supported",
-                       p, name, nd, ATTN_ST_MAX_DIMS);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s': %d dimensions; at most %d supported", p,
+                       name, nd, ATTN_ST_MAX_DIMS);
     t->name = name;
     t->dtype = dt->valuestring;
     t->ndim = nd;
@@ -158,8 +158,7 @@ static attn_status parse_entry(const attn_st *f, const cJSON *e, attn_st_info *t
         double v;
         if (!json_uint(d, &v))
             return rt_fail(m, ATTN_E_FORMAT,
-                           "%s: tensor '%s': shape entries must be non-negative integers", p,
-                           name);
+                           "%s: tensor '%s': shape entries must be non-negative integers", p, name);
         t->shape[i++] = (int64_t)v;
     }
     int64_t numel = rt_numel(nd, t->shape, (int64_t)(MAX_EXACT / (double)esize));
@@ -174,8 +173,8 @@ static attn_status parse_entry(const attn_st *f, const cJSON *e, attn_st_info *t
     t->nbytes = (size_t)numel * esize;
     if ((size_t)(e2 - b) != t->nbytes)
         return rt_fail(m, ATTN_E_FORMAT,
-                       "%s: tensor '%s': data_offsets span %.0f bytes but %s%s needs %zu", p,
-                       name, e2 - b, t->dtype, nd ? " of that shape" : " scalar", t->nbytes);
+                       "%s: tensor '%s': data_offsets span %.0f bytes but %s%s needs %zu", p, name,
+                       e2 - b, t->dtype, nd ? " of that shape" : " scalar", t->nbytes);
     *begin = (size_t)b;
     *end = (size_t)e2;
     return ATTN_OK;
@@ -205,21 +204,21 @@ static attn_status parse_header(attn_st *f, attn_msg *m) {
                        "(truncated or not a safetensors file)",
                        p, (unsigned long long)hlen, avail);
     if (hlen > HEADER_MAX)
-        return rt_fail(m, ATTN_E_FORMAT, "%s: header length %llu exceeds the limit of %u bytes",
-                       p, (unsigned long long)hlen, HEADER_MAX);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header length %llu exceeds the limit of %u bytes", p,
+                       (unsigned long long)hlen, HEADER_MAX);
     if (hlen < 2 || f->map[8] != '{')
         return rt_fail(m, ATTN_E_FORMAT, "%s: header is not a JSON object", p);
     const char *json = (const char *)f->map + 8;
     const char *stop = NULL;
     f->root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &stop, false);
     if (f->root && stop)
-        while (stop < json + hlen && (*stop == ' ' || *stop == '\n' || *stop == '\t' ||
-                                      *stop == '\r'))
+        while (stop < json + hlen &&
+               (*stop == ' ' || *stop == '\n' || *stop == '\t' || *stop == '\r'))
             stop++;
     if (!f->root || !stop || stop != json + hlen) {
         long pos = stop && stop >= json && stop <= json + hlen ? (long)(stop - json) : -1;
-        return rt_fail(m, ATTN_E_FORMAT, "%s: header is malformed JSON (near byte %ld of %llu)",
-                       p, pos, (unsigned long long)hlen);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: header is malformed JSON (near byte %ld of %llu)", p,
+                       pos, (unsigned long long)hlen);
     }
     if (!cJSON_IsObject(f->root))
         return rt_fail(m, ATTN_E_FORMAT, "%s: header is not a JSON object", p);
@@ -380,8 +379,8 @@ attn_status attn_st_read_f32(const attn_st *f, const char *name, int ndim, const
         char want[160], got[160];
         rt_shape_str(want, sizeof want, ndim, shape);
         rt_shape_str(got, sizeof got, t->ndim, has);
-        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path,
-                       name, got, want);
+        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path, name,
+                       got, want);
     }
     if (dt == ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_FORMAT,
@@ -442,8 +441,9 @@ static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes,
                            t[i].name);
         if (rt_quant_block_bytes(t[i].dtype) &&
             (t[i].ndim < 1 || t[i].shape[t[i].ndim - 1] % RT_QK))
-            return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s': %s needs rows of a "
-                                              "multiple of %d values",
+            return rt_fail(m, ATTN_E_INVALID,
+                           "attn_st_write: tensor '%s': %s needs rows of a "
+                           "multiple of %d values",
                            t[i].name, attn_dtype_name(t[i].dtype), RT_QK);
         nbytes[i] = attn_dtype_bytes(t[i].dtype, numel);
     }
@@ -472,9 +472,9 @@ static char *build_header(const attn_st_tensor *t, int n, const size_t *nbytes, 
                 goto done;
         }
         char key[600];
-        if (bb && (snprintf(key, sizeof key, "%s%s", ATTN_ST_FORMAT_KEY, t[i].name) >=
-                       (int)sizeof key ||
-                   !cJSON_AddStringToObject(meta, key, attn_dtype_name(t[i].dtype))))
+        if (bb &&
+            (snprintf(key, sizeof key, "%s%s", ATTN_ST_FORMAT_KEY, t[i].name) >= (int)sizeof key ||
+             !cJSON_AddStringToObject(meta, key, attn_dtype_name(t[i].dtype))))
             goto done;
         if (!cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off)) ||
             !cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + nbytes[i]))))
@@ -510,7 +510,9 @@ static int64_t write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
         int64_t rc = buf ? 0 : -1;
         for (int64_t r = 0; rc == 0 && r < rows; r++) {
             int64_t bad = rt_quant_row_exact(t->dtype, t->data + r * cols, buf, cols);
-            rc = bad >= 0 ? 1 + r * cols + bad : fwrite(buf, 1, row_bytes, fp) == row_bytes ? 0 : -1;
+            rc = bad >= 0                                     ? 1 + r * cols + bad
+                 : fwrite(buf, 1, row_bytes, fp) == row_bytes ? 0
+                                                              : -1;
         }
         free(buf);
         return rc;
@@ -522,8 +524,8 @@ static int64_t write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
     for (size_t i = 0; i < n;) {
         size_t k = 0;
         for (; i < n && k < sizeof buf; i++, k += 2) {
-            uint16_t h = t->dtype == ATTN_DTYPE_F16 ? rt_f32_to_f16(t->data[i])
-                                                    : rt_f32_to_bf16(t->data[i]);
+            uint16_t h =
+                t->dtype == ATTN_DTYPE_F16 ? rt_f32_to_f16(t->data[i]) : rt_f32_to_bf16(t->data[i]);
             buf[k] = (unsigned char)h;
             buf[k + 1] = (unsigned char)(h >> 8);
         }
@@ -578,8 +580,9 @@ attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn
         if (rc > 0) { /* nothing is left of the file: tmp is removed below */
             fclose(fp);
             fp = NULL;
-            st = rt_fail(m, ATTN_E_INVALID, "%s: tensor '%s' holds %s at element %lld: it "
-                                            "cannot be stored as %s",
+            st = rt_fail(m, ATTN_E_INVALID,
+                         "%s: tensor '%s' holds %s at element %lld: it "
+                         "cannot be stored as %s",
                          path, t[i].name, rt_unstorable(t[i].data[rc - 1]), (long long)(rc - 1),
                          attn_dtype_name(t[i].dtype));
             goto done;

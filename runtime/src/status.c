@@ -44,7 +44,7 @@ const char *attn_dtype_name(attn_dtype t) {
 }
 
 const char *attn_layout_name(attn_layout l) {
-    static const char *const names[ATTN_LAYOUT_COUNT] = {"llama", "gptj", "neox",
+    static const char *const names[ATTN_LAYOUT_COUNT] = {"llama",  "gptj", "neox",
                                                          "falcon", "phi3", "bloom"};
     return (unsigned)l < ATTN_LAYOUT_COUNT ? names[l] : NULL;
 }
@@ -93,10 +93,11 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
             return rt_fail(m, bad, "name '%s' is not a C identifier", c->name);
     }
     if (!in_range(c->heads, 1, ATTN_MAX_HEADS))
-        return rt_fail(m, bad, "heads (%lld) must be in 1..%d", (long long)c->heads, ATTN_MAX_HEADS);
+        return rt_fail(m, bad, "heads (%lld) must be in 1..%d", (long long)c->heads,
+                       ATTN_MAX_HEADS);
     if (!in_range(c->kv_groups, 1, c->heads) || c->heads % c->kv_groups)
-        return rt_fail(m, bad, "kv_groups (%lld) must divide heads (%lld)",
-                       (long long)c->kv_groups, (long long)c->heads);
+        return rt_fail(m, bad, "kv_groups (%lld) must divide heads (%lld)", (long long)c->kv_groups,
+                       (long long)c->heads);
     if (!in_range(c->head_dim, 1, ATTN_MAX_HEAD_DIM))
         return rt_fail(m, bad, "head_dim (%lld) must be in 1..%d", (long long)c->head_dim,
                        ATTN_MAX_HEAD_DIM);
@@ -142,23 +143,24 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                            c->rope_beta_slow, c->rope_beta_fast);
         if (!isfinite(c->rope_mscale) || !isfinite(c->rope_mscale_all_dim) ||
             !(c->rope_attention_factor > 0) || !isfinite(c->rope_attention_factor))
-            return rt_fail(m, bad, "yarn mscale, mscale_all_dim and attention_factor (%g) must be "
-                                   "finite, the factor > 0",
+            return rt_fail(m, bad,
+                           "yarn mscale, mscale_all_dim and attention_factor (%g) must be "
+                           "finite, the factor > 0",
                            c->rope_attention_factor);
     }
     if ((unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
         return rt_fail(m, bad, "qk_norm %d is unknown", (int)c->qk_norm);
-    if (c->qk_norm != ATTN_QK_NORM_NONE &&
-        (!(c->qk_norm_eps >= 0) || !isfinite(c->qk_norm_eps) || c->qk_norm_offset < 0 ||
-         c->qk_norm_offset > 1))
+    if (c->qk_norm != ATTN_QK_NORM_NONE && (!(c->qk_norm_eps >= 0) || !isfinite(c->qk_norm_eps) ||
+                                            c->qk_norm_offset < 0 || c->qk_norm_offset > 1))
         return rt_fail(m, bad, "qk_norm needs a finite eps >= 0 (%g) and offset 0 or 1 (%d)",
                        c->qk_norm_eps, (int)c->qk_norm_offset);
     if ((unsigned)c->weights_layout >= ATTN_LAYOUT_COUNT)
         return rt_fail(m, bad, "weights.layout %d is unknown", (int)c->weights_layout);
     if ((c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM) &&
         c->kv_groups != c->heads)
-        return rt_fail(m, bad, "weights.layout %s stores one K/V head per query head; kv_groups "
-                               "(%lld) must equal heads (%lld)",
+        return rt_fail(m, bad,
+                       "weights.layout %s stores one K/V head per query head; kv_groups "
+                       "(%lld) must equal heads (%lld)",
                        attn_layout_name(c->weights_layout), (long long)c->kv_groups,
                        (long long)c->heads);
     if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
@@ -169,8 +171,9 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (c->chunk > 0 && !c->causal)
         return rt_fail(m, bad, "chunked_attention needs causal attention");
     if (!in_range(c->temp_floor_scale, 0, ATTN_MAX_TOKENS) || !isfinite(c->temp_attn_scale))
-        return rt_fail(m, bad, "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
-                               "attn_scale",
+        return rt_fail(m, bad,
+                       "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
+                       "attn_scale",
                        (long long)ATTN_MAX_TOKENS, (long long)c->temp_floor_scale);
     if (!in_range(c->sliding_window, 0, ATTN_MAX_WINDOW))
         return rt_fail(m, bad, "sliding_window (%lld) must be in 0..%lld",
@@ -191,10 +194,10 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                        (long long)c->head_dim, RT_QK);
     /* the block formats quantize rows of the projections along their
      * inputs, d_model for q/k/v and heads * head_dim for o */
-    if (rt_quant_block_bytes(c->dtype) &&
-        (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
-        return rt_fail(m, bad, "dtype %s needs d_model (%lld) and heads * head_dim (%lld) to be "
-                               "multiples of %d",
+    if (rt_quant_block_bytes(c->dtype) && (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
+        return rt_fail(m, bad,
+                       "dtype %s needs d_model (%lld) and heads * head_dim (%lld) to be "
+                       "multiples of %d",
                        attn_dtype_name(c->dtype), (long long)c->d_model,
                        (long long)(c->heads * c->head_dim), RT_QK);
     if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
@@ -202,26 +205,30 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                        (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
     if (c->no_k_bias && !c->qkv_bias)
         return rt_fail(m, bad, "no_k_bias (k_bias: false) needs qkv_bias");
-    if (c->no_k_bias && c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ)
-        return rt_fail(m, bad, "weights.layout %s fuses q, k and v with a bias each; k_bias: false "
-                               "needs separate projections (llama or gptj)",
+    if (c->no_k_bias && c->weights_layout != ATTN_LAYOUT_LLAMA &&
+        c->weights_layout != ATTN_LAYOUT_GPTJ)
+        return rt_fail(m, bad,
+                       "weights.layout %s fuses q, k and v with a bias each; k_bias: false "
+                       "needs separate projections (llama or gptj)",
                        attn_layout_name(c->weights_layout));
     if (!in_range(c->memory_dim, 0, ATTN_MAX_D_MODEL))
         return rt_fail(m, bad, "cross_attention.memory_dim (%lld) must be in 0..%d",
                        (long long)c->memory_dim, ATTN_MAX_D_MODEL);
     if (c->memory_dim > 0) {
-        const char *no = c->causal ? "causal"
-                         : c->rope_style != ATTN_ROPE_NONE ? "rope"
-                         : c->alibi ? "alibi"
-                         : c->temp_floor_scale > 0 ? "query_temperature"
-                         : c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ
-                             ? "a fused weights.layout"
-                             : NULL;
+        const char *no =
+            c->causal                         ? "causal"
+            : c->rope_style != ATTN_ROPE_NONE ? "rope"
+            : c->alibi                        ? "alibi"
+            : c->temp_floor_scale > 0         ? "query_temperature"
+            : c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ
+                ? "a fused weights.layout"
+                : NULL;
         if (no)
             return rt_fail(m, bad, "cross-attention does not go with %s", no);
         if (rt_quant_block_bytes(c->dtype) && c->memory_dim % RT_QK)
-            return rt_fail(m, bad, "dtype %s needs cross_attention.memory_dim (%lld) to be a "
-                                   "multiple of %d",
+            return rt_fail(m, bad,
+                           "dtype %s needs cross_attention.memory_dim (%lld) to be a "
+                           "multiple of %d",
                            attn_dtype_name(c->dtype), (long long)c->memory_dim, RT_QK);
     }
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
@@ -232,8 +239,8 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
 
 bool rt_config_equal(const attn_config *a, const attn_config *b) {
     return strncmp(a->name, b->name, ATTN_NAME_MAX) == 0 && a->heads == b->heads &&
-           a->kv_groups == b->kv_groups && a->head_dim == b->head_dim &&
-           a->d_model == b->d_model && a->causal == b->causal && a->rope_style == b->rope_style &&
+           a->kv_groups == b->kv_groups && a->head_dim == b->head_dim && a->d_model == b->d_model &&
+           a->causal == b->causal && a->rope_style == b->rope_style &&
            a->rope_base == b->rope_base && a->rotary_dim == b->rotary_dim &&
            a->rope_scaling == b->rope_scaling && a->rope_factor == b->rope_factor &&
            a->rope_low_freq_factor == b->rope_low_freq_factor &&
@@ -244,14 +251,12 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->rope_attention_factor == b->rope_attention_factor &&
            a->rope_truncate == b->rope_truncate && a->sinks == b->sinks && a->alibi == b->alibi &&
            a->qk_norm == b->qk_norm && a->qk_norm_weight == b->qk_norm_weight &&
-           a->qk_norm_offset == b->qk_norm_offset &&
-           a->weights_layout == b->weights_layout && a->qk_norm_eps == b->qk_norm_eps &&
-           a->chunk == b->chunk && a->temp_floor_scale == b->temp_floor_scale &&
-           a->temp_attn_scale == b->temp_attn_scale &&
+           a->qk_norm_offset == b->qk_norm_offset && a->weights_layout == b->weights_layout &&
+           a->qk_norm_eps == b->qk_norm_eps && a->chunk == b->chunk &&
+           a->temp_floor_scale == b->temp_floor_scale && a->temp_attn_scale == b->temp_attn_scale &&
            a->sliding_window == b->sliding_window && a->softcap == b->softcap &&
            a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias && a->no_k_bias == b->no_k_bias &&
-           a->memory_dim == b->memory_dim &&
-           a->scale_auto == b->scale_auto && a->scale == b->scale && a->dtype == b->dtype &&
-           a->kv_dtype == b->kv_dtype && a->kv_block_tokens == b->kv_block_tokens &&
-           a->kv_max_tokens == b->kv_max_tokens;
+           a->memory_dim == b->memory_dim && a->scale_auto == b->scale_auto &&
+           a->scale == b->scale && a->dtype == b->dtype && a->kv_dtype == b->kv_dtype &&
+           a->kv_block_tokens == b->kv_block_tokens && a->kv_max_tokens == b->kv_max_tokens;
 }

@@ -20,7 +20,7 @@ static const char *const w_names[W_COUNT] = {
 };
 
 static float **slot(attn_weights *w, int i) {
-    float **s[W_COUNT] = {&w->wq, &w->wk, &w->wv, &w->wo,     &w->bq,   &w->bk,
+    float **s[W_COUNT] = {&w->wq, &w->wk, &w->wv,     &w->wo,     &w->bq,   &w->bk,
                           &w->bv, &w->bo, &w->q_norm, &w->k_norm, &w->sinks};
     return s[i];
 }
@@ -48,7 +48,8 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
 
 /* The longest row of the projection matrices. */
 static int64_t w_cols_max(const attn_config *c) {
-    int64_t q = c->heads * c->head_dim, in = c->d_model > c->memory_dim ? c->d_model : c->memory_dim;
+    int64_t q = c->heads * c->head_dim,
+            in = c->d_model > c->memory_dim ? c->d_model : c->memory_dim;
     return q > in ? q : in;
 }
 
@@ -80,8 +81,8 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
         size_t n = w_numel(cfg, i);
         if (n && !(*slot(w, i) = calloc(n, sizeof(float)))) {
             attn_weights_free(w);
-            return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)",
-                           w_names[i], n);
+            return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)", w_names[i],
+                           n);
         }
     }
     *out = w;
@@ -168,7 +169,8 @@ attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *m) {
     for (int i = 0; i < W_COUNT; i++) {
         char what[64];
         snprintf(what, sizeof what, "tensor '%s'", w_names[i]);
-        attn_status st = attn_check_finite(*slot((attn_weights *)w, i), w_numel(&w->cfg, i), what, m);
+        attn_status st =
+            attn_check_finite(*slot((attn_weights *)w, i), w_numel(&w->cfg, i), what, m);
         if (st)
             return st;
     }
@@ -210,8 +212,8 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     };
     /* llama.cpp's names (llama-arch.cpp LLM_TENSOR_ATTN_*) */
     static const char *const ggml[W_COUNT] = {
-        "attn_q.weight",      "attn_k.weight",      "attn_v.weight", "attn_output.weight",
-        "attn_q.bias",        "attn_k.bias",        "attn_v.bias",   "attn_output.bias",
+        "attn_q.weight",      "attn_k.weight",      "attn_v.weight",     "attn_output.weight",
+        "attn_q.bias",        "attn_k.bias",        "attn_v.bias",       "attn_output.bias",
         "attn_q_norm.weight", "attn_k_norm.weight", "attn_sinks.weight",
     };
     bool qkv = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
@@ -251,8 +253,8 @@ static int64_t from_f32(const float *src, attn_dtype to, void *dst, int64_t n) {
         if (to == ATTN_DTYPE_F32)
             ((float *)dst)[j] = src[j];
         else
-            ((uint16_t *)dst)[j] = to == ATTN_DTYPE_F16 ? rt_f32_to_f16(src[j])
-                                                        : rt_f32_to_bf16(src[j]);
+            ((uint16_t *)dst)[j] =
+                to == ATTN_DTYPE_F16 ? rt_f32_to_f16(src[j]) : rt_f32_to_bf16(src[j]);
     }
     return -1;
 }
@@ -267,8 +269,8 @@ static attn_status missing(rt_src *s, const attn_config *c, const char *prefix, 
     if (rt_src_is_gguf(s))
         return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' (llama.cpp's name)",
                        rt_src_path(s), name);
-    return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' (weights.layout %s)",
-                   rt_src_path(s), name, attn_layout_name(c->weights_layout));
+    return rt_fail(m, ATTN_E_FORMAT, "%s: missing tensor '%s' (weights.layout %s)", rt_src_path(s),
+                   name, attn_layout_name(c->weights_layout));
 }
 
 /* Logical tensor i of c from s into dst, as dtype to. */
@@ -313,13 +315,15 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
                        name, g, w, gguf ? " (outermost first: GGUF's ne reversed)" : "");
     }
     if (t.dtype == ATTN_DTYPE_COUNT)
-        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; supported are F32, "
-                                         "F16, BF16, Q8_0 and Q4_0",
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s' is stored as %s; supported are F32, "
+                       "F16, BF16, Q8_0 and Q4_0",
                        t.file, name, t.type);
     attn_dtype from = t.dtype;
     if (nd == 1 && attn_dtype_block(from) > 1) /* ggml quantizes matrices only */
-        return rt_fail(m, ATTN_E_FORMAT, "%s: tensor '%s' is stored as %s; vectors (biases, "
-                                         "norms, sinks) must be F32, F16 or BF16",
+        return rt_fail(m, ATTN_E_FORMAT,
+                       "%s: tensor '%s' is stored as %s; vectors (biases, "
+                       "norms, sinks) must be F32, F16 or BF16",
                        t.file, name, t.type);
     if (!dst) /* checking only */
         return ATTN_OK;
@@ -372,8 +376,8 @@ static int parts_of(int id, int parts[3]) {
 }
 
 attn_dtype rt_weight_dtype(const attn_config *c, int id) {
-    bool matrix = id == ATTN_W_Q || id == ATTN_W_K || id == ATTN_W_V || id == ATTN_W_O ||
-                  id == ATTN_W_QKV;
+    bool matrix =
+        id == ATTN_W_Q || id == ATTN_W_K || id == ATTN_W_V || id == ATTN_W_O || id == ATTN_W_QKV;
     return matrix ? c->dtype : ATTN_DTYPE_F32;
 }
 
@@ -416,8 +420,9 @@ attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m
         for (int64_t r = 0; r < rows; r++, at += attn_dtype_bytes(to, cols)) {
             int64_t bad = from_f32(src + r * cols, to, at, cols);
             if (bad >= 0)
-                return rt_fail(m, ATTN_E_FORMAT, "weights: tensor '%s' holds %s at element %lld: "
-                                                 "it cannot be quantized",
+                return rt_fail(m, ATTN_E_FORMAT,
+                               "weights: tensor '%s' holds %s at element %lld: "
+                               "it cannot be quantized",
                                w_names[parts[k]], rt_unstorable(src[r * cols + bad]),
                                (long long)(r * cols + bad));
         }
@@ -529,8 +534,8 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
         }
         /* vectors stay f32 beside quantized matrices (as ggml's converters write them) */
         attn_dtype dt = nd == 1 && attn_dtype_block(dtype) > 1 ? ATTN_DTYPE_F32 : dtype;
-        t[n] = (attn_st_tensor){.name = names[n], .dtype = dt, .ndim = nd,
-                                .shape = {sh[0], sh[1]}, .data = data};
+        t[n] = (attn_st_tensor){
+            .name = names[n], .dtype = dt, .ndim = nd, .shape = {sh[0], sh[1]}, .data = data};
         n++;
     }
     if (!st)

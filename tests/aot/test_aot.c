@@ -24,7 +24,8 @@ static void assert_only_libc_undefined(fixture *f, const char *obj) {
     assert_int_equal(system(cmd), 0);
     char *text = read_file(f->out, NULL);
     /* log: the query temperature of llama4_scout_global */
-    static const char *const allowed[] = {"sincos", "sin", "cos", "log", "memcpy", "memset", "memmove"};
+    static const char *const allowed[] = {"sincos", "sin",    "cos",    "log",
+                                          "memcpy", "memset", "memmove"};
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         const char *sym = strrchr(line, ' ');
         sym = sym ? sym + 1 : line;
@@ -121,12 +122,14 @@ static void other_targets_and_output_kinds(void **state) {
     assert_int_equal(elf[18] | elf[19] << 8, 183); /* EM_AARCH64 */
     free(elf);
     /* every kernel of current models' features compiles for AArch64 too */
-    const char *features[] = {"gpt_oss_20b_sliding", "gemma3_12b_local", "olmo2_7b",
-                              "llama4_scout_local", "llama4_scout_global", "bloom_7b1"};
+    const char *features[] = {"gpt_oss_20b_sliding", "gemma3_12b_local",    "olmo2_7b",
+                              "llama4_scout_local",  "llama4_scout_global", "bloom_7b1"};
     for (int i = 0; i < 6; i++) {
         char fs[512];
         snprintf(fs, sizeof fs, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, features[i]);
-        assert_int_equal(compile(f, fs, path_in(f->dir, "armf.o"), path_in(f->dir, "armf.h"), "--target", "aarch64-linux-gnu"), 0);
+        assert_int_equal(compile(f, fs, path_in(f->dir, "armf.o"), path_in(f->dir, "armf.h"),
+                                 "--target", "aarch64-linux-gnu"),
+                         0);
     }
     assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o",
                                               path_in(f->dir, "k.s"), "--emit", "asm", NULL},
@@ -165,11 +168,13 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
     char cmd[8192], prog[1024];
     snprintf(prog, sizeof prog, "%s/%s_arm", f->dir, name);
     snprintf(cmd, sizeof cmd,
-             "aarch64-linux-gnu-gcc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DATTN_BUILD "
+             "aarch64-linux-gnu-gcc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L "
+             "-D_DEFAULT_SOURCE -DATTN_BUILD "
              "-I%s -I%s/runtime/src -I/usr/include/cjson %s/runtime/src/*.c "
              "%s/tests/aot/aot_main.c -include %s -DKERNELS=%s_kernels %s "
              "-L/usr/lib/aarch64-linux-gnu -lcjson -lm -o %s",
-             ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, name, o, prog);
+             ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, ATTNC_SOURCE_DIR, h, name, o,
+             prog);
     if (system(cmd) != 0)
         fail_msg("cross link failed: %s", cmd);
     assert_int_equal(

@@ -22,9 +22,16 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
     snprintf(cmd, sizeof cmd, "cmake --install %s --prefix %s > %s/install.log", ATTNC_BUILD_DIR,
              pre, dir);
     sh(cmd);
-    const char *files[] = {"bin/attnc", "lib/libattn.a", "lib/libattn.so", "lib/libattnc.a",
-                           "lib/libattnc.so", "include/attn.h", "include/attn_kernels.h",
-                           "include/attnc.h", "lib/pkgconfig/attn.pc", "lib/pkgconfig/attnc.pc",
+    const char *files[] = {"bin/attnc",
+                           "lib/libattn.a",
+                           "lib/libattn.so",
+                           "lib/libattnc.a",
+                           "lib/libattnc.so",
+                           "include/attn.h",
+                           "include/attn_kernels.h",
+                           "include/attnc.h",
+                           "lib/pkgconfig/attn.pc",
+                           "lib/pkgconfig/attnc.pc",
                            "lib/pkgconfig/attnc-static.pc"};
     for (int i = 0; i < 11; i++) {
         snprintf(cmd, sizeof cmd, "test -f %s/%s", pre, files[i]);
@@ -49,8 +56,8 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
              dir, pre, spec, pre, spec, pre, spec);
     sh(cmd);
     snprintf(cmd, sizeof cmd,
-             "cd %s && %s/aot_example w.safetensors x.safetensors y.safetensors 13 > run.log",
-             dir, ex);
+             "cd %s && %s/aot_example w.safetensors x.safetensors y.safetensors 13 > run.log", dir,
+             ex);
     sh(cmd);
     snprintf(cmd, sizeof cmd, "grep -q 'prefill 13 + decode 8' %s/run.log", dir);
     sh(cmd);
@@ -65,7 +72,8 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
         "    attn_weights *w; attn_block *b; attn_cache *c; int32_t s, n = 3;\n"
         "    static float x[3 * 768], y[3 * 768];\n"
         "    if (attn_weights_random(&k->config, 1, &w, NULL) || attn_block_new(k, NULL, &b) ||\n"
-        "        attn_block_set_weights(b, w) || attn_cache_new(b, 16, &c) || attn_seq_new(c, &s) ||\n"
+        "        attn_block_set_weights(b, w) || attn_cache_new(b, 16, &c) || attn_seq_new(c, &s) "
+        "||\n"
         "        attn_forward(b, c, 1, &s, &n, x, y))\n"
         "        return 1;\n"
         "    printf(\"linked and ran\\n\");\n"
@@ -77,11 +85,12 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
     char app_path[1024];
     snprintf(app_path, sizeof app_path, "%s/app.c", dir);
     write_file(app_path, app, sizeof app - 1);
-    snprintf(cmd, sizeof cmd,
-             "cd %s && %s/bin/attnc compile %s -o seed.o --header seed.h > /dev/null && "
-             "cc %s app.c seed.o $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs attn) "
-             "-o app && ./app > app.log && grep -q 'linked and ran' app.log",
-             dir, pre, spec, AOT_FLAGS, pre);
+    snprintf(
+        cmd, sizeof cmd,
+        "cd %s && %s/bin/attnc compile %s -o seed.o --header seed.h > /dev/null && "
+        "cc %s app.c seed.o $(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs attn) "
+        "-o app && ./app > app.log && grep -q 'linked and ran' app.log",
+        dir, pre, spec, AOT_FLAGS, pre);
     sh(cmd);
     /* README's JIT link lines: pkg-config --libs attnc alone (the shared
      * libattnc.so, found through the rpath), and attnc-static (the archive:

@@ -95,9 +95,9 @@ static void bench_prefill_rows_count_the_documented_work(void **state) {
 static void bench_ablation_has_a_row_per_fusion_pass(void **state) {
     fixture *f = *state;
     cJSON *r[16];
-    assert_int_equal(ATTNC(f, "bench", SPEC("mistral_7b"), "--seq", "24", "--json", "--runs", "5",
-                           "--ablation"),
-                     0);
+    assert_int_equal(
+        ATTNC(f, "bench", SPEC("mistral_7b"), "--seq", "24", "--json", "--runs", "5", "--ablation"),
+        0);
     int n = rows(f, r), want = 1;
     for (int p = 0; attnc_pass_name(p); p++)
         want += strcmp(attnc_pass_name(p), "dce") != 0;
@@ -152,17 +152,17 @@ static void bench_cross_attention_rows(void **state) {
     write_file(spec, yaml, strlen(yaml));
     cJSON *r[16];
     double H = 4, hd = 32, D = 128, qd = 128, kv = 64, N = 50, S = 20;
-    assert_int_equal(ATTNC(f, "bench", spec, "--seq", "20", "--memory", "50", "--json", "--runs",
-                           "5"),
-                     0);
+    assert_int_equal(
+        ATTNC(f, "bench", spec, "--seq", "20", "--memory", "50", "--json", "--runs", "5"), 0);
     assert_int_equal(rows(f, r), 1);
     assert_int_equal((int)num(r[0], "memory"), 50);
     assert_true(num(r[0], "flops") == 4 * hd * H * S * N + 4 * S * D * qd);
-    assert_true(num(r[0], "bytes") == 2 * N * kv * 4 + 2 * S * qd * 4 + 2 * qd * D * 4 + 2 * S * D * 4);
+    assert_true(num(r[0], "bytes") ==
+                2 * N * kv * 4 + 2 * S * qd * 4 + 2 * qd * D * 4 + 2 * S * D * 4);
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
-    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "50", "--part",
-                           "core", "--json", "--runs", "5"),
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "50", "--part", "core",
+                           "--json", "--runs", "5"),
                      0);
     assert_int_equal(rows(f, r), 1);
     assert_true(num(r[0], "seq") == 1 && num(r[0], "cache") == 0);
@@ -171,7 +171,8 @@ static void bench_cross_attention_rows(void **state) {
     cJSON_Delete(r[0]);
     assert_int_equal(ATTNC(f, "bench", spec, "--runs", "5"), 1); /* no --memory */
     assert_file_has(f->err, "has cross_attention: give its memory rows with --memory N");
-    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "5", "--cache", "9"), 1);
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--memory", "5", "--cache", "9"),
+                     1);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--memory", "5"), 1);
     assert_file_has(f->err, "--memory is for cross-attention");
     assert_int_equal(ATTNC(f, "bench", spec, "--memory", "65"), 2); /* > max_tokens */
@@ -278,7 +279,8 @@ static void roofline_json(void **state) {
     assert_true(num(r[0], "fma_gflops_min") > 0 &&
                 num(r[0], "fma_gflops_min") <= num(r[0], "fma_gflops") &&
                 num(r[0], "fma_gflops") <= num(r[0], "fma_gflops_max"));
-    assert_true(num(r[0], "read_gbps_min") > 0 && num(r[0], "read_gbps") <= num(r[0], "read_gbps_max"));
+    assert_true(num(r[0], "read_gbps_min") > 0 &&
+                num(r[0], "read_gbps") <= num(r[0], "read_gbps_max"));
     cJSON_Delete(r[0]);
     /* thread counts that split the read probe's buffer unevenly: each
      * thread's sum is checked against its own part (the check used to

@@ -115,9 +115,9 @@ static void cli_kernel_cache(void **state) {
     const char *y = path_in(f->dir, "y.safetensors");
     assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w), 0);
     assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "5", "-o", x), 0);
-    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v",
-                           "--no-cache"),
-                     0);
+    assert_int_equal(
+        ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v", "--no-cache"),
+        0);
     assert_stderr_has(f, "cache off");
     assert_int_equal(ATTNC(f, "cache", "info"), 0);
     char *s = captured(f->out);
@@ -269,7 +269,8 @@ static void cli_quantized_weights(void **state) {
         assert_memory_equal(a, b, 19 * 768 * sizeof(float));
         free(a);
         free(b);
-        assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "2", "-o", x, "--dtype", dts[i]), 1);
+        assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "2", "-o", x, "--dtype", dts[i]),
+                         1);
         assert_stderr_has(f, "--dtype expects f32, f16, bf16, found '");
     }
     /* a q8_0 cache exists, a q4_0 one does not */
@@ -373,7 +374,8 @@ static void cli_cross_attention_run(void **state) {
     attn_st_close(st);
     assert_int_equal(ATTNC(f, "gen-input", spec, "--tokens", "5", "--memory-rows", "40", "-o", x),
                      0);
-    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", x, "-o", y), 0);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", x, "-o", y),
+                     0);
     float *one = read_y(y, 5, 1280);
     const char *how[][2] = {{"--chunk", "1"}, {"--engine", "reference"}};
     for (int i = 0; i < 2; i++) {
@@ -391,13 +393,14 @@ static void cli_cross_attention_run(void **state) {
     assert_stderr_has(f, "--memory-rows is for cross-attention");
     /* a memory of the wrong width, a missing one, one with too many rows */
     const char *bad = path_in(f->dir, "bad.safetensors");
-    assert_int_equal(ATTNC(f, "gen-input", SPEC("whisper_large_v3_cross"), "--memory-rows", "1501",
-                           "-o", bad),
-                     0);
+    assert_int_equal(
+        ATTNC(f, "gen-input", SPEC("whisper_large_v3_cross"), "--memory-rows", "1501", "-o", bad),
+        0);
     assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", bad, "-o", yc),
                      2);
     assert_stderr_has(f, "'memory' has 1501 rows; kv_cache.max_tokens");
-    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", w, "-o", yc), 2);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", w, "-o", yc),
+                     2);
     assert_stderr_has(f, "memory");
     assert_int_equal(dir_count(f->dir), 5); /* w, x, y, yc, bad: no temporaries */
 }
@@ -410,8 +413,7 @@ int main(void) {
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_check_prints_normalized_spec, cli_fixture_setup,
                                         cli_fixture_teardown),
-        cmocka_unit_test_setup_teardown(cli_kernel_cache, cli_fixture_setup,
-                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_kernel_cache, cli_fixture_setup, cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_check_bad_spec_exits_2_with_location, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, cli_fixture_setup,

@@ -180,7 +180,9 @@ static void gguf_metadata_imports_with_llama_cpp_conventions(void **state) {
     for (int i = 0; i < 32; i++) {
         float fr = (float)(1.0 / pow(500000.0, (double)(2 * i) / 64.0));
         double wl = 2 * 3.14159265358979323846 / fr, smooth = (8192.0 / wl - 1) / (4 - 1);
-        div[i] = wl < 8192.0 / 4 ? 1.0f : wl > 8192.0 ? 8.0f : (float)(1 / ((1 - smooth) / 8 + smooth));
+        div[i] = wl < 8192.0 / 4 ? 1.0f
+                 : wl > 8192.0   ? 8.0f
+                                 : (float)(1 / ((1 - smooth) / 8 + smooth));
     }
     test_gguf_tensor rf[] = {{"rope_freqs.weight", 0, 1, {32}, div, 32 * 4}, t[0]};
     write_gguf(lg, lk, 5, rf, 2, 32);

@@ -153,8 +153,8 @@ static void every_key_component_misses(void **state) {
     assert_int_equal(compile_once(path_in(dir, "base.yaml"), &o), ATTNC_CACHE_MISS);
 
     /* a disabled pass; the same set in another order (and repeated) hits */
-    const char *two[] = {"fold_scale", "decode_split"}, *again[] = {"decode_split", "fold_scale",
-                                                                     "decode_split"};
+    const char *two[] = {"fold_scale", "decode_split"},
+               *again[] = {"decode_split", "fold_scale", "decode_split"};
     attnc_options p = o;
     p.disabled_passes = two, p.n_disabled_passes = 1;
     assert_int_equal(compile_once(seed, &p), ATTNC_CACHE_MISS);
@@ -289,9 +289,9 @@ static void unwritable_dir_compiles_with_one_warning(void **state) {
     attnc_jit_free(jit);
     /* objects too are written without the cache */
     char *err = NULL;
-    assert_int_equal(attnc_compile_file(spec_path("seed"), &o, ATTNC_EMIT_OBJ,
-                                        path_in(dir, "s.o"), NULL, &err),
-                     ATTNC_OK);
+    assert_int_equal(
+        attnc_compile_file(spec_path("seed"), &o, ATTNC_EMIT_OBJ, path_in(dir, "s.o"), NULL, &err),
+        ATTNC_OK);
     assert_null(err);
     struct stat sb;
     assert_int_equal(stat(path_in(dir, "s.o"), &sb), 0);

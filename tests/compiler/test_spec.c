@@ -10,10 +10,26 @@
 #include "support.h"
 
 static const char *const shipped[] = {
-    "seed", "llama2_7b", "llama3_8b", "mistral_7b", "qwen2_7b", "gemma2_9b", "falcon_7b", "gptj_6b",
-    "qwen3_8b", "gemma3_12b_local", "gemma3_12b_global", "gpt_oss_20b_sliding", "gpt_oss_20b_full",
-    "olmo2_7b", "llama4_scout_local", "llama4_scout_global", "bloom_7b1",
-    "phi3_mini", "whisper_large_v3_cross", "mllama_11b_cross",
+    "seed",
+    "llama2_7b",
+    "llama3_8b",
+    "mistral_7b",
+    "qwen2_7b",
+    "gemma2_9b",
+    "falcon_7b",
+    "gptj_6b",
+    "qwen3_8b",
+    "gemma3_12b_local",
+    "gemma3_12b_global",
+    "gpt_oss_20b_sliding",
+    "gpt_oss_20b_full",
+    "olmo2_7b",
+    "llama4_scout_local",
+    "llama4_scout_global",
+    "bloom_7b1",
+    "phi3_mini",
+    "whisper_large_v3_cross",
+    "mllama_11b_cross",
 };
 
 static attnc_status load_str(const char *text, attn_config *c, attnc_ctx **ctx_out) {
@@ -215,8 +231,9 @@ static void spec_rope_defaults(void **state) {
     assert_int_equal(c.rope_scaling, ATTN_SCALING_NONE);
     c = load_ok("name: m\nheads: 2\nhead_dim: 16\nrope: none\n");
     assert_int_equal(c.rope_style, ATTN_ROPE_NONE);
-    c = load_ok("name: m\nheads: 2\nhead_dim: 16\n"
-                "rope: {style: interleaved, rotary_dim: 8, scaling: {type: linear, factor: 2.5}}\n");
+    c = load_ok(
+        "name: m\nheads: 2\nhead_dim: 16\n"
+        "rope: {style: interleaved, rotary_dim: 8, scaling: {type: linear, factor: 2.5}}\n");
     assert_int_equal(c.rope_style, ATTN_ROPE_INTERLEAVED);
     assert_int_equal(c.rotary_dim, 8);
     assert_int_equal(c.rope_scaling, ATTN_SCALING_LINEAR);
@@ -289,7 +306,8 @@ static void spec_reports_missing_file_with_its_name(void **state) {
     assert_int_equal(attnc_diag_count(ctx), 1);
     char buf[512];
     attnc_diag_format(attnc_diag_get(ctx, 0), buf, sizeof buf);
-    assert_string_equal(buf, "/nonexistent/x.yaml: error: cannot open spec: No such file or directory");
+    assert_string_equal(buf,
+                        "/nonexistent/x.yaml: error: cannot open spec: No such file or directory");
     attnc_ctx_free(ctx);
 }
 
@@ -309,7 +327,8 @@ static void spec_rejects_empty_text(void **state) {
     char buf[512];
     attnc_diag_format(attnc_diag_get(ctx, 0), buf, sizeof buf);
     assert_string_equal(
-        buf, "t.yaml:1:1: error: empty spec: expected a mapping with at least name, heads and head_dim");
+        buf,
+        "t.yaml:1:1: error: empty spec: expected a mapping with at least name, heads and head_dim");
     attnc_ctx_free(ctx);
 }
 
@@ -317,9 +336,9 @@ static void spec_reports_every_error_of_a_file_in_order(void **state) {
     (void)state;
     attn_config c;
     attnc_ctx *ctx;
-    assert_int_equal(load_str("name: 1x\nheads: 12\nkv_groups: 5\nhead_dim: -1\ncausal: maybe\n",
-                              &c, &ctx),
-                     ATTNC_E_SPEC);
+    assert_int_equal(
+        load_str("name: 1x\nheads: 12\nkv_groups: 5\nhead_dim: -1\ncausal: maybe\n", &c, &ctx),
+        ATTNC_E_SPEC);
     const char *want[] = {
         "t.yaml:1:7: error: name: expected a C identifier, found 1x",
         "t.yaml:3:12: error: heads (12) must be a multiple of kv_groups (5)",

@@ -15,15 +15,15 @@
 enum { MAX_LINES = 400000, MAX_LABELS = 40000, MAX_LOOPS = 40000 };
 
 typedef struct hot {
-    int loops;  /* innermost loops with >= 8 FMAs */
-    int spilly; /* of them, those with a spill or reload */
+    int loops;       /* innermost loops with >= 8 FMAs */
+    int spilly;      /* of them, those with a spill or reload */
     char first[256]; /* "function: n spills/reloads in a loop of m FMAs" */
 } hot;
 
 /* "name:" at the start of the line (a comment may follow). */
 static bool starts_label(const char *l) {
-    bool first = l[0] == '_' || l[0] == '.' || (l[0] >= 'a' && l[0] <= 'z') ||
-                 (l[0] >= 'A' && l[0] <= 'Z');
+    bool first =
+        l[0] == '_' || l[0] == '.' || (l[0] >= 'a' && l[0] <= 'z') || (l[0] >= 'A' && l[0] <= 'Z');
     size_t name = strcspn(l, ":");
     return first && l[name] == ':' && name < strcspn(l, " \t");
 }
@@ -131,10 +131,14 @@ static void finder_sees_spills(void **state) {
 static void hot_loops_do_not_spill(void **state) {
     (void)state;
     /* and with ggml's block formats: "spec|a line added to it" */
-    const char *specs[] = {"llama3_8b",          "gemma2_9b",
-                           "qwen3_8b",           "gpt_oss_20b_sliding",
-                           "phi3_mini",          "llama4_scout_local",
-                           "llama3_8b|dtype: q8_0", "llama3_8b|dtype: q4_0",
+    const char *specs[] = {"llama3_8b",
+                           "gemma2_9b",
+                           "qwen3_8b",
+                           "gpt_oss_20b_sliding",
+                           "phi3_mini",
+                           "llama4_scout_local",
+                           "llama3_8b|dtype: q8_0",
+                           "llama3_8b|dtype: q4_0",
                            "seed|kv_cache: {dtype: q8_0}"};
     const char *cpus[] = {"znver3", "znver4"};
     char *dir = tmpdir_new();

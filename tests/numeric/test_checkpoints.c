@@ -144,7 +144,7 @@ static void write_layout(const char *path, const attn_weights *w, attn_layout l,
 #define ADD(nm, nd, s0, s1, p)                                                                     \
     do {                                                                                           \
         snprintf(names[n], sizeof names[n], "%s%s", prefix, nm);                                   \
-        /* biases stay f32 next to quantized matrices, as converters write them */             \
+        /* biases stay f32 next to quantized matrices, as converters write them */                 \
         attn_dtype dt_ = nd == 1 && attn_dtype_block(dtype) > 1 ? ATTN_DTYPE_F32 : dtype;          \
         t[n] = (attn_st_tensor){names[n], dt_, nd, {s0, s1}, p};                                   \
         n++;                                                                                       \
@@ -274,13 +274,11 @@ static void every_layout_loads_bit_for_bit(void **state) {
         {ATTN_LAYOUT_PHI3, 6, 2},   {ATTN_LAYOUT_BLOOM, 4, 4},
     };
     /* spec dtype and the dtype the file stores */
-    static const attn_dtype dts[][2] = {{ATTN_DTYPE_F32, ATTN_DTYPE_F32},
-                                        {ATTN_DTYPE_BF16, ATTN_DTYPE_BF16},
-                                        {ATTN_DTYPE_F16, ATTN_DTYPE_F16},
-                                        {ATTN_DTYPE_BF16, ATTN_DTYPE_F32},
-                                        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0},
-                                        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q4_0},
-                                        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F32}};
+    static const attn_dtype dts[][2] = {
+        {ATTN_DTYPE_F32, ATTN_DTYPE_F32},   {ATTN_DTYPE_BF16, ATTN_DTYPE_BF16},
+        {ATTN_DTYPE_F16, ATTN_DTYPE_F16},   {ATTN_DTYPE_BF16, ATTN_DTYPE_F32},
+        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0}, {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q4_0},
+        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F32}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (size_t d = 0; d < 7; d++) {
             if (d && cases[i].l != ATTN_LAYOUT_FALCON && cases[i].l != ATTN_LAYOUT_PHI3 &&
@@ -663,8 +661,8 @@ static void layout_errors_name_the_tensor(void **state) {
     attn_block *b = NULL;
     assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
     assert_int_equal(attn_block_load(b, path, "", ATTN_LOAD_CHECK_FINITE), ATTN_E_FORMAT);
-    snprintf(want, sizeof want, "%s: tensor 'query_key_value.weight' holds NaN at element %d",
-             path, (3 * 16 + 16) * 48 + 5);
+    snprintf(want, sizeof want, "%s: tensor 'query_key_value.weight' holds NaN at element %d", path,
+             (3 * 16 + 16) * 48 + 5);
     assert_string_equal(attn_block_error(b), want);
     assert_int_equal(attn_block_load(b, path, "", 0), ATTN_OK); /* used as it is */
     attn_block_free(b);

@@ -258,16 +258,19 @@ static void errors_say_what_and_change_nothing(void **state) {
     assert_int_equal(attn_seq_new(k.c, &s), ATTN_OK);
     assert_error(attn_forward(k.b, k.c, 1, &s, &one, x, y), ATTN_E_INVALID, k.c, "has no memory");
     assert_int_equal(attn_seq_len(k.c, s), 0);
-    assert_error(attn_seq_set_memory(k.c, s, 0, memory), ATTN_E_INVALID, k.c, "1 to kv_cache.max_tokens (64)");
+    assert_error(attn_seq_set_memory(k.c, s, 0, memory), ATTN_E_INVALID, k.c,
+                 "1 to kv_cache.max_tokens (64)");
     assert_error(attn_seq_set_memory(k.c, s, 65, memory), ATTN_E_INVALID, k.c, "65 rows");
     assert_error(attn_seq_set_memory(k.c, s, 4, NULL), ATTN_E_INVALID, k.c, "memory is NULL");
     assert_error(attn_seq_set_memory(k.c, 9, 4, memory), ATTN_E_INVALID, k.c, "unknown sequence 9");
-    assert_error(attn_seq_set_memory(k.c, s, 41, memory), ATTN_E_CAPACITY, k.c, "6 blocks, 5 are free");
+    assert_error(attn_seq_set_memory(k.c, s, 41, memory), ATTN_E_CAPACITY, k.c,
+                 "6 blocks, 5 are free");
     assert_int_equal(attn_cache_get_stats(k.c).blocks_used, 0);
     assert_int_equal(attn_seq_set_memory(k.c, s, 40, memory), ATTN_OK); /* all 5 blocks */
     assert_int_equal(attn_seq_set_memory(k.c, s, 33, memory), ATTN_OK); /* its own come back */
     assert_int_equal(attn_seq_new(k.c, &t), ATTN_OK);
-    assert_error(attn_seq_set_memory(k.c, t, 9, memory), ATTN_E_CAPACITY, k.c, "2 blocks, 0 are free");
+    assert_error(attn_seq_set_memory(k.c, t, 9, memory), ATTN_E_CAPACITY, k.c,
+                 "2 blocks, 0 are free");
     assert_int_equal(attn_seq_set_memory(k.c, s, 5, memory), ATTN_OK);
     assert_int_equal(attn_forward(k.b, k.c, 1, &s, &one, x, y), ATTN_OK);
     assert_error(attn_seq_set_memory(k.c, s, 5, memory), ATTN_E_INVALID, k.c,

@@ -77,7 +77,8 @@ static double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, in
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
     size_t n = (size_t)(T * c.d_model);
-    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *y);
+    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y),
+          *want = malloc(n * sizeof *y);
     attnc_jit *jit = compile(spec, o);
     run_jit(jit, w, T, x, y, chunk, threads);
     run_ref(w, T, x, want);
@@ -91,11 +92,24 @@ static double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, in
 }
 
 static const char *const shipped[] = {
-    "seed",       "llama2_7b",        "llama3_8b",         "mistral_7b",
-    "qwen2_7b",   "gemma2_9b",        "falcon_7b",         "gptj_6b",
-    "qwen3_8b",   "gemma3_12b_local", "gemma3_12b_global", "gpt_oss_20b_sliding",
-    "gpt_oss_20b_full", "olmo2_7b",   "llama4_scout_local", "llama4_scout_global",
-    "bloom_7b1",        "phi3_mini",
+    "seed",
+    "llama2_7b",
+    "llama3_8b",
+    "mistral_7b",
+    "qwen2_7b",
+    "gemma2_9b",
+    "falcon_7b",
+    "gptj_6b",
+    "qwen3_8b",
+    "gemma3_12b_local",
+    "gemma3_12b_global",
+    "gpt_oss_20b_sliding",
+    "gpt_oss_20b_full",
+    "olmo2_7b",
+    "llama4_scout_local",
+    "llama4_scout_global",
+    "bloom_7b1",
+    "phi3_mini",
 };
 #define N_SHIPPED (sizeof shipped / sizeof shipped[0])
 
@@ -150,7 +164,11 @@ static void jit_equals_reference_with_each_pass_disabled(void **state) {
     char paths[3][512];
     for (int f = 0; f < 3; f++) {
         attn_config c = feature_config(f);
-        snprintf(paths[f], sizeof paths[f], "%s", write_spec(dir, &c, f == 0 ? "f0.yaml" : f == 1 ? "f1.yaml" : "f2.yaml"));
+        snprintf(paths[f], sizeof paths[f], "%s",
+                 write_spec(dir, &c,
+                            f == 0   ? "f0.yaml"
+                            : f == 1 ? "f1.yaml"
+                                     : "f2.yaml"));
         specs[4 + f] = paths[f];
     }
     for (int s = 0; s < 7; s++) {
@@ -251,7 +269,8 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) 
     static const int64_t blocks[] = {16, 1, 32, 7, 48, 20};
     c.kv_block_tokens = blocks[(i / 3) % 6];
     /* mostly short runs; every 8th long */
-    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5) : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
+    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5)
+                    : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
     *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
     return c;
 }
@@ -277,7 +296,8 @@ static void jit_equals_reference_over_random_sweep(void **state) {
                      (long long)T, (long long)chunk, c.rope_style, c.rope_scaling,
                      (long long)c.sliding_window, (long long)c.chunk, c.qk_norm, c.sinks, c.alibi,
                      (long long)c.temp_floor_scale, c.softcap, c.causal,
-                     attn_dtype_name(c.kv_dtype), (long long)c.kv_block_tokens, attn_dtype_name(c.dtype), e);
+                     attn_dtype_name(c.kv_dtype), (long long)c.kv_block_tokens,
+                     attn_dtype_name(c.dtype), e);
     }
     tmpdir_remove(dir);
 }
@@ -292,9 +312,9 @@ static void jit_results_do_not_depend_on_thread_count(void **state) {
     const struct {
         const char *spec;
         int64_t T, chunk;
-    } cases[] = {{"gemma2_9b", 11, 4}, {"seed", 300, 300}, {"falcon_7b", 40, 40}, {"seed", 230, 7},
-                 {"features_0", 230, 7}, {"features_1", 100, 100}, {"seed q4_0/q8_0", 230, 7},
-                 {"seed q8_0/q8_0", 100, 100}};
+    } cases[] = {{"gemma2_9b", 11, 4},       {"seed", 300, 300},          {"falcon_7b", 40, 40},
+                 {"seed", 230, 7},           {"features_0", 230, 7},      {"features_1", 100, 100},
+                 {"seed q4_0/q8_0", 230, 7}, {"seed q8_0/q8_0", 100, 100}};
     char *dir = tmpdir_new();
     for (int i = 0; i < 8; i++) {
         char spec[512];
@@ -377,7 +397,8 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
     char *dir = tmpdir_new();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bool feat = strncmp(cases[i].spec, "features_", 9) == 0;
-        attn_config c = feat ? feature_config(cases[i].spec[9] - '0') : load(spec_path(cases[i].spec));
+        attn_config c =
+            feat ? feature_config(cases[i].spec[9] - '0') : load(spec_path(cases[i].spec));
         c.dtype = cases[i].dt;
         c.kv_dtype = cases[i].kv;
         const char *path = write_spec(dir, &c, "decode.yaml");
@@ -407,7 +428,8 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
             assert_int_equal(attn_seq_new(ca, &sq), ATTN_OK);
             assert_int_equal(attn_forward(b, ca, 1, &sq, &np, x, dec), ATTN_OK);
             for (int64_t t = cases[i].pre; t < T; t++)
-                assert_int_equal(attn_forward(b, ca, 1, &sq, &one_tok, x + t * D, dec + t * D), ATTN_OK);
+                assert_int_equal(attn_forward(b, ca, 1, &sq, &one_tok, x + t * D, dec + t * D),
+                                 ATTN_OK);
             double e = rel_err(dec, one, n), r = rel_err(dec, want, n);
             if (!(e <= 1e-5) || !(r <= tolerance(c.kv_dtype)))
                 fail_msg("%s (weights %s, cache %s, decode_split %s): decode vs one-shot %g, vs "
@@ -446,7 +468,8 @@ static void split_decode_follows_growing_scores(void **state) {
         assert_int_equal(attn_weights_random(&c, 70 + (uint64_t)i, &w, NULL), ATTN_OK);
         int64_t T = 230, D = c.d_model;
         size_t n = (size_t)(T * D);
-        float *x = random_floats(n, 80 + (uint64_t)i), *y = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        float *x = random_floats(n, 80 + (uint64_t)i), *y = malloc(n * sizeof(float)),
+              *want = malloc(n * sizeof(float));
         for (int64_t t = 0; t < T; t++)
             for (int64_t d = 0; d < D; d++)
                 x[t * D + d] *= 1.0f + (float)t / 8;
@@ -556,8 +579,10 @@ static void q8_0_fork_on(const char *cpu) {
     float *rb = random_floats((size_t)(steps * D), 32);
     memcpy(xb, xa, (size_t)(pre * D) * sizeof(float));
     memcpy(xb + pre * D, rb, (size_t)(steps * D) * sizeof(float));
-    float *ya = malloc((size_t)(T * D) * sizeof(float)), *yb = malloc((size_t)(T * D) * sizeof(float));
-    float *wa = malloc((size_t)(T * D) * sizeof(float)), *wb = malloc((size_t)(T * D) * sizeof(float));
+    float *ya = malloc((size_t)(T * D) * sizeof(float)),
+          *yb = malloc((size_t)(T * D) * sizeof(float));
+    float *wa = malloc((size_t)(T * D) * sizeof(float)),
+          *wb = malloc((size_t)(T * D) * sizeof(float));
     attn_block *b;
     attn_cache *ca;
     int32_t sa, sb, np = (int32_t)pre, one = 1;
@@ -568,10 +593,12 @@ static void q8_0_fork_on(const char *cpu) {
     assert_int_equal(attn_forward(b, ca, 1, &sa, &np, xa, ya), ATTN_OK);
     assert_int_equal(attn_seq_fork(ca, sa, &sb), ATTN_OK);
     for (int64_t t = pre; t < T; t++) {
-        float *x2 = malloc((size_t)(2 * D) * sizeof(float)), *y2 = malloc((size_t)(2 * D) * sizeof(float));
+        float *x2 = malloc((size_t)(2 * D) * sizeof(float)),
+              *y2 = malloc((size_t)(2 * D) * sizeof(float));
         memcpy(x2, xa + t * D, (size_t)D * sizeof(float));
         memcpy(x2 + D, xb + t * D, (size_t)D * sizeof(float));
-        assert_int_equal(attn_forward(b, ca, 2, (int32_t[]){sa, sb}, (int32_t[]){one, one}, x2, y2), ATTN_OK);
+        assert_int_equal(attn_forward(b, ca, 2, (int32_t[]){sa, sb}, (int32_t[]){one, one}, x2, y2),
+                         ATTN_OK);
         memcpy(ya + t * D, y2, (size_t)D * sizeof(float));
         memcpy(yb + t * D, y2 + D, (size_t)D * sizeof(float));
         free(x2);

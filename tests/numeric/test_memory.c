@@ -44,7 +44,8 @@ static double budget(const attn_kernels *k) {
         case ATTN_BUF_WEIGHT: bytes += d->load_only ? 0 : elems * 4; break;
         case ATTN_BUF_CACHE_K:
         case ATTN_BUF_CACHE_V:
-            bytes += T * (double)(c->kv_groups * c->head_dim) * (double)attn_dtype_size(c->kv_dtype);
+            bytes +=
+                T * (double)(c->kv_groups * c->head_dim) * (double)attn_dtype_size(c->kv_dtype);
             break;
         case ATTN_BUF_ROLE_COUNT: break;
         }

@@ -38,8 +38,9 @@ static fixture *make(const char *spec_text) {
 }
 
 static int setup(void **state) {
-    *state = make("name: paged\nheads: 4\nkv_groups: 2\nhead_dim: 16\nd_model: 24\n"
-                  "rope: {base: 10000}\nqkv_bias: true\nkv_cache: {block_tokens: 4, max_tokens: 512}\n");
+    *state =
+        make("name: paged\nheads: 4\nkv_groups: 2\nhead_dim: 16\nd_model: 24\n"
+             "rope: {base: 10000}\nqkv_bias: true\nkv_cache: {block_tokens: 4, max_tokens: 512}\n");
     return 0;
 }
 
@@ -56,8 +57,9 @@ static int setup_window_4096(void **state) {
 }
 
 static int setup_chunked(void **state) {
-    *state = make("name: chunked\nheads: 2\nhead_dim: 8\nd_model: 16\nrope: {}\n"
-                  "chunked_attention: 12\nsinks: true\nkv_cache: {block_tokens: 4, max_tokens: 200000}\n");
+    *state = make(
+        "name: chunked\nheads: 2\nhead_dim: 8\nd_model: 16\nrope: {}\n"
+        "chunked_attention: 12\nsinks: true\nkv_cache: {block_tokens: 4, max_tokens: 200000}\n");
     return 0;
 }
 
@@ -163,9 +165,9 @@ static void capacity_exhaustion_leaves_every_sequence_intact(void **state) {
     assert_int_equal(attn_cache_new(f->b, 24, &c), ATTN_OK); /* 6 blocks of 4 */
     for (int i = 0; i < 3; i++)
         assert_int_equal(attn_seq_new(c, &s[i]), ATTN_OK);
-    assert_int_equal(fwd(f, c, s[0], 8, x, y), ATTN_OK);       /* 2 blocks */
-    assert_int_equal(fwd(f, c, s[1], 9, x, y), ATTN_OK);       /* 3 blocks */
-    int32_t ids[2] = {s[0], s[2]}, ns[2] = {1, 4};             /* needs 2, 1 free */
+    assert_int_equal(fwd(f, c, s[0], 8, x, y), ATTN_OK); /* 2 blocks */
+    assert_int_equal(fwd(f, c, s[1], 9, x, y), ATTN_OK); /* 3 blocks */
+    int32_t ids[2] = {s[0], s[2]}, ns[2] = {1, 4};       /* needs 2, 1 free */
     assert_int_equal(attn_forward(f->b, c, 2, ids, ns, x, y), ATTN_E_CAPACITY);
     assert_non_null(strstr(attn_cache_error(c), "needs 2 more blocks, 1 are free"));
     assert_int_equal(attn_seq_len(c, s[0]), 8);
@@ -357,7 +359,8 @@ static void positions_beyond_max_tokens_are_refused(void **state) {
     fixture *f = *state;
     attn_cache *c;
     int32_t s, n = 500, more = 13;
-    float *x = random_floats((size_t)(513 * f->D), 9), *y = malloc((size_t)(513 * f->D) * sizeof *y);
+    float *x = random_floats((size_t)(513 * f->D), 9),
+          *y = malloc((size_t)(513 * f->D) * sizeof *y);
     assert_int_equal(attn_cache_new(f->b, 1024, &c), ATTN_OK);
     assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
     assert_int_equal(attn_forward(f->b, c, 1, &s, &n, x, y), ATTN_OK);
@@ -490,6 +493,6 @@ int main(void) {
     int failed = cmocka_run_group_tests_name("paged", tests, setup, teardown);
     failed += cmocka_run_group_tests_name("chunked", chunk_tests, setup_chunked, teardown);
     failed += cmocka_run_group_tests_name("windowed", window_tests, setup_window, teardown);
-    return failed + cmocka_run_group_tests_name("window 4096", long_window_tests,
-                                                setup_window_4096, teardown);
+    return failed + cmocka_run_group_tests_name("window 4096", long_window_tests, setup_window_4096,
+                                                teardown);
 }

@@ -31,7 +31,8 @@ static void run_one(job *j, const attn_kernels *k) {
     int64_t D = j->w->cfg.d_model;
     if (j->reference) {
         attn_ref *r;
-        if (attn_ref_new(j->w, T_TOKENS, &r, NULL) || attn_ref_forward(r, T_TOKENS, j->x, j->y, NULL))
+        if (attn_ref_new(j->w, T_TOKENS, &r, NULL) ||
+            attn_ref_forward(r, T_TOKENS, j->x, j->y, NULL))
             j->failures++;
         attn_ref_free(r);
         return;

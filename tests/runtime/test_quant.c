@@ -158,7 +158,8 @@ static void safetensors_carry_blocks(void **state) {
     uint64_t s = 5;
     attn_random_uniform(&s, a, 3 * 64, 1.0);
     const char *path = path_in(dir, "q.safetensors");
-    attn_st_tensor t[] = {{"w", ATTN_DTYPE_Q8_0, 2, {3, 64}, a}, {"v", ATTN_DTYPE_Q4_0, 1, {64}, a}};
+    attn_st_tensor t[] = {{"w", ATTN_DTYPE_Q8_0, 2, {3, 64}, a},
+                          {"v", ATTN_DTYPE_Q4_0, 1, {64}, a}};
     attn_msg m;
     assert_int_equal(attn_st_write(path, t, 2, &m), ATTN_OK);
     attn_st *f;
@@ -192,7 +193,8 @@ static void safetensors_carry_blocks(void **state) {
     assert_non_null(strstr(m.text, "tensor 'w': q4_0 needs rows of a multiple of 32 values"));
     a[70] = NAN;
     assert_int_equal(attn_st_write(bad, t, 1, &m), ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "tensor 'w' holds NaN at element 70: it cannot be stored as q8_0"));
+    assert_non_null(
+        strstr(m.text, "tensor 'w' holds NaN at element 70: it cannot be stored as q8_0"));
     assert_int_equal(dir_count(dir), 1);
 }
 
@@ -261,7 +263,8 @@ static void weights_save_and_load_blocks(void **state) {
     c = config_small(4, 2, 16, 64);
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "kv_cache.dtype q8_0 needs head_dim (16) to be a multiple of 32"));
+    assert_non_null(
+        strstr(m.text, "kv_cache.dtype q8_0 needs head_dim (16) to be a multiple of 32"));
     c = config_small(4, 2, 32, 64);
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     assert_int_equal(attn_config_check(&c, &m), ATTN_OK);

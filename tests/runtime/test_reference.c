@@ -97,8 +97,8 @@ static void naive_block(const attn_weights *w, int64_t T, const float *x, float 
         for (int64_t i = 0; i < T; i++) {
             double mx = -INFINITY, sum = 0;
             for (int64_t j = 0; j < T; j++) {
-                bool keep = !c->causal ||
-                            (j <= i && (c->sliding_window == 0 || j > i - c->sliding_window));
+                bool keep =
+                    !c->causal || (j <= i && (c->sliding_window == 0 || j > i - c->sliding_window));
                 double s = 0;
                 for (int64_t d = 0; d < hd; d++)
                     s += Q[(i * H + h) * hd + d] * K[(j * G + g) * hd + d];
@@ -723,8 +723,7 @@ static void truncate_then_reappend_equals_fresh_run(void **state) {
 
 static void results_do_not_depend_on_thread_count(void **state) {
     (void)state;
-    attn_config c = with_rope(config_small(8, 2, 16, 64), ATTN_ROPE_HALF, 16,
-                              ATTN_SCALING_LLAMA3);
+    attn_config c = with_rope(config_small(8, 2, 16, 64), ATTN_ROPE_HALF, 16, ATTN_SCALING_LLAMA3);
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, 4, &w, NULL), ATTN_OK);
     float *x = random_input(33, 64, 5);

@@ -116,14 +116,18 @@ static void st_read_names_tensor_and_both_shapes(void **state) {
 }
 
 static void st_rejects_unsupported_dtype_by_name(void **state) {
-    const char *path = raw_file(*state, "{\"ids\":{\"dtype\":\"I32\",\"shape\":[2],"
-                                        "\"data_offsets\":[0,8]}}", UINT64_MAX, 8);
+    const char *path = raw_file(*state,
+                                "{\"ids\":{\"dtype\":\"I32\",\"shape\":[2],"
+                                "\"data_offsets\":[0,8]}}",
+                                UINT64_MAX, 8);
     attn_st *f;
     attn_msg m;
     assert_int_equal(attn_st_open(path, &f, &m), ATTN_OK); /* other tensors may be usable */
     float d[2];
     assert_int_equal(attn_st_read_f32(f, "ids", 1, (int64_t[]){2}, d, &m), ATTN_E_FORMAT);
-    assert_non_null(strstr(m.text, "tensor 'ids' has dtype I32; supported are F32, F16, BF16 and attnc's q8_0 and q4_0"));
+    assert_non_null(strstr(
+        m.text,
+        "tensor 'ids' has dtype I32; supported are F32, F16, BF16 and attnc's q8_0 and q4_0"));
     attn_st_close(f);
 }
 

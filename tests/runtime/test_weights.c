@@ -219,13 +219,13 @@ static void config_check_enforces_every_invariant(void **state) {
     attn_config ok = config_small(8, 2, 16, 64);
     assert_int_equal(attn_config_check(&ok, &m), ATTN_OK);
     attn_config c;
-#define EXPECT_BAD(stmt, want)                                         \
-    do {                                                               \
-        c = ok;                                                        \
-        stmt;                                                          \
-        assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);   \
-        if (!strstr(m.text, want))                                     \
-            fail_msg("'%s' lacks '%s'", m.text, want);                 \
+#define EXPECT_BAD(stmt, want)                                                                     \
+    do {                                                                                           \
+        c = ok;                                                                                    \
+        stmt;                                                                                      \
+        assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);                               \
+        if (!strstr(m.text, want))                                                                 \
+            fail_msg("'%s' lacks '%s'", m.text, want);                                             \
     } while (0)
     EXPECT_BAD(strcpy(c.name, "a-b"), "not a C identifier");
     EXPECT_BAD(c.name[0] = 0, "name must be");
@@ -233,12 +233,12 @@ static void config_check_enforces_every_invariant(void **state) {
     EXPECT_BAD(c.kv_groups = 3, "kv_groups (3) must divide heads (8)");
     EXPECT_BAD(c.head_dim = 2000, "head_dim (2000)");
     EXPECT_BAD(c.d_model = 0, "d_model (0)");
-    EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 7), "rotary_dim (7)");
+    EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 7),
+               "rotary_dim (7)");
     EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 0.5, c.rotary_dim = 8), "rope base");
     EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 8,
-                c.rope_scaling = ATTN_SCALING_LLAMA3, c.rope_factor = 8,
-                c.rope_low_freq_factor = 4, c.rope_high_freq_factor = 1,
-                c.rope_original_max_position = 8192),
+                c.rope_scaling = ATTN_SCALING_LLAMA3, c.rope_factor = 8, c.rope_low_freq_factor = 4,
+                c.rope_high_freq_factor = 1, c.rope_original_max_position = 8192),
                "low_freq_factor");
     EXPECT_BAD((c.causal = false, c.sliding_window = 4), "sliding_window needs causal");
     EXPECT_BAD(c.softcap = -1, "softcap");
@@ -254,8 +254,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(weights_random_is_deterministic_and_scaled),
         cmocka_unit_test(weights_biases_exist_only_when_asked),
-        cmocka_unit_test_setup_teardown(weights_save_load_round_trip_every_dtype_with_prefix,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(weights_save_load_round_trip_every_dtype_with_prefix, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(weights_load_rounds_to_the_spec_dtype, setup, teardown),
         cmocka_unit_test(weights_random_are_representable_in_the_spec_dtype),
         cmocka_unit_test_setup_teardown(weights_load_names_missing_and_misshaped_tensors, setup,

@@ -67,11 +67,11 @@ void write_raw_safetensors(const char *path, const char *header, uint64_t hlen, 
  * it is not 32). */
 typedef struct test_gguf_kv {
     const char *key;
-    int type;             /* ATTN_GGUF_UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY (of INT32) */
-    int64_t i;            /* integers and bools */
-    double f;             /* FLOAT32 */
-    const char *s;        /* STRING */
-    const int32_t *arr;   /* ARRAY of INT32 */
+    int type;           /* ATTN_GGUF_UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY (of INT32) */
+    int64_t i;          /* integers and bools */
+    double f;           /* FLOAT32 */
+    const char *s;      /* STRING */
+    const int32_t *arr; /* ARRAY of INT32 */
     int n;
 } test_gguf_kv;
 typedef struct test_gguf_tensor {

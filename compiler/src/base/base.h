@@ -11,8 +11,7 @@
 #define ATTNC_HIDDEN __attribute__((visibility("hidden")))
 
 /* For bugs, never for bad input: reports file:line and aborts in every build. */
-#define ATTNC_ASSERT(cond) \
-    ((cond) ? (void)0 : attnc_assert_fail(#cond, __FILE__, __LINE__))
+#define ATTNC_ASSERT(cond) ((cond) ? (void)0 : attnc_assert_fail(#cond, __FILE__, __LINE__))
 ATTNC_HIDDEN _Noreturn void attnc_assert_fail(const char *cond, const char *file, int line);
 
 typedef struct arena_chunk arena_chunk;
@@ -34,8 +33,8 @@ struct attnc_ctx {
 
 /* Records an error at loc (printf-style message). Past ATTNC_MAX_ERRORS it
  * records one note saying more errors were dropped, then nothing. */
-ATTNC_HIDDEN void diag_error(attnc_ctx *ctx, attnc_status code, attnc_loc loc, const char *fmt,
-                             ...) __attribute__((format(printf, 4, 5)));
+ATTNC_HIDDEN void diag_error(attnc_ctx *ctx, attnc_status code, attnc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 ATTNC_HIDDEN void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 ATTNC_HIDDEN void diag_warning(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)

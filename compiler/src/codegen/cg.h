@@ -17,10 +17,10 @@ typedef struct cg_view {
     attn_dtype dt;
     ir_dim off;
     ir_dim nb[IR_MAX_DIMS];
-    bool paged;      /* the cache: dim 2 is a token j read through the block table,
-                        nb[2] its stride within its block (cg_cache_strides) */
-    bool batch_rows; /* outermost dim is S over the whole batch: sequence-phase
-                        kernels add tok0 to it */
+    bool paged;          /* the cache: dim 2 is a token j read through the block table,
+                            nb[2] its stride within its block (cg_cache_strides) */
+    bool batch_rows;     /* outermost dim is S over the whole batch: sequence-phase
+                            kernels add tok0 to it */
     bool from_first_key; /* per-sequence scratch: its T dims hold keys jlo..T-1
                             only (T - jlo of them), see cg_first_key */
 } cg_view;
@@ -32,13 +32,13 @@ typedef struct cg_view {
  * legalizes); only speed depends on them. */
 typedef struct cg_target {
     int lanes, regs;
-    int flash_rv;      /* flash: vectors of query rows per work item */
-    int flash_bks;     /* flash: keys per score pass (a key tile is two) */
-    int flash_dc;      /* flash: most head_dim rows per p.v register block */
-    int split_pv_regs; /* split decode: registers for the p.v sums of a row block */
-    int split_q8_accs; /* split decode, q8_0 K: partial sums of a row block (rows x chains) */
-    int gemm_mr;       /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
-    int probe_accs;    /* roofline's FMA probe: independent accumulators */
+    int flash_rv;          /* flash: vectors of query rows per work item */
+    int flash_bks;         /* flash: keys per score pass (a key tile is two) */
+    int flash_dc;          /* flash: most head_dim rows per p.v register block */
+    int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */
+    int split_q8_accs;     /* split decode, q8_0 K: partial sums of a row block (rows x chains) */
+    int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
+    int probe_accs;        /* roofline's FMA probe: independent accumulators */
     uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */
 } cg_target;
 
@@ -70,8 +70,8 @@ typedef struct cg_plan {
     int *split;    /* by node id: a split flash node's partial results */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
-    bool *emit;         /* by node id: the node gets a kernel */
-    attn_phase *phase;  /* by node id */
+    bool *emit;        /* by node id: the node gets a kernel */
+    attn_phase *phase; /* by node id */
 } cg_plan;
 
 /* Lays out every live node of g (arena memory). */
@@ -95,7 +95,7 @@ typedef struct cg_unit {
     const ir_node *n; /* NULL for the table */
     const char *name; /* the function it defines */
     attn_phase phase;
-    int cost; /* rough relative size of its code: the biggest are compiled first */
+    int cost;       /* rough relative size of its code: the biggest are compiled first */
     bool vector_ir; /* written in vectors (GEMM tiles, flash, split decode, merge):
                        needs no loop vectorizer */
 } cg_unit;
@@ -147,14 +147,14 @@ typedef struct cg {
     LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
     cg_target target;
     LLVMTypeRef vf, vi; /* <lanes x f32>, <lanes x i32> */
-    int n_buffers; /* buffer pointers loaded at each kernel's entry */
-    attn_phase phase; /* of the kernel being built */
+    int n_buffers;      /* buffer pointers loaded at each kernel's entry */
+    attn_phase phase;   /* of the kernel being built */
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
     LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
-    LLVMValueRef jlo, Tk; /* first visible key and T - jlo (sequence phase) */
+    LLVMValueRef jlo, Tk;                /* first visible key and T - jlo (sequence phase) */
     LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
-    LLVMValueRef S, P, T; /* i64 */
+    LLVMValueRef S, P, T;                /* i64 */
 } cg;
 
 typedef struct cg_loop {
@@ -219,10 +219,12 @@ ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef
  * head_dim + d) of the token at offset o is element col * col_stride +
  * o * tok_stride; K (which 0) keeps a column's tokens side by side, V
  * (which 1) a token's columns. */
-ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, int64_t *tok_stride);
+ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride,
+                                   int64_t *tok_stride);
 /* Pointer to column col of cache row slot (block * block_tokens + o) of
  * cache which, buffer buf. */
-ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col);
+ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot,
+                                        LLVMValueRef col);
 /* The f16 scale d of the q8_0 cache element at p (a pointer, or a vector
  * of them) of cache `which` (0 K, 1 V) in buffer buf: within p's pool
  * block, after the block's int8 values, [column / 32][token] for K and V
@@ -283,8 +285,8 @@ ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
 /* Calls an overloaded LLVM intrinsic on one or two values of type ty. */
-ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty,
-                                       LLVMValueRef a, LLVMValueRef b);
+ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a,
+                                       LLVMValueRef b);
 
 /* The kernel families; each emits the kernel of node n named name. */
 ATTNC_HIDDEN void cg_emit_linear(cg *c, const ir_node *n, const char *name);
@@ -301,8 +303,8 @@ ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
 /* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
  * hidden from rows at positions pos (i32 vector) by n's causal mask and
  * window, or already by `beyond`. */
-ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
-                                         LLVMValueRef beyond);
+ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys,
+                                         LLVMValueRef pos, LLVMValueRef beyond);
 /* Whether the key tile [j0, jlast] is cut for rows at positions
  * pmin..pmax: keys at or past jend, or some key a row's mask or window
  * hides (p.v must then skip weight-0 keys). */

@@ -34,8 +34,8 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
-    LLVMValueRef prod = cg_fmul(c, cg_load(c, q->dt, cg_addr(c, q, qi)),
-                                cg_load_elem(c, k, cg_addr(c, k, ki)));
+    LLVMValueRef prod =
+        cg_fmul(c, cg_load(c, q->dt, cg_addr(c, q, qi)), cg_load_elem(c, k, cg_addr(c, k, ki)));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), prod), acc);
     cg_for_end(c, &ld);
     LLVMValueRef oi[3] = {lj.i, s, h};
@@ -68,9 +68,9 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef oi[3] = {ld.i, h, s}, vi[3] = {ld.i, vh, lj.i};
     LLVMValueRef out = cg_addr(c, n, oi);
-    LLVMValueRef sum = LLVMBuildFAdd(
-        c->b, cg_load(c, n->dt, out),
-        LLVMBuildFMul(c->b, pj, cg_load_elem(c, v, cg_addr(c, v, vi)), ""), "");
+    LLVMValueRef sum =
+        LLVMBuildFAdd(c->b, cg_load(c, n->dt, out),
+                      LLVMBuildFMul(c->b, pj, cg_load_elem(c, v, cg_addr(c, v, vi)), ""), "");
     cg_store(c, n->dt, sum, out);
     cg_for_end(c, &ld);
     LLVMBuildBr(c->b, next);
@@ -101,8 +101,9 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         LLVMBuildStore(c->b, cg_f32(c, 0), sum);
         cg_loop lj = cg_for(c, c->jlo, c->T, "j");
         LLVMValueRef xi[3] = {lj.i, s, h};
-        LLVMValueRef m = cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mx, ""),
-                                      cg_load(c, x->dt, cg_addr(c, x, xi)));
+        LLVMValueRef m =
+            cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mx, ""),
+                         cg_load(c, x->dt, cg_addr(c, x, xi)));
         LLVMBuildStore(c->b, m, mx);
         cg_for_end(c, &lj);
     }
@@ -123,7 +124,8 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     } else if (n->op == IR_OP_MASK) {
         LLVMValueRef hidden = LLVMBuildICmp(c->b, LLVMIntSGT, lj.i, pos, "");
         if (first) /* window, chunk */
-            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, lj.i, first, ""), "");
+            hidden =
+                LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, lj.i, first, ""), "");
         v = LLVMBuildSelect(c->b, hidden, cg_f32(c, -INFINITY), v, "");
     } else {
         ATTNC_ASSERT(n->op == IR_OP_SOFTMAX);

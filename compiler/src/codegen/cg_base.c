@@ -47,7 +47,8 @@ static void function_begin(cg *c, LLVMValueRef fn) {
      * float store in a loop possibly change them, which stops vectorization. */
     ATTNC_ASSERT(c->n_buffers <= ATTN_MAX_BUFFERS);
     for (int k = 0; k < c->n_buffers; k++) {
-        unsigned byte_off = (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
+        unsigned byte_off =
+            (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
         c->base[k] = args_field(c, byte_off, c->ptr, "buf");
     }
 }
@@ -202,8 +203,9 @@ LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos) {
     LLVMTypeRef ty = LLVMTypeOf(pos); /* constants of it: both are at least 0 */
     LLVMValueRef first = iconst(ty, 0);
     if (cfg->sliding_window > 0)
-        first = cg_intrinsic(c, "llvm.smax", ty, first,
-                             LLVMBuildSub(c->b, pos, iconst(ty, (unsigned long long)(cfg->sliding_window - 1)), ""));
+        first = cg_intrinsic(
+            c, "llvm.smax", ty, first,
+            LLVMBuildSub(c->b, pos, iconst(ty, (unsigned long long)(cfg->sliding_window - 1)), ""));
     if (cfg->chunk > 0) {
         LLVMValueRef n = iconst(ty, (unsigned long long)cfg->chunk);
         LLVMValueRef start = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, pos, n, ""), n, "chunk_start");
@@ -265,12 +267,14 @@ static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t t
 
 LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     const attn_config *cfg = &c->g->cfg;
-    int64_t bt = cfg->kv_block_tokens, data = bt * cfg->kv_groups * cfg->head_dim, bb = cache_block_elems(cfg);
+    int64_t bt = cfg->kv_block_tokens, data = bt * cfg->kv_groups * cfg->head_dim,
+            bb = cache_block_elems(cfg);
     LLVMTypeRef pty = LLVMTypeOf(p), ity = like(pty, c->i64);
     bool vec = LLVMGetTypeKind(pty) == LLVMVectorTypeKind;
     LLVMValueRef base = c->base[buf];
     LLVMValueRef b0 = LLVMBuildPtrToInt(c->b, base, c->i64, "");
-    LLVMValueRef off = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, p, ity, ""), vec ? cg_splat(c, b0) : b0, "");
+    LLVMValueRef off =
+        LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, p, ity, ""), vec ? cg_splat(c, b0) : b0, "");
     LLVMValueRef blk = LLVMBuildUDiv(c->b, off, iconst(ity, (unsigned long long)bb), "");
     LLVMValueRef w = LLVMBuildURem(c->b, off, iconst(ity, (unsigned long long)bb), "");
     /* K [kvd][bt]: column w / bt, token w % bt; V [bt][kvd]: token w /
@@ -285,9 +289,11 @@ LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
                                   LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, col, iconst(ity, 32), ""),
                                                iconst(ity, (unsigned long long)bt), ""),
                                   tok, "");
-    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, iconst(ity, (unsigned long long)bb), ""),
-                                   LLVMBuildAdd(c->b, iconst(ity, (unsigned long long)data),
-                                                LLVMBuildMul(c->b, s, iconst(ity, 2), ""), ""), "");
+    LLVMValueRef at =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, iconst(ity, (unsigned long long)bb), ""),
+                     LLVMBuildAdd(c->b, iconst(ity, (unsigned long long)data),
+                                  LLVMBuildMul(c->b, s, iconst(ity, 2), ""), ""),
+                     "");
     return LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->llctx), base, &at, 1, "scale");
 }
 
@@ -308,7 +314,8 @@ LLVMValueRef cg_load_elem(cg *c, const ir_node *n, LLVMValueRef p) {
     return LLVMBuildFMul(c->b, x, d, ""); /* exact: d * q */
 }
 
-LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot, LLVMValueRef col) {
+LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot,
+                           LLVMValueRef col) {
     int64_t cs, ts, bt = c->g->cfg.kv_block_tokens;
     cg_cache_strides(&c->g->cfg, which, &cs, &ts);
     LLVMValueRef off = block_off(c, LLVMBuildSDiv(c->b, slot, cg_i64(c, bt), ""),
@@ -375,11 +382,13 @@ void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
         LLVMValueRef u = LLVMBuildBitCast(c->b, v, ity, "");
         LLVMValueRef k16 = iconst(ity, 16);
         LLVMValueRef odd = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, k16, ""), iconst(ity, 1), "");
-        LLVMValueRef r = LLVMBuildAdd(c->b, u, LLVMBuildAdd(c->b, iconst(ity, 0x7fff), odd, ""), "");
+        LLVMValueRef r =
+            LLVMBuildAdd(c->b, u, LLVMBuildAdd(c->b, iconst(ity, 0x7fff), odd, ""), "");
         LLVMValueRef abs = LLVMBuildAnd(c->b, u, iconst(ity, 0x7fffffff), "");
         LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, abs, iconst(ity, 0x7f800000), "");
         LLVMValueRef qnan = LLVMBuildOr(c->b, u, iconst(ity, 0x00400000), "");
-        v = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), k16, ""),
+        v = LLVMBuildTrunc(c->b,
+                           LLVMBuildLShr(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), k16, ""),
                            like(ty, c->i16), "");
         break;
     }
@@ -423,9 +432,11 @@ static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem) {
 
 LLVMValueRef cg_splat(cg *c, LLVMValueRef s) {
     LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), (unsigned)c->target.lanes);
-    LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), s, LLVMConstInt(c->i32, 0, false), "");
+    LLVMValueRef v =
+        LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), s, LLVMConstInt(c->i32, 0, false), "");
     return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(vt),
-                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)c->target.lanes)), "splat");
+                                  LLVMConstNull(LLVMVectorType(c->i32, (unsigned)c->target.lanes)),
+                                  "splat");
 }
 
 LLVMValueRef cg_vf32(cg *c, double v) {
@@ -448,7 +459,8 @@ LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
     ATTNC_ASSERT(n <= 64);
     for (int i = 0; i < n; i++)
         e[i] = LLVMConstInt(c->i32, (unsigned long long)idx[i], false);
-    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(e, (unsigned)n), "");
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)),
+                                  LLVMConstVector(e, (unsigned)n), "");
 }
 
 /* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift;
@@ -458,8 +470,9 @@ static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
     case ATTN_DTYPE_F32: return v;
     case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->vf, "");
     case ATTN_DTYPE_BF16:
-        return LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->vi, ""), iconst(c->vi, 16), ""),
-                                c->vf, "");
+        return LLVMBuildBitCast(
+            c->b, LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, c->vi, ""), iconst(c->vi, 16), ""),
+            c->vf, "");
     case ATTN_DTYPE_Q8_0: return LLVMBuildSIToFP(c->b, v, c->vf, "");
     case ATTN_DTYPE_Q4_0:
     case ATTN_DTYPE_COUNT: break;
@@ -478,8 +491,8 @@ void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     cg_store(c, dt, v, p); /* cg_store handles vectors */
 }
 
-static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt, LLVMValueRef *args,
-                                     int n) {
+static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt,
+                                     LLVMValueRef *args, int n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     LLVMTypeRef tys[2] = {vt, pt};
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2);
@@ -489,7 +502,8 @@ static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LL
 
 LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask) {
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
-    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, cg_elem_bytes(dt), false), mask, LLVMConstNull(vt)};
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, cg_elem_bytes(dt), false), mask,
+                            LLVMConstNull(vt)};
     return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, c->ptr, args, 4));
 }
 
@@ -497,7 +511,8 @@ LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
     unsigned n = (unsigned)c->target.lanes;
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), n);
     LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, cg_elem_bytes(dt), false),
-                            LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)), LLVMGetUndef(vt)};
+                            LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)),
+                            LLVMGetUndef(vt)};
     return widen(c, dt, masked_intrinsic(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
 }
 
@@ -509,10 +524,11 @@ void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) 
 void cg_prefetch(cg *c, LLVMValueRef p, int locality) {
     LLVMTypeRef ty = c->ptr;
     unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, 0, false), LLVMConstInt(c->i32, (unsigned)locality, false),
+    LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, 0, false),
+                            LLVMConstInt(c->i32, (unsigned)locality, false),
                             LLVMConstInt(c->i32, 1, false)};
-    LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, &ty, 1), LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1),
-                   args, 4, "");
+    LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, &ty, 1),
+                   LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1), args, 4, "");
 }
 
 LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
@@ -537,8 +553,7 @@ LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b) {
     return fast(LLVMBuildFMul(c->b, a, b, ""));
 }
 
-LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a,
-                          LLVMValueRef b) {
+LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a, LLVMValueRef b) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     ATTNC_ASSERT(id != 0);
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, &ty, 1);
@@ -564,7 +579,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
         LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, xc, fconst(ty, 1.44269504088896341), ""),
                       fconst(ty, 0.5), ""),
         NULL);
-    LLVMValueRef r = LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, fconst(ty, 0.693359375), ""), "");
+    LLVMValueRef r =
+        LLVMBuildFSub(c->b, xc, LLVMBuildFMul(c->b, n, fconst(ty, 0.693359375), ""), "");
     r = LLVMBuildFSub(c->b, r, LLVMBuildFMul(c->b, n, fconst(ty, -2.12194440e-4), ""), "");
     LLVMValueRef p = fconst(ty, exp_poly[0]);
     for (int i = 1; i < 6; i++)
@@ -574,7 +590,8 @@ LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
                       fconst(ty, 1.0), "");
     /* 2^n through the exponent bits; n in [-126, 128] after clamping */
     LLVMValueRef ni = LLVMBuildFPToSI(c->b, n, ity, "");
-    LLVMValueRef bits = LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, iconst(ity, 127), ""), iconst(ity, 23), "");
+    LLVMValueRef bits =
+        LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ni, iconst(ity, 127), ""), iconst(ity, 23), "");
     LLVMValueRef two_n = LLVMBuildBitCast(c->b, bits, ty, "");
     /* n = 128 would overflow the exponent: take 2^127 * 2 */
     LLVMValueRef big = LLVMBuildICmp(c->b, LLVMIntSGT, ni, iconst(ity, 127), "");

@@ -19,7 +19,8 @@ static void append_q8(cg *c, const ir_node *n, LLVMValueRef row, LLVMValueRef h,
     cg_acc_loop la;
     cg_acc_loop_begin(c, &la, "amax", c->f32, 1);
     LLVMValueRef src[3] = {LLVMBuildAdd(c->b, d0, la.i, ""), h, t};
-    LLVMValueRef ax = cg_intrinsic(c, "llvm.fabs", c->f32, cg_load(c, x->dt, cg_addr(c, x, src)), NULL);
+    LLVMValueRef ax =
+        cg_intrinsic(c, "llvm.fabs", c->f32, cg_load(c, x->dt, cg_addr(c, x, src)), NULL);
     /* NaN wins (llvm.maximum): the block then holds NaN, as its values did */
     LLVMValueRef amax = cg_intrinsic(c, "llvm.maximum", c->f32, la.acc[0], ax);
     LLVMValueRef zero = cg_f32(c, 0);
@@ -35,9 +36,11 @@ static void append_q8(cg *c, const ir_node *n, LLVMValueRef row, LLVMValueRef h,
     LLVMValueRef sj[3] = {LLVMBuildAdd(c->b, d0, lj.i, ""), h, t};
     LLVMValueRef v = LLVMBuildFMul(c->b, cg_load(c, x->dt, cg_addr(c, x, sj)), id, "");
     /* in [-127, 127] already; the clamp makes a NaN (times id 0) a 0 */
-    v = cg_intrinsic(c, "llvm.minnum", c->f32, cg_intrinsic(c, "llvm.maxnum", c->f32, v, cg_f32(c, -127)), cg_f32(c, 127));
+    v = cg_intrinsic(c, "llvm.minnum", c->f32,
+                     cg_intrinsic(c, "llvm.maxnum", c->f32, v, cg_f32(c, -127)), cg_f32(c, 127));
     LLVMValueRef q = LLVMBuildFPToSI(c->b, cg_intrinsic(c, "llvm.round", c->f32, v, NULL), i8, "");
-    LLVMValueRef to = cg_cache_elem(c, n->cache, buf, n->dt, row, LLVMBuildAdd(c->b, col0, lj.i, ""));
+    LLVMValueRef to =
+        cg_cache_elem(c, n->cache, buf, n->dt, row, LLVMBuildAdd(c->b, col0, lj.i, ""));
     LLVMSetAlignment(LLVMBuildStore(c->b, q, to), 1);
     cg_for_end(c, &lj);
     cg_for_end(c, &lb);
@@ -79,7 +82,8 @@ void cg_emit_copy(cg *c, const ir_node *n, const char *name) {
         LLVMValueRef src[3] = {ld.i, src_h, lt.i}, dst[3] = {ld.i, lh.i, lt.i};
         LLVMValueRef to;
         if (append) {
-            LLVMValueRef col = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lh.i, cg_i64(c, hd), ""), ld.i, "");
+            LLVMValueRef col =
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lh.i, cg_i64(c, hd), ""), ld.i, "");
             to = cg_cache_elem(c, n->cache, c->plan->view[n->id].buf, n->dt, row, col);
         } else {
             to = cg_addr(c, n, dst);

@@ -24,11 +24,11 @@
 typedef struct flash {
     const ir_node *n, *q, *k, *v;
     int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
-    int lanes, rv, rows, bk, bks, dc; /* keys per tile, per score pass */
+    int lanes, rv, rows, bk, bks, dc;        /* keys per tile, per score pass */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, slv[8];       /* ALiBi: the rows' slopes [rows], as vectors */
-    LLVMValueRef kf, vf;           /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
+    LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
 } flash;
 
 static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
@@ -37,8 +37,9 @@ static LLVMValueRef at_f32(cg *c, LLVMValueRef base, LLVMValueRef i) {
 
 /* Row vector v of the [.., rows] array a at row block `line`. */
 static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef line, int v) {
-    return at_f32(c, a, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, line, cg_i64(c, f->rows), ""),
-                                     cg_i64(c, (int64_t)v * f->lanes), ""));
+    return at_f32(c, a,
+                  LLVMBuildAdd(c->b, LLVMBuildMul(c->b, line, cg_i64(c, f->rows), ""),
+                               cg_i64(c, (int64_t)v * f->lanes), ""));
 }
 
 /* A head's K or V row of one key: its element 0 at p; with a q8_0 cache
@@ -65,11 +66,14 @@ static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
 static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
     if (r.f32)
-        return LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")), "");
+        return LLVMBuildLoad2(
+            c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")),
+            "");
     int64_t stride;
     ATTNC_ASSERT(ir_dim_is_const(v->nb[0], &stride));
     LLVMValueRef i = LLVMBuildMul(c->b, d, cg_i64(c, stride), "");
-    LLVMValueRef x = cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
+    LLVMValueRef x =
+        cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
     if (r.d) {
         LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
                                        cg_i64(c, c->g->cfg.kv_block_tokens), "");
@@ -90,9 +94,12 @@ static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, 
                                    LLVMBuildSRem(c->b, r, cg_i64(c, f->hpi), ""), "");
     *head = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kvh, cg_i64(c, f->group), ""), hi, "head");
     *tok = LLVMBuildAdd(c->b, s0, LLVMBuildSDiv(c->b, r, cg_i64(c, f->hpi), ""), "tok");
-    *ok = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, hi, cg_i64(c, f->group), ""),
-                       LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, r, cg_i64(c, f->hpi * (f->rows / f->hpi)), ""),
-                                    LLVMBuildICmp(c->b, LLVMIntSLT, *tok, c->S, ""), ""), "");
+    *ok = LLVMBuildAnd(
+        c->b, LLVMBuildICmp(c->b, LLVMIntSLT, hi, cg_i64(c, f->group), ""),
+        LLVMBuildAnd(c->b,
+                     LLVMBuildICmp(c->b, LLVMIntSLT, r, cg_i64(c, f->hpi * (f->rows / f->hpi)), ""),
+                     LLVMBuildICmp(c->b, LLVMIntSLT, *tok, c->S, ""), ""),
+        "");
 }
 
 /* ot[d][row] = ot * alpha + sum_j p[j][row] v[j][d] over the tile's keys;
@@ -105,7 +112,8 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, LLVMValueRef *alp
     for (int dd = 0; dd < f->dc; dd++)
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
-            acc[dd * f->rv + v] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v)), alpha[v], "");
+            acc[dd * f->rv + v] = LLVMBuildFMul(
+                c->b, cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v)), alpha[v], "");
         }
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef p[8], zero[8];
@@ -151,7 +159,8 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
     for (int j = 0; j < f->bks; j++) {
         LLVMValueRef keyv = NULL;
         if (f->n->alibi)
-            keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, key0, cg_i64(c, j0 + j), ""), c->i32, ""));
+            keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, key0, cg_i64(c, j0 + j), ""),
+                                              c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef x = cg_softcap(c, f->n, next[j * f->rv + v]);
             if (keyv)
@@ -163,7 +172,8 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
 
 /* -inf for the (key, row) pairs of the tile that are hidden: keys past
  * jend, and with a causal mask keys after the row (or before its window). */
-static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend, LLVMValueRef *posv) {
+static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
+                      LLVMValueRef *posv) {
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef key = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
         LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
@@ -172,7 +182,9 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
             LLVMValueRef hidden = cg_keys_hidden(c, f->n, keyv, posv[v], beyond);
             LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
             cg_vstore(c, ATTN_DTYPE_F32,
-                      LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), cg_vload(c, ATTN_DTYPE_F32, at), ""), at);
+                      LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY),
+                                      cg_vload(c, ATTN_DTYPE_F32, at), ""),
+                      at);
         }
     }
 }
@@ -191,19 +203,32 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     /* K: one block, consecutive tokens (the last key repeated past jend breaks it) */
     LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
                                      LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
-    LLVMValueRef together = LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
+    LLVMValueRef together =
+        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
     LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
     LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
     LLVMBuildCondBr(c->b, together, vec, one);
     LLVMPositionBuilderAtEnd(c->b, vec);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-    LLVMValueRef dsc = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+    LLVMValueRef dsc =
+        LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
-        LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, krow[0].p, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), cg_i64(c, jv * L), "")));
+        LLVMValueRef x =
+            cg_vload(c, dt,
+                     cg_gep(c, et, krow[0].p,
+                            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""),
+                                         cg_i64(c, jv * L), "")));
         if (krow[0].d)
-            x = LLVMBuildFMul(c->b, x, cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, krow[0].d, LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), ""))), "");
-        cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""), cg_i64(c, jv * L), "")));
+            x = LLVMBuildFMul(c->b, x,
+                              cg_vload(c, ATTN_DTYPE_F16,
+                                       cg_gep(c, c->f16, krow[0].d,
+                                              LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), ""))),
+                              "");
+        cg_vstore(c, ATTN_DTYPE_F32, x,
+                  cg_gep(c, c->f32, f->kf,
+                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
+                                      cg_i64(c, jv * L), "")));
     }
     cg_for_end(c, &ld);
     LLVMBuildBr(c->b, done);
@@ -211,7 +236,9 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
         LLVMBuildStore(c->b, elem(c, f->k, krow[j], lk.i),
-                       cg_gep(c, c->f32, f->kf, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""), cg_i64(c, j), "")));
+                       cg_gep(c, c->f32, f->kf,
+                              LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""),
+                                           cg_i64(c, j), "")));
         cg_for_end(c, &lk);
     }
     LLVMBuildBr(c->b, done);
@@ -222,10 +249,14 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
         LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, vrow[j].p, e));
         if (vrow[j].d) {
-            LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
-            x = LLVMBuildFMul(c->b, x, cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at))), "");
+            LLVMValueRef at =
+                LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+            x = LLVMBuildFMul(
+                c->b, x, cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at))),
+                "");
         }
-        cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
+        cg_vstore(c, ATTN_DTYPE_F32, x,
+                  cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
         cg_for_end(c, &lv);
     }
     for (int j = 0; j < f->bk; j++) {
@@ -240,8 +271,9 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     kv_row krow[32], vrow[32];
     for (int j = 0; j < f->bk; j++) {
         /* keys past jend read the last key (masked below) */
-        LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
-                                       LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
+        LLVMValueRef kj =
+            cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
+                         LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
         LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
@@ -308,7 +340,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.hpi = f.group < f.rows ? f.group : f.rows;
     f.chunks = (f.group + f.hpi - 1) / f.hpi;
     int64_t bq = f.rows / f.hpi; /* tokens per item */
-    f.dc = c->target.flash_dc; /* the largest power of two up to it dividing head_dim */
+    f.dc = c->target.flash_dc;   /* the largest power of two up to it dividing head_dim */
     while (f.hd % f.dc)
         f.dc /= 2;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
@@ -340,19 +372,22 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
         LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "flash");
-        LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""), split, whole);
+        LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""),
+                        split, whole);
         LLVMPositionBuilderAtEnd(c->b, split);
         /* a function of its own (a unit, cg_module.c): compiled beside this one */
         char split_name[160];
         snprintf(split_name, sizeof split_name, "%s_split", name);
         LLVMValueRef params[3] = {c->args, LLVMGetParam(c->fn, 1), LLVMGetParam(c->fn, 2)};
-        LLVMValueRef call = LLVMBuildCall2(c->b, c->kernel_ty, cg_kernel_decl(c, split_name), params, 3, "");
+        LLVMValueRef call =
+            LLVMBuildCall2(c->b, c->kernel_ty, cg_kernel_decl(c, split_name), params, 3, "");
         LLVMSetTailCall(call, true);
         LLVMBuildRetVoid(c->b);
         LLVMPositionBuilderAtEnd(c->b, whole);
     }
 
-    LLVMValueRef ntq = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, bq - 1), ""), cg_i64(c, bq), "");
+    LLVMValueRef ntq =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, bq - 1), ""), cg_i64(c, bq), "");
     int64_t per_tile = f.k->ne[1].c * f.chunks;
     LLVMValueRef items = LLVMBuildMul(c->b, ntq, cg_i64(c, per_tile), "items");
     /* for (i = ith; i < items; i += nth) */
@@ -384,7 +419,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef qv = cg_load(c, f.q->dt, cg_addr(c, f.q, qi));
     if (n->factor != 1.0)
         qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->factor), "");
-    LLVMValueRef line = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
+    LLVMValueRef line =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
     LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""), at_f32(c, f.qt, line));
     LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.ot, line));
     cg_for_end(c, &ld);
@@ -410,10 +446,12 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         LLVMValueRef e[64];
         for (int l = 0; l < f.lanes; l++)
             e[l] = LLVMConstInt(c->i32, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
-        posv[v] = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
-                               LLVMConstVector(e, (unsigned)f.lanes), "posv");
+        posv[v] = LLVMBuildAdd(
+            c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
+            LLVMConstVector(e, (unsigned)f.lanes), "posv");
     }
-    LLVMValueRef ns = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
+    LLVMValueRef ns =
+        cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
     LLVMValueRef pmin = LLVMBuildAdd(c->b, c->P, s0, "pmin");
     LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, pmin, ns, ""), cg_i64(c, 1), "pmax");
     LLVMValueRef jbeg = c->jlo, jend = c->T;
@@ -423,8 +461,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         if (first)
             jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
     }
-    LLVMValueRef ntk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
-                                     cg_i64(c, f.bk), "");
+    LLVMValueRef ntk = LLVMBuildSDiv(
+        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
+        cg_i64(c, f.bk), "");
     cg_loop lt = cg_for(c, cg_i64(c, 0), ntk, "ktile");
     LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, lt.i, cg_i64(c, f.bk), ""), "j0");
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f.bk - 1), "");
@@ -440,11 +479,14 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
     LLVMBuildCondBr(c->b, ok, store, skip);
     LLVMPositionBuilderAtEnd(c->b, store);
-    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
+    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1),
+                                     LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
     cg_loop lo_d = cg_for(c, cg_i64(c, 0), cg_i64(c, f.hd), "d");
-    LLVMValueRef src = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lo_d.i, cg_i64(c, f.rows), ""), lo.i, "");
+    LLVMValueRef src =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lo_d.i, cg_i64(c, f.rows), ""), lo.i, "");
     LLVMValueRef oi[3] = {lo_d.i, hh, tok};
-    cg_store(c, n->dt, LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.ot, src), ""), inv, ""),
+    cg_store(c, n->dt,
+             LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.ot, src), ""), inv, ""),
              cg_addr(c, n, oi));
     cg_for_end(c, &lo_d);
     LLVMBuildBr(c->b, skip);

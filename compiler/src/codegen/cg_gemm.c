@@ -56,8 +56,9 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
 }
 
 int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt) {
-    int64_t bytes = attn_dtype_block(dt) > 1 ? g->np * (g->k / 32) * g->nr * (int64_t)attn_dtype_bytes(dt, 32)
-                                              : g->np * g->k * g->nr * (int64_t)attn_dtype_size(dt);
+    int64_t bytes = attn_dtype_block(dt) > 1
+                        ? g->np * (g->k / 32) * g->nr * (int64_t)attn_dtype_bytes(dt, 32)
+                        : g->np * g->k * g->nr * (int64_t)attn_dtype_size(dt);
     return (bytes + 3) / 4;
 }
 
@@ -100,7 +101,8 @@ static int32_t *panel_map(const cg *c, const ir_node *n, const cg_gemm *gm) {
         e[MAP_D0] = e[MAP_C0];
         e[MAP_D1] = e[MAP_C1];
         for (int k = 0; k < 2; k++)
-            if (n->to_cache[k] && e[MAP_C0] >= n->cache_col[k] && e[MAP_C0] < n->cache_col[k] + kvd) {
+            if (n->to_cache[k] && e[MAP_C0] >= n->cache_col[k] &&
+                e[MAP_C0] < n->cache_col[k] + kvd) {
                 e[MAP_DST] = k ? DST_CACHE_V : DST_CACHE_K;
                 e[MAP_D0] = (int32_t)(e[MAP_C0] - n->cache_col[k]);
                 e[MAP_D1] = (int32_t)(e[MAP_C1] - n->cache_col[k]);
@@ -135,14 +137,18 @@ static LLVMValueRef map_global(cg *c, const ir_node *n, const cg_gemm *gm) {
 
 /* Field f of panel p's map entry, as i64. */
 static LLVMValueRef map_field(cg *c, LLVMValueRef map, LLVMValueRef p, int f) {
-    LLVMValueRef i = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, MAP_FIELDS), ""), cg_i64(c, f), "");
-    return LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, map, i), ""), c->i64, "");
+    LLVMValueRef i =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, MAP_FIELDS), ""), cg_i64(c, f), "");
+    return LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, map, i), ""), c->i64,
+                         "");
 }
 
 /* Lanes of the vector starting at column col that lie below n. */
 static LLVMValueRef lanes_below(cg *c, LLVMValueRef col, int64_t n) {
-    LLVMValueRef ids = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, col, c->i32, "")), cg_lane_ids(c), "");
-    return LLVMBuildICmp(c->b, LLVMIntSLT, ids, cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)n, false)), "");
+    LLVMValueRef ids =
+        LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, col, c->i32, "")), cg_lane_ids(c), "");
+    return LLVMBuildICmp(c->b, LLVMIntSLT, ids,
+                         cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)n, false)), "");
 }
 
 /* Byte i8 at p + off. */
@@ -161,23 +167,28 @@ static void put_byte(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef off) {
 static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int dst, LLVMValueRef lp,
                         LLVMValueRef ll, LLVMValueRef col, LLVMValueRef inside) {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-    int64_t kb = gm->k / 32, bb = (int64_t)attn_dtype_bytes(dt, 32), pbb = panel_block_bytes(gm, dt);
+    int64_t kb = gm->k / 32, bb = (int64_t)attn_dtype_bytes(dt, 32),
+            pbb = panel_block_bytes(gm, dt);
     bool q8 = dt == ATTN_DTYPE_Q8_0;
-    LLVMValueRef srow = cg_gep(c, i8, c->base[src], LLVMBuildMul(c->b, col, cg_i64(c, kb * bb), ""));
-    LLVMValueRef dpan = cg_gep(c, i8, c->base[dst], LLVMBuildMul(c->b, lp, cg_i64(c, kb * pbb), ""));
+    LLVMValueRef srow =
+        cg_gep(c, i8, c->base[src], LLVMBuildMul(c->b, col, cg_i64(c, kb * bb), ""));
+    LLVMValueRef dpan =
+        cg_gep(c, i8, c->base[dst], LLVMBuildMul(c->b, lp, cg_i64(c, kb * pbb), ""));
     cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, kb), "block");
     LLVMValueRef sb = cg_gep(c, i8, srow, LLVMBuildMul(c->b, lb.i, cg_i64(c, bb), ""));
     LLVMValueRef db = cg_gep(c, i8, dpan, LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), ""));
     LLVMValueRef zero8 = LLVMConstInt(i8, 0, false);
     for (int h = 0; h < 2; h++) { /* the f16 scale, byte by byte */
         LLVMValueRef d = LLVMBuildSelect(c->b, inside, byte_at(c, sb, cg_i64(c, h)), zero8, "");
-        put_byte(c, d, db, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, 2), ""), cg_i64(c, h), ""));
+        put_byte(c, d, db,
+                 LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, 2), ""), cg_i64(c, h), ""));
     }
     LLVMValueRef dq = cg_gep(c, i8, db, LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr), ll, ""));
     if (q8) {
         cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, 32), "q");
         LLVMValueRef q = byte_at(c, sb, LLVMBuildAdd(c->b, lj.i, cg_i64(c, 2), ""));
-        put_byte(c, LLVMBuildSelect(c->b, inside, q, zero8, ""), dq, LLVMBuildMul(c->b, lj.i, cg_i64(c, gm->nr), ""));
+        put_byte(c, LLVMBuildSelect(c->b, inside, q, zero8, ""), dq,
+                 LLVMBuildMul(c->b, lj.i, cg_i64(c, gm->nr), ""));
         cg_for_end(c, &lj);
     } else {
         /* ggml: value e < 16 in the low nibble of byte e, 16 + e in the
@@ -189,8 +200,11 @@ static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int ds
             nib[16 + e] = LLVMBuildLShr(c->b, b, LLVMConstInt(i8, 4, false), "");
         }
         for (int i = 0; i < 16; i++) {
-            LLVMValueRef v = LLVMBuildOr(c->b, nib[2 * i], LLVMBuildShl(c->b, nib[2 * i + 1], LLVMConstInt(i8, 4, false), ""), "");
-            put_byte(c, LLVMBuildSelect(c->b, inside, v, LLVMConstInt(i8, 0x88, false), ""), dq, cg_i64(c, i * gm->nr));
+            LLVMValueRef v =
+                LLVMBuildOr(c->b, nib[2 * i],
+                            LLVMBuildShl(c->b, nib[2 * i + 1], LLVMConstInt(i8, 4, false), ""), "");
+            put_byte(c, LLVMBuildSelect(c->b, inside, v, LLVMConstInt(i8, 0x88, false), ""), dq,
+                     cg_i64(c, i * gm->nr));
         }
     }
     cg_for_end(c, &lb);
@@ -208,9 +222,10 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
     cg_loop lp = cg_for(c, lo, hi, "panel");
     cg_loop ll = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.nr), "lane");
     LLVMValueRef second = LLVMBuildICmp(c->b, LLVMIntSGE, ll.i, cg_i64(c, gm.lanes), "");
-    LLVMValueRef col = LLVMBuildAdd(
-        c->b, LLVMBuildSelect(c->b, second, map_field(c, map, lp.i, MAP_C1), map_field(c, map, lp.i, MAP_C0), ""),
-        LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""), "col");
+    LLVMValueRef col = LLVMBuildAdd(c->b,
+                                    LLVMBuildSelect(c->b, second, map_field(c, map, lp.i, MAP_C1),
+                                                    map_field(c, map, lp.i, MAP_C0), ""),
+                                    LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""), "col");
     LLVMValueRef inside = LLVMBuildICmp(c->b, LLVMIntSLT, col, cg_i64(c, gm.n), "");
     /* past the last column: zero (the address is clamped to stay inside W) */
     LLVMValueRef safe = LLVMBuildSelect(c->b, inside, col, cg_i64(c, 0), "");
@@ -218,12 +233,15 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
         pack_blocks(c, &gm, dt, src, dst, lp.i, ll.i, safe, inside);
     } else {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.k), "k");
-        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""), lk.i, "");
+        LLVMValueRef at =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""), lk.i, "");
         LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
         v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
         LLVMValueRef to = LLVMBuildAdd(
-            c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
-                               cg_i64(c, gm.nr), ""),
+            c->b,
+            LLVMBuildMul(
+                c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
+                cg_i64(c, gm.nr), ""),
             ll.i, "");
         cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
         cg_for_end(c, &lk);
@@ -259,11 +277,15 @@ static void rope(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef kind, L
     LLVMAddCase(sw, LLVMConstInt(c->i64, KIND_INTERLEAVED, false), inter);
 
     LLVMPositionBuilderAtEnd(c->b, half);
-    LLVMValueRef cs = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, cos_at));
-    LLVMValueRef sn = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, sin_at));
+    LLVMValueRef cs =
+        cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, cos_at));
+    LLVMValueRef sn =
+        cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, sin_at));
     LLVMValueRef a = *v0, b = *v1;
-    LLVMValueRef h0 = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
-    LLVMValueRef h1 = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    LLVMValueRef h0 =
+        LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    LLVMValueRef h1 =
+        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
     LLVMBuildBr(c->b, done);
 
     /* interleaved: lanes (2i, 2i+1) are a pair; vector 1 continues vector 0 */
@@ -275,12 +297,17 @@ static void rope(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef kind, L
     }
     LLVMValueRef sign = cg_vf32(c, 1.0);
     for (int l = 0; l < V; l += 2)
-        sign = LLVMBuildInsertElement(c->b, sign, cg_f32(c, -1.0), LLVMConstInt(c->i32, (unsigned)l, false), "");
+        sign = LLVMBuildInsertElement(c->b, sign, cg_f32(c, -1.0),
+                                      LLVMConstInt(c->i32, (unsigned)l, false), "");
     LLVMValueRef in[2] = {*v0, *v1}, out[2];
     for (int k = 0; k < 2; k++) {
         LLVMValueRef off = cg_i64(c, k * V / 2);
-        LLVMValueRef ck = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, cos_at, off, "")));
-        LLVMValueRef sk = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, sin_at, off, "")));
+        LLVMValueRef ck = cg_vload(
+            c, ATTN_DTYPE_F32,
+            cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, cos_at, off, "")));
+        LLVMValueRef sk = cg_vload(
+            c, ATTN_DTYPE_F32,
+            cg_buf_elem(c, gc->table_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, sin_at, off, "")));
         ck = cg_shuffle(c, ck, dup, (int)V);
         sk = LLVMBuildFMul(c->b, cg_shuffle(c, sk, dup, (int)V), sign, "");
         out[k] = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, in[k], ck, ""),
@@ -310,11 +337,14 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
         }
         if (n->scale_cols) {
             LLVMValueRef scaled = lanes_below(c, col[k], n->scale_cols);
-            v[k] = LLVMBuildFMul(c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->factor), cg_vf32(c, 1), ""), "");
+            v[k] = LLVMBuildFMul(
+                c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->factor), cg_vf32(c, 1), ""),
+                "");
         }
     }
     if (n->rope_cols)
-        rope(c, gc, t, map_field(c, gc->map, p, MAP_KIND), map_field(c, gc->map, p, MAP_FREQ), &v[0], &v[1]);
+        rope(c, gc, t, map_field(c, gc->map, p, MAP_KIND), map_field(c, gc->map, p, MAP_FREQ),
+             &v[0], &v[1]);
     LLVMValueRef dst = map_field(c, gc->map, p, MAP_DST);
     LLVMValueRef dcol[2] = {map_field(c, gc->map, p, MAP_D0), map_field(c, gc->map, p, MAP_D1)};
     LLVMBasicBlockRef own = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "own");
@@ -323,7 +353,8 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
     for (int k = 0; k < 2; k++) {
         if (!n->to_cache[k])
             continue;
-        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, k ? "cache_v" : "cache_k");
+        LLVMBasicBlockRef bb =
+            LLVMAppendBasicBlockInContext(c->llctx, c->fn, k ? "cache_v" : "cache_k");
         LLVMAddCase(sw, LLVMConstInt(c->i64, k ? DST_CACHE_V : DST_CACHE_K, false), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);
         LLVMValueRef slot = LLVMBuildLoad2(c->b, c->i64, cg_gep(c, c->i64, c->slot, t), "slot");
@@ -331,12 +362,15 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
         cg_cache_strides(&c->g->cfg, k, &cs, &ts);
         for (int j = 0; j < 2; j++) {
             if (cs == 1) { /* the token's columns side by side */
-                cg_vstore(c, gc->kv_dt, v[j], cg_cache_elem(c, k, gc->cache_buf[k], gc->kv_dt, slot, dcol[j]));
+                cg_vstore(c, gc->kv_dt, v[j],
+                          cg_cache_elem(c, k, gc->cache_buf[k], gc->kv_dt, slot, dcol[j]));
                 continue;
             }
             for (int l = 0; l < gc->gm.lanes; l++) {
                 LLVMValueRef cl = LLVMBuildAdd(c->b, dcol[j], cg_i64(c, l), "");
-                cg_store(c, gc->kv_dt, LLVMBuildExtractElement(c->b, v[j], LLVMConstInt(c->i32, (unsigned)l, false), ""),
+                cg_store(c, gc->kv_dt,
+                         LLVMBuildExtractElement(c->b, v[j],
+                                                 LLVMConstInt(c->i32, (unsigned)l, false), ""),
                          cg_cache_elem(c, k, gc->cache_buf[k], gc->kv_dt, slot, cl));
             }
         }
@@ -345,8 +379,10 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
     LLVMPositionBuilderAtEnd(c->b, own);
     LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gc->gm.n), "");
     for (int j = 0; j < 2; j++)
-        cg_vstore_masked(c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, dcol[j], "")),
-                         lanes_below(c, col[j], gc->gm.n));
+        cg_vstore_masked(
+            c, v[j],
+            cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, dcol[j], "")),
+            lanes_below(c, col[j], gc->gm.n));
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
 }
@@ -367,8 +403,11 @@ static void finish_rows(cg *c, const gemm_ctx *gc, int R, LLVMValueRef m, LLVMVa
     LLVMValueRef t = LLVMBuildAdd(c->b, m, lr.i, "t");
     LLVMValueRef v[2];
     for (int j = 0; j < 2; j++) {
-        LLVMValueRef at[2] = {cg_i64(c, 0), LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, 2), ""), cg_i64(c, j), "")};
-        v[j] = LLVMBuildLoad2(c->b, c->vf, LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""), "");
+        LLVMValueRef at[2] = {
+            cg_i64(c, 0),
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, 2), ""), cg_i64(c, j), "")};
+        v[j] =
+            LLVMBuildLoad2(c->b, c->vf, LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""), "");
     }
     LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
     LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
@@ -377,8 +416,9 @@ static void finish_rows(cg *c, const gemm_ctx *gc, int R, LLVMValueRef m, LLVMVa
     LLVMPositionBuilderAtEnd(c->b, part);
     LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gc->gm.n), "");
     for (int j = 0; j < 2; j++)
-        cg_vstore_masked(c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")),
-                         inside[j]);
+        cg_vstore_masked(
+            c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")),
+            inside[j]);
     LLVMBuildBr(c->b, next_r);
     LLVMPositionBuilderAtEnd(c->b, fin);
     epilogue(c, gc, t, p, v);
@@ -388,10 +428,13 @@ static void finish_rows(cg *c, const gemm_ctx *gc, int R, LLVMValueRef m, LLVMVa
 }
 
 /* x of row r at local k (x0 as micro's). */
-static LLVMValueRef x_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0, int r, LLVMValueRef k) {
-    LLVMValueRef xa = direct ? cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, r * gm->k), ""))
-                             : cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
-                                                                  cg_i64(c, r), ""));
+static LLVMValueRef x_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0, int r,
+                         LLVMValueRef k) {
+    LLVMValueRef xa = direct
+                          ? cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, r * gm->k), ""))
+                          : cg_gep(c, c->f32, x0,
+                                   LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
+                                                cg_i64(c, r), ""));
     return cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
 }
 
@@ -418,8 +461,10 @@ static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype
     LLVMValueRef wk = LLVMBuildMul(c->b, l.i, cg_i64(c, gm->nr), "");
     memcpy(next, l.acc, (size_t)(2 * R * npan) * sizeof *next);
     for (int pp = 0; pp < npan; pp++) {
-        LLVMValueRef b[2] = {cg_vload(c, wdt, cg_gep(c, wet, w[pp], wk)),
-                             cg_vload(c, wdt, cg_gep(c, wet, w[pp], LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")))};
+        LLVMValueRef b[2] = {
+            cg_vload(c, wdt, cg_gep(c, wet, w[pp], wk)),
+            cg_vload(c, wdt,
+                     cg_gep(c, wet, w[pp], LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")))};
         fma_rows(c, gm, R, direct, x0, l.i, b, next + pp * 2 * R);
     }
     cg_acc_loop_end(c, &l, kn, init, next);
@@ -452,18 +497,23 @@ static qblock qblock_at(cg *c, const cg_gemm *gm, attn_dtype dt, LLVMValueRef bl
     return q;
 }
 
-static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueRef i, LLVMValueRef b[4]) {
+static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueRef i,
+                           LLVMValueRef b[4]) {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-    LLVMValueRef qp = cg_gep(c, i8, q->blk, LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr),
-                                                          LLVMBuildMul(c->b, i, cg_i64(c, gm->nr), ""), ""));
-    LLVMValueRef raw[2] = {bytes_at(c, qp, q->q8), bytes_at(c, cg_gep(c, i8, qp, cg_i64(c, gm->lanes)), q->q8)};
+    LLVMValueRef qp = cg_gep(c, i8, q->blk,
+                             LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr),
+                                          LLVMBuildMul(c->b, i, cg_i64(c, gm->nr), ""), ""));
+    LLVMValueRef raw[2] = {bytes_at(c, qp, q->q8),
+                           bytes_at(c, cg_gep(c, i8, qp, cg_i64(c, gm->lanes)), q->q8)};
     for (int j = 0; j < 2; j++) {
         if (q->q8) {
             b[j] = LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, raw[j], c->vf, ""), q->d[j], "");
             continue;
         }
-        LLVMValueRef lo = LLVMBuildAnd(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 15, false)), "");
-        LLVMValueRef hi = LLVMBuildLShr(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 4, false)), "");
+        LLVMValueRef lo =
+            LLVMBuildAnd(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 15, false)), "");
+        LLVMValueRef hi =
+            LLVMBuildLShr(c->b, raw[j], cg_splat(c, LLVMConstInt(c->i32, 4, false)), "");
         b[j] = cg_fma(c, LLVMBuildSIToFP(c->b, lo, c->vf, ""), q->d[j], q->md[j]);
         b[2 + j] = cg_fma(c, LLVMBuildSIToFP(c->b, hi, c->vf, ""), q->d[j], q->md[j]);
     }
@@ -473,7 +523,8 @@ static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueR
 static LLVMValueRef fpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMValueRef kb) {
     const cg_gemm *gm = &gc->gm;
     LLVMValueRef first = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, "");
-    return cg_buf_elem(c, gc->w_buf, c->g->cfg.dtype, LLVMBuildMul(c->b, first, cg_i64(c, gm->nr), ""));
+    return cg_buf_elem(c, gc->w_buf, c->g->cfg.dtype,
+                       LLVMBuildMul(c->b, first, cg_i64(c, gm->nr), ""));
 }
 
 /* The k blocks of 32 from kb of panel p of a block format: their first
@@ -491,8 +542,9 @@ static LLVMValueRef qpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMVal
  * panel pp's sums at init/next + pp * 2R. Two panels give each
  * iteration twice the independent FMAs (one chain per output column,
  * in k order, as alone). */
-static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan, const LLVMValueRef *w0,
-                       LLVMValueRef kn, LLVMValueRef x0, const LLVMValueRef *init, LLVMValueRef *next) {
+static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan,
+                       const LLVMValueRef *w0, LLVMValueRef kn, LLVMValueRef x0,
+                       const LLVMValueRef *init, LLVMValueRef *next) {
     const cg_gemm *gm = &gc->gm;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     int na = 2 * R * npan;
@@ -501,7 +553,8 @@ static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan, 
     cg_acc_loop_begin(c, &lb, "kblock32", c->vf, na);
     qblock q[2];
     for (int pp = 0; pp < npan; pp++)
-        q[pp] = qblock_at(c, gm, c->g->cfg.dtype, cg_gep(c, i8, w0[pp], LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), "")));
+        q[pp] = qblock_at(c, gm, c->g->cfg.dtype,
+                          cg_gep(c, i8, w0[pp], LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), "")));
     LLVMValueRef k0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), "");
     cg_acc_loop l;
     cg_acc_loop_begin(c, &l, "k", c->vf, na);
@@ -509,11 +562,13 @@ static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan, 
     LLVMValueRef b[2][4];
     for (int pp = 0; pp < npan; pp++)
         qblock_weights(c, gm, &q[pp], l.i, b[pp]);
-    LLVMValueRef k = LLVMBuildAdd(c->b, k0, q[0].q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
+    LLVMValueRef k =
+        LLVMBuildAdd(c->b, k0, q[0].q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
     for (int pp = 0; pp < npan; pp++)
         fma_rows(c, gm, R, direct, x0, k, b[pp], next + pp * 2 * R);
     for (int pp = 0; !q[0].q8 && pp < npan; pp++) /* k = 2i + 1: the high nibbles */
-        fma_rows(c, gm, R, direct, x0, LLVMBuildAdd(c->b, k, cg_i64(c, 1), ""), b[pp] + 2, next + pp * 2 * R);
+        fma_rows(c, gm, R, direct, x0, LLVMBuildAdd(c->b, k, cg_i64(c, 1), ""), b[pp] + 2,
+                 next + pp * 2 * R);
     cg_acc_loop_end(c, &l, cg_i64(c, q[0].q8 ? 32 : 16), lb.acc, next);
     cg_acc_loop_end(c, &lb, LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), init, next);
 }
@@ -529,12 +584,15 @@ static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
     LLVMTypeRef params[4] = {c->ptr, c->i64, c->i64, c->ptr};
     LLVMValueRef fn = cg_helper_begin(c, name, params, 4);
     LLVMValueRef p = LLVMGetParam(fn, 1), kb = LLVMGetParam(fn, 2), w = LLVMGetParam(fn, 3);
-    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc), LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
+    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
+                                   LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
     LLVMValueRef w0 = qpanel_at(c, gc, p, kb);
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     cg_loop lb = cg_for(c, cg_i64(c, 0), LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), "kblock32");
-    qblock q = qblock_at(c, gm, c->g->cfg.dtype,
-                         cg_gep(c, i8, w0, LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
+    qblock q = qblock_at(
+        c, gm, c->g->cfg.dtype,
+        cg_gep(c, i8, w0,
+               LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
     cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, q.q8 ? 32 : 16), "k");
     LLVMValueRef b[4];
     qblock_weights(c, gm, &q, l.i, b);
@@ -542,8 +600,10 @@ static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
                                   q.q8 ? l.i : LLVMBuildMul(c->b, l.i, cg_i64(c, 2), ""), "");
     for (int h = 0; h < (q.q8 ? 1 : 2); h++)
         for (int j = 0; j < 2; j++) {
-            LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k, cg_i64(c, h), ""), cg_i64(c, gm->nr), ""),
-                                           cg_i64(c, j * gm->lanes), "");
+            LLVMValueRef at = LLVMBuildAdd(
+                c->b,
+                LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k, cg_i64(c, h), ""), cg_i64(c, gm->nr), ""),
+                cg_i64(c, j * gm->lanes), "");
             cg_vstore(c, ATTN_DTYPE_F32, b[2 * h + j], cg_gep(c, c->f32, w, at));
         }
     cg_for_end(c, &l);
@@ -557,10 +617,12 @@ static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
  * few rows): all of k at once (kb = 0), x read in place, a = row m of x:
  * each output is still one FMA chain over k in order, so results equal
  * the blocked GEMM's bit for bit. */
-static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, bool direct, int npan) {
+static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, bool direct,
+                          int npan) {
     const cg_gemm *gm = &gc->gm;
     char name[160];
-    snprintf(name, sizeof name, "%s_%s%d%s", kname, direct ? "gemv" : "micro", R, npan > 1 ? "x2" : "");
+    snprintf(name, sizeof name, "%s_%s%d%s", kname, direct ? "gemv" : "micro", R,
+             npan > 1 ? "x2" : "");
     LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
     LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
@@ -570,9 +632,10 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
                                             LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
     LLVMValueRef first = direct ? LLVMConstInt(LLVMInt1TypeInContext(c->llctx), 1, false)
                                 : LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, 0), "first");
-    LLVMValueRef last = direct ? first
-                               : LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
-                                               cg_i64(c, gm->k), "last");
+    LLVMValueRef last =
+        direct ? first
+               : LLVMBuildICmp(c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""),
+                               cg_i64(c, gm->k), "last");
     /* panels p and (npan 2) p + 1: their columns and sums so far, zero
      * or the partial sums of earlier k blocks */
     LLVMValueRef pan[2], col[2][2], inside[2][2], init[2 * 14 * 2];
@@ -584,10 +647,13 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
             inside[pp][j] = lanes_below(c, col[pp][j], gm->n);
         }
         for (int r = 0; r < R; r++) {
-            LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
+            LLVMValueRef row =
+                LLVMBuildMul(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, r), ""), cg_i64(c, gm->n), "");
             for (int j = 0; j < 2; j++) {
-                LLVMValueRef mask = LLVMBuildAnd(c->b, inside[pp][j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
-                LLVMValueRef y = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[pp][j], ""));
+                LLVMValueRef mask = LLVMBuildAnd(c->b, inside[pp][j],
+                                                 cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
+                LLVMValueRef y = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32,
+                                             LLVMBuildAdd(c->b, row, col[pp][j], ""));
                 init[pp * 2 * R + 2 * r + j] = cg_vload_masked(c, ATTN_DTYPE_F32, y, mask);
             }
         }
@@ -617,8 +683,12 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
 void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     const cg_plan *pl = c->plan;
     const ir_node *x = n->args[0], *bias = ir_linear_bias(n), *tab = ir_linear_rope_table(n);
-    gemm_ctx gc = {.n = n, .gm = cg_gemm_shape(n, &c->target), .bias_buf = -1, .table_buf = -1,
-                   .cache_buf = {-1, -1}, .kv_dt = c->g->cfg.kv_dtype};
+    gemm_ctx gc = {.n = n,
+                   .gm = cg_gemm_shape(n, &c->target),
+                   .bias_buf = -1,
+                   .table_buf = -1,
+                   .cache_buf = {-1, -1},
+                   .kv_dt = c->g->cfg.kv_dtype};
     const cg_view *xv = &pl->view[x->id], *yv = &pl->view[n->id];
     /* x and y are row-major [S, K] and [S, N] (inputs, merged heads, y) */
     ATTNC_ASSERT(ir_dim_eq(xv->nb[0], ir_const(1)) && ir_dim_eq(xv->nb[1], ir_const(gc.gm.k)) &&
@@ -667,7 +737,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1;
     LLVMValueRef unpack = blocks ? unpack_fn(c, &gc, name) : NULL;
     LLVMTypeRef unpack_params[4] = {c->ptr, c->i64, c->i64, c->ptr};
-    LLVMTypeRef unpack_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), unpack_params, 4, false);
+    LLVMTypeRef unpack_ty =
+        LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), unpack_params, 4, false);
 
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
@@ -682,16 +753,20 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMPositionBuilderAtEnd(c->b, bb);
         LLVMValueRef from = lo;
         if (r <= 2 && gemv2[r - 1]) { /* pairs of panels, then the odd one */
-            LLVMValueRef npairs = LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, hi, lo, ""), cg_i64(c, 2), "");
+            LLVMValueRef npairs =
+                LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, hi, lo, ""), cg_i64(c, 2), "");
             cg_loop l2 = cg_for(c, cg_i64(c, 0), npairs, "panel_pair");
-            LLVMValueRef p2 = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
-            LLVMValueRef args[6] = {c->args, cg_i64(c, 0), p2, cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+            LLVMValueRef p2 =
+                LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
+            LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      p2,
+                                    cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
             LLVMBuildCall2(c->b, micro_ty, gemv2[r - 1], args, 6, "");
             cg_for_end(c, &l2);
             from = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, npairs, cg_i64(c, 2), ""), "");
         }
         cg_loop lp = cg_for(c, from, hi, "panel");
-        LLVMValueRef args[6] = {c->args, cg_i64(c, 0), lp.i, cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+        LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      lp.i,
+                                cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
         cg_for_end(c, &lp);
         LLVMBuildBr(c->b, done_bb);
@@ -712,19 +787,26 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
                                       cg_i64(c, gc.gm.mc), "");
     cg_loop lm = cg_for(c, cg_i64(c, 0), n_mb, "mblock");
     LLVMValueRef mb = LLVMBuildMul(c->b, lm.i, cg_i64(c, gc.gm.mc), "mb");
-    LLVMValueRef mend = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
+    LLVMValueRef mend =
+        cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
     cg_loop lr = cg_for(c, mb, mend, "pack_row");
     LLVMValueRef rl = LLVMBuildSub(c->b, lr.i, mb, "");
     LLVMValueRef tile = LLVMBuildSDiv(c->b, rl, cg_i64(c, gc.gm.mr), "");
     LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
-    LLVMValueRef xrow = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
+    LLVMValueRef xrow =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
     cg_loop lkk = cg_for(c, cg_i64(c, 0), kn, "pack_k");
-    LLVMValueRef xe = cg_load(c, ATTN_DTYPE_F32, cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, lkk.i, "")));
+    LLVMValueRef xe =
+        cg_load(c, ATTN_DTYPE_F32,
+                cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, lkk.i, "")));
     LLVMValueRef to = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
-                           cg_i64(c, gc.gm.mr), ""), in_tile, "");
+        c->b,
+        LLVMBuildMul(
+            c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
+            cg_i64(c, gc.gm.mr), ""),
+        in_tile, "");
     LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
     cg_for_end(c, &lkk);
     cg_for_end(c, &lr);
@@ -748,15 +830,17 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMBuildBr(c->b, test);
         LLVMPositionBuilderAtEnd(c->b, test);
         LLVMValueRef m = LLVMBuildLoad2(c->b, c->i64, mslot, "m");
-        LLVMValueRef fits = LLVMBuildICmp(c->b, LLVMIntSLE, LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mend, "");
+        LLVMValueRef fits = LLVMBuildICmp(c->b, LLVMIntSLE,
+                                          LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mend, "");
         LLVMBuildCondBr(c->b, fits, call, next);
         LLVMPositionBuilderAtEnd(c->b, call);
         LLVMValueRef ml = LLVMBuildSub(c->b, m, mb, "");
         LLVMValueRef t0 = LLVMBuildSDiv(c->b, ml, cg_i64(c, gc.gm.mr), "");
-        LLVMValueRef a_off = LLVMBuildAdd(
-            c->b, LLVMBuildMul(c->b, t0, cg_i64(c, gc.gm.kc * gc.gm.mr), ""),
-            LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
-        LLVMValueRef args[6] = {c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off), wp ? wp : LLVMConstNull(c->ptr)};
+        LLVMValueRef a_off =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, gc.gm.kc * gc.gm.mr), ""),
+                         LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
+        LLVMValueRef args[6] = {
+            c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off), wp ? wp : LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, fns[i], args, 6, "");
         LLVMBuildStore(c->b, LLVMBuildAdd(c->b, m, cg_i64(c, sizes[i]), ""), mslot);
         LLVMBuildBr(c->b, i == 0 ? test : next);

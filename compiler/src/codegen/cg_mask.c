@@ -12,13 +12,14 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
         hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, pos, ""), "");
         LLVMValueRef first = cg_first_key_at(c, pos); /* window, chunk */
         if (first)
-            hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, keys, first, ""), "");
+            hidden =
+                LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, keys, first, ""), "");
     }
     return hidden;
 }
 
-LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef jend,
-                         LLVMValueRef pmin, LLVMValueRef pmax) {
+LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
+                         LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax) {
     LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
     if (n->causal) {
         cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
@@ -31,7 +32,8 @@ LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef 
     return cut;
 }
 
-LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys, LLVMValueRef pos) {
+LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys,
+                          LLVMValueRef pos) {
     /* j - p exactly as an integer, then one rounding: slope * (j - p) */
     LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, keys, pos, ""), c->vf, "");
     return cg_fma(c, slope, d, s);

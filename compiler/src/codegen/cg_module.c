@@ -45,8 +45,7 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
 static int unit_cost(cg_unit_kind kind, const ir_node *n) {
     switch (kind) {
     case CG_UNIT_SPLIT: return 60;
-    case CG_UNIT_NODE:
-        return n->op == IR_OP_FLASH ? 90 : n->op == IR_OP_LINEAR ? 20 : 2;
+    case CG_UNIT_NODE: return n->op == IR_OP_FLASH ? 90 : n->op == IR_OP_LINEAR ? 20 : 2;
     default: return 1;
     }
 }
@@ -57,8 +56,9 @@ static attnc_status add_unit(ir_graph *g, cg_result *r, cg_unit_kind kind, const
     cg_unit *u = &r->units[r->n_units++];
     bool vector_ir = kind == CG_UNIT_SPLIT || kind == CG_UNIT_MERGE ||
                      (kind == CG_UNIT_NODE && (n->op == IR_OP_FLASH || n->op == IR_OP_LINEAR));
-    *u = (cg_unit){kind, n, arena_strndup(&g->ctx->arena, name, strlen(name)), phase,
-                   unit_cost(kind, n), vector_ir};
+    *u = (cg_unit){
+        kind,     n, arena_strndup(&g->ctx->arena, name, strlen(name)), phase, unit_cost(kind, n),
+        vector_ir};
     if (!u->name) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
@@ -135,7 +135,10 @@ static void emit_unit(cg *c, const cg_result *r, const cg_unit *u) {
 
 LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n, LLVMContextRef llctx,
                              char **why) {
-    cg c = {.g = r->g, .plan = &r->plan, .llctx = llctx, .n_buffers = r->plan.n_buffers,
+    cg c = {.g = r->g,
+            .plan = &r->plan,
+            .llctx = llctx,
+            .n_buffers = r->plan.n_buffers,
             .target = r->target};
     char mod_name[ATTN_NAME_MAX + 24];
     snprintf(mod_name, sizeof mod_name, "attnc.%s.%d", r->g->cfg.name, n == 1 ? which[0] : -1);

@@ -29,11 +29,14 @@ void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_fmul(c, e, e)), acc);
     cg_for_end(c, &li);
     /* 1 / sqrt(mean + eps), in double as the reference's rsqrt is exact */
-    LLVMValueRef mean = LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, LLVMBuildLoad2(c->b, c->f32, acc, ""), c->f64, ""),
-                                      LLVMConstReal(c->f64, (double)len), "");
-    LLVMValueRef rs = cg_intrinsic(c, "llvm.sqrt", c->f64,
-                                   LLVMBuildFAdd(c->b, mean, LLVMConstReal(c->f64, cfg->qk_norm_eps), ""), NULL);
-    LLVMValueRef r = LLVMBuildFPTrunc(c->b, LLVMBuildFDiv(c->b, LLVMConstReal(c->f64, 1), rs, ""), c->f32, "rms");
+    LLVMValueRef mean =
+        LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, LLVMBuildLoad2(c->b, c->f32, acc, ""), c->f64, ""),
+                      LLVMConstReal(c->f64, (double)len), "");
+    LLVMValueRef rs =
+        cg_intrinsic(c, "llvm.sqrt", c->f64,
+                     LLVMBuildFAdd(c->b, mean, LLVMConstReal(c->f64, cfg->qk_norm_eps), ""), NULL);
+    LLVMValueRef r = LLVMBuildFPTrunc(c->b, LLVMBuildFDiv(c->b, LLVMConstReal(c->f64, 1), rs, ""),
+                                      c->f32, "rms");
     cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, len), "i");
     LLVMValueRef hj = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lu.i, cg_i64(c, per), ""),
                                    LLVMBuildSDiv(c->b, lj.i, cg_i64(c, hd), ""), "");
@@ -62,18 +65,23 @@ void cg_emit_temperature(cg *c, const ir_node *n, const char *name) {
     cg_loop lt = cg_for(c, lo, hi, "t");
     /* attn_query_temperature: log(floor((pos + 1) / floor_scale) + 1)
      * * attn_scale + 1, in double; the floor is an integer division */
-    LLVMValueRef pos = LLVMBuildLoad2(c->b, c->i64, LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &lt.i, 1, ""), "pos");
-    LLVMValueRef fl = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, pos, cg_i64(c, 1), ""), cg_i64(c, cfg->temp_floor_scale), "");
-    LLVMValueRef lg = cg_intrinsic(c, "llvm.log", c->f64,
-                                   LLVMBuildFAdd(c->b, LLVMBuildSIToFP(c->b, fl, c->f64, ""), LLVMConstReal(c->f64, 1), ""),
-                                   NULL);
-    LLVMValueRef temp = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, lg, LLVMConstReal(c->f64, cfg->temp_attn_scale), ""),
-                                      LLVMConstReal(c->f64, 1), "");
+    LLVMValueRef pos = LLVMBuildLoad2(
+        c->b, c->i64, LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &lt.i, 1, ""), "pos");
+    LLVMValueRef fl = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, pos, cg_i64(c, 1), ""),
+                                    cg_i64(c, cfg->temp_floor_scale), "");
+    LLVMValueRef lg = cg_intrinsic(
+        c, "llvm.log", c->f64,
+        LLVMBuildFAdd(c->b, LLVMBuildSIToFP(c->b, fl, c->f64, ""), LLVMConstReal(c->f64, 1), ""),
+        NULL);
+    LLVMValueRef temp = LLVMBuildFAdd(
+        c->b, LLVMBuildFMul(c->b, lg, LLVMConstReal(c->f64, cfg->temp_attn_scale), ""),
+        LLVMConstReal(c->f64, 1), "");
     temp = LLVMBuildFPTrunc(c->b, temp, c->f32, "temp");
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, n->ne[1].c), "h");
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, cfg->head_dim), "d");
     LLVMValueRef i[3] = {ld.i, lh.i, lt.i};
-    cg_store(c, n->dt, LLVMBuildFMul(c->b, cg_load(c, x->dt, cg_addr(c, x, i)), temp, ""), cg_addr(c, n, i));
+    cg_store(c, n->dt, LLVMBuildFMul(c->b, cg_load(c, x->dt, cg_addr(c, x, i)), temp, ""),
+             cg_addr(c, n, i));
     cg_for_end(c, &ld);
     cg_for_end(c, &lh);
     cg_for_end(c, &lt);

@@ -118,8 +118,9 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         switch (n->op) {
         case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
         case IR_OP_MEMORY:
-            *v = contiguous(p, n, ATTN_BUF_MEMORY,
-                            add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
+            *v = contiguous(
+                p, n, ATTN_BUF_MEMORY,
+                add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
             break;
         case IR_OP_WEIGHT:
             if (weight_buf[n->weight] < 0) {
@@ -163,8 +164,8 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             break;
         case IR_OP_CACHE_APPEND:
             if (cache_buf[n->cache] < 0)
-                cache_buf[n->cache] = add_buffer(
-                    p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0, false, ir_const(0));
+                cache_buf[n->cache] = add_buffer(p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K,
+                                                 0, false, ir_const(0));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
             v->paged = true;
             {
@@ -178,8 +179,8 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             break;
         case IR_OP_FLASH:
             if (n->split_tokens) /* per sequence, a fixed size (cg_split.c) */
-                p->split[n->id] = add_buffer(p, ATTN_BUF_SCRATCH, 0, true,
-                                             ir_const(cg_split_elements(n, c)));
+                p->split[n->id] =
+                    add_buffer(p, ATTN_BUF_SCRATCH, 0, true, ir_const(cg_split_elements(n, c)));
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;

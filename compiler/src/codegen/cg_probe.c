@@ -10,7 +10,8 @@
 #include "codegen/cg.h"
 
 static LLVMValueRef splat(LLVMBuilderRef b, LLVMTypeRef vt, LLVMValueRef s, LLVMTypeRef i32) {
-    LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetPoison(vt), s, LLVMConstInt(i32, 0, false), "");
+    LLVMValueRef v =
+        LLVMBuildInsertElement(b, LLVMGetPoison(vt), s, LLVMConstInt(i32, 0, false), "");
     return LLVMBuildShuffleVector(b, v, LLVMGetPoison(vt),
                                   LLVMConstNull(LLVMVectorType(i32, LLVMGetVectorSize(vt))), "");
 }
@@ -69,12 +70,14 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
     /* fma: registers minus the two operands and some slack */
     int accs = t->probe_accs;
     LLVMTypeRef params[2] = {ptr, i64};
-    LLVMValueRef fn = LLVMAddFunction(mod, "attnc_probe_fma", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
+    LLVMValueRef fn = LLVMAddFunction(
+        mod, "attnc_probe_fma", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
     LLVMValueRef io = LLVMGetParam(fn, 0), iters = LLVMGetParam(fn, 1);
     LLVMValueRef one = LLVMConstInt(i64, 1, false);
     LLVMValueRef x = splat(b, vt, LLVMBuildLoad2(b, f32, io, "x"), i32);
-    LLVMValueRef y = splat(b, vt, LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, io, &one, 1, ""), "y"), i32);
+    LLVMValueRef y = splat(
+        b, vt, LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, io, &one, 1, ""), "y"), i32);
     LLVMValueRef init[32], next[32];
     for (int j = 0; j < accs; j++)
         init[j] = splat(b, vt, LLVMConstReal(f32, 1.0 + j * 1e-3), i32);
@@ -101,14 +104,18 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
         init[j] = LLVMConstNull(vt);
     vloop_begin(ctx, b, fn, &l, 4, vt, i64);
     for (int j = 0; j < 4; j++) {
-        LLVMValueRef at = LLVMBuildAdd(b, l.i, LLVMConstInt(i64, (unsigned long long)(j * t->lanes), false), "");
+        LLVMValueRef at =
+            LLVMBuildAdd(b, l.i, LLVMConstInt(i64, (unsigned long long)(j * t->lanes), false), "");
         LLVMValueRef v = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, f32, p, &at, 1, ""), "");
         LLVMSetAlignment(v, 4);
         next[j] = LLVMBuildFAdd(b, l.acc[j], v, "");
     }
-    vloop_end(b, &l, 4, init, next, LLVMConstInt(i64, (unsigned long long)(4 * t->lanes), false), n);
-    LLVMBuildRet(b, hsum(b, LLVMBuildFAdd(b, LLVMBuildFAdd(b, next[0], next[1], ""),
-                                          LLVMBuildFAdd(b, next[2], next[3], ""), ""), i32));
+    vloop_end(b, &l, 4, init, next, LLVMConstInt(i64, (unsigned long long)(4 * t->lanes), false),
+              n);
+    LLVMBuildRet(b, hsum(b,
+                         LLVMBuildFAdd(b, LLVMBuildFAdd(b, next[0], next[1], ""),
+                                       LLVMBuildFAdd(b, next[2], next[3], ""), ""),
+                         i32));
     LLVMDisposeBuilder(b);
     return mod;
 }

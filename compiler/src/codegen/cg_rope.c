@@ -28,7 +28,8 @@ static LLVMValueRef inv_freq_table(cg *c, LLVMTypeRef *arr_ty) {
 static void angle(cg *c, LLVMValueRef table, LLVMTypeRef arr_ty, LLVMValueRef pos, LLVMValueRef i,
                   LLVMValueRef *cs, LLVMValueRef *sn) {
     LLVMValueRef gi[2] = {cg_i64(c, 0), i};
-    LLVMValueRef f = LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
+    LLVMValueRef f =
+        LLVMBuildLoad2(c->b, c->f64, LLVMBuildInBoundsGEP2(c->b, arr_ty, table, gi, 2, ""), "");
     LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
     LLVMValueRef cv = cg_intrinsic(c, "llvm.cos", c->f64, th, NULL);
     LLVMValueRef sv = cg_intrinsic(c, "llvm.sin", c->f64, th, NULL);
@@ -58,7 +59,8 @@ void cg_emit_rope_table(cg *c, const ir_node *n, const char *name) {
     cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "i");
     LLVMValueRef cs, sn;
     angle(c, table, arr_ty, pos, li.i, &cs, &sn);
-    LLVMValueRef ci[2] = {li.i, lt.i}, si[2] = {LLVMBuildAdd(c->b, li.i, cg_i64(c, half), ""), lt.i};
+    LLVMValueRef ci[2] = {li.i, lt.i},
+                 si[2] = {LLVMBuildAdd(c->b, li.i, cg_i64(c, half), ""), lt.i};
     cg_store(c, ATTN_DTYPE_F32, cs, cg_addr(c, n, ci));
     cg_store(c, ATTN_DTYPE_F32, sn, cg_addr(c, n, si));
     cg_for_end(c, &li);
@@ -93,14 +95,18 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, heads), "h");
     cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "pair");
     LLVMValueRef ti[2] = {cg_i64(c, 0), lp.i};
-    LLVMValueRef cs = LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, ti, 2, ""), "");
-    LLVMValueRef sn = LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, ti, 2, ""), "");
+    LLVMValueRef cs =
+        LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, ti, 2, ""), "");
+    LLVMValueRef sn =
+        LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, ti, 2, ""), "");
     LLVMValueRef ia = is_half ? lp.i : LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
     LLVMValueRef ib = LLVMBuildAdd(c->b, ia, cg_i64(c, is_half ? half : 1), "");
     LLVMValueRef pa[3] = {ia, lh.i, lt.i}, pb[3] = {ib, lh.i, lt.i};
     LLVMValueRef a = cg_load(c, x->dt, cg_addr(c, x, pa)), b = cg_load(c, x->dt, cg_addr(c, x, pb));
-    LLVMValueRef ra = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
-    LLVMValueRef rb = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    LLVMValueRef ra =
+        LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    LLVMValueRef rb =
+        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
     cg_store(c, n->dt, ra, cg_addr(c, n, pa));
     cg_store(c, n->dt, rb, cg_addr(c, n, pb));
     cg_for_end(c, &lp);

@@ -47,9 +47,9 @@ typedef struct split {
                                                  heads x split_tokens */
     int lanes, rb, pv_part;                   /* rows per block; head_dim vectors per p.v pass */
     attn_dtype kdt, vdt;
-    int64_t kd;                               /* elements from k[d] to k[d + 1] of a key */
-    bool kvec;                                /* a tile's keys of one d are one vector in memory */
-    int buf; /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
+    int64_t kd; /* elements from k[d] to k[d + 1] of a key */
+    bool kvec;  /* a tile's keys of one d are one vector in memory */
+    int buf;    /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
 } split;
 
 int64_t cg_split_elements(const ir_node *n, const attn_config *cfg) {
@@ -96,7 +96,8 @@ static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jb
     LLVMValueRef first = s->n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
     if (first)
         *jfirst = cg_intrinsic(c, "llvm.smax", c->i64, *jfirst, first);
-    *jbeg = LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
+    *jbeg =
+        LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
     *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""),
                         cg_i64(c, s->lanes), "nt");
@@ -118,8 +119,10 @@ static LLVMValueRef chunk_key(cg *c, const split *s, LLVMValueRef jbeg, LLVMValu
 
 /* Element e of row r of chunk in the split buffer. */
 static LLVMValueRef part_at(cg *c, const split *s, LLVMValueRef chunk, LLVMValueRef r, int64_t e) {
-    LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, chunk, cg_i64(c, s->rows_max), ""), r, "");
-    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, s->hd + 2), ""), cg_i64(c, e), "");
+    LLVMValueRef row =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, chunk, cg_i64(c, s->rows_max), ""), r, "");
+    LLVMValueRef off =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, s->hd + 2), ""), cg_i64(c, e), "");
     return cg_buf_elem(c, s->buf, ATTN_DTYPE_F32, off);
 }
 
@@ -142,8 +145,9 @@ static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p
     LLVMValueRef at = cg_gep(c, et, p, cg_i64(c, v * s->lanes));
     if ((v + 1) * s->lanes <= s->hd)
         return cg_vload(c, dt, at);
-    LLVMValueRef inside = LLVMBuildICmp(c->b, LLVMIntSLT, cg_lane_ids(c),
-                                        cg_splat(c, LLVMConstInt(c->i32, (unsigned)(s->hd - v * s->lanes), false)), "");
+    LLVMValueRef inside = LLVMBuildICmp(
+        c->b, LLVMIntSLT, cg_lane_ids(c),
+        cg_splat(c, LLVMConstInt(c->i32, (unsigned)(s->hd - v * s->lanes), false)), "");
     return cg_vload_masked(c, dt, at, inside);
 }
 
@@ -180,7 +184,9 @@ static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int6
         ri = cg_intrinsic(c, "llvm.smin", c->i64, ri, cg_i64(c, c->target.lanes - 1));
         LLVMValueRef row = LLVMBuildLoad2(c->b, c->ptr, cg_gep(c, c->ptr, a->rows, ri), "");
         /* into L2, not L1 (measured faster than L1) */
-        cg_prefetch(c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, cg_i64(c, k % a->row_lines * 64)), 2);
+        cg_prefetch(
+            c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), row, cg_i64(c, k % a->row_lines * 64)),
+            2);
     }
 }
 
@@ -217,19 +223,22 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     for (int j = 0; j < L; j++) {
         LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
         for (int i = 0; guarded && i < s->rb; i++) {
-            pj[i] = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
+            pj[i] = cg_splat(
+                c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
             zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
         }
         for (int64_t v = 0; v < nvp; v++) {
             if (av)
                 ahead_step(c, av, kvh, (*it)++, L * s->nv);
-            LLVMValueRef vv = v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
-                                      : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
+            LLVMValueRef vv =
+                v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
+                        : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
             /* q8_0: the weight of row i is p[i][j] d[j][the vector's block] (lanes divide 32) */
             LLVMValueRef wrow = ps;
             if (pd)
-                wrow = cg_gep(c, c->f32, pd, LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
-                                                          cg_i64(c, SPLIT_ROWS * L), ""));
+                wrow = cg_gep(c, c->f32, pd,
+                              LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
+                                           cg_i64(c, SPLIT_ROWS * L), ""));
             for (int i = 0; i < s->rb; i++) {
                 /* unguarded, p[j] is loaded for each FMA, volatile so
                  * the loads are not merged: each is the FMA's
@@ -237,7 +246,8 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                  * broadcast register per row and key) */
                 LLVMValueRef p = guarded && !pd ? pj[i] : NULL;
                 if (!p) {
-                    p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wrow, cg_i64(c, i * L + j)), "");
+                    p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wrow, cg_i64(c, i * L + j)),
+                                       "");
                     LLVMSetVolatile(p, 1);
                     p = cg_splat(c, p);
                 }
@@ -261,7 +271,8 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
  * loops over its passes of whole vectors and asks for its prefetches at
  * once: that halves the code of the split path, and its compile time. */
 static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVMValueRef *vrow,
-                     LLVMValueRef pd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh, bool guarded) {
+                     LLVMValueRef pd, LLVMValueRef ps, const ahead *av, LLVMValueRef kvh,
+                     bool guarded) {
     int L = s->lanes;
     int64_t it = 0, v0 = 0;
     ps = opaque_ptr(c, ps);
@@ -293,12 +304,14 @@ static LLVMValueRef row_at(cg *c, LLVMValueRef slot, LLVMValueRef row, int64_t w
 /* The softmax reference m to subtract: a row that has seen only hidden
  * keys keeps m = -inf, and uses 0 (its p and alpha are then 0, not NaN). */
 static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
-    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, cg_f32(c, -INFINITY), ""), cg_f32(c, 0), m, "");
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, cg_f32(c, -INFINITY), ""),
+                           cg_f32(c, 0), m, "");
 }
 
 /* Copies head_dim elements of the row at p (dtype dt), times scale, to f32
  * at dst, zero-padded to whole vectors. */
-static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst, double scale) {
+static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst,
+                      double scale) {
     for (int64_t v = 0; v < s->nv; v++) {
         LLVMValueRef x = row_vec(c, s, dt, p, v);
         if (scale != 1.0)
@@ -323,13 +336,15 @@ typedef struct unit {
 } unit;
 
 /* Unit u of nblk row blocks per K/V head and nrows rows per group. */
-static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LLVMValueRef nrows, LLVMValueRef os) {
+static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LLVMValueRef nrows,
+                    LLVMValueRef os) {
     unit w;
     w.kvh = LLVMBuildSDiv(c->b, u, nblk, "kvh");
     LLVMValueRef blk = LLVMBuildSRem(c->b, u, nblk, "");
     for (int i = 0; i < s->rb; i++) {
         LLVMValueRef gi = cg_intrinsic(
-            c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, cg_i64(c, s->rb), ""), cg_i64(c, i), ""),
+            c, "llvm.smin", c->i64,
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, cg_i64(c, s->rb), ""), cg_i64(c, i), ""),
             LLVMBuildSub(c->b, nrows, cg_i64(c, 1), ""));
         w.tok[i] = LLVMBuildSDiv(c->b, gi, cg_i64(c, s->group), "tok");
         w.r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.tok[i], cg_i64(c, c->g->cfg.heads), ""),
@@ -345,8 +360,9 @@ static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LL
  * [jfirst, cj1) read the nearest one (masked; blocks before jfirst may
  * have been released). */
 static LLVMValueRef key_row(cg *c, const ir_node *kv, const tile *t, LLVMValueRef kvh, int j) {
-    LLVMValueRef kj = cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, t->j0, cg_i64(c, j), ""),
-                                   LLVMBuildSub(c->b, t->cj1, cg_i64(c, 1), ""));
+    LLVMValueRef kj =
+        cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, t->j0, cg_i64(c, j), ""),
+                     LLVMBuildSub(c->b, t->cj1, cg_i64(c, 1), ""));
     LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, cg_intrinsic(c, "llvm.smax", c->i64, kj, t->jfirst)};
     return cg_addr(c, kv, ki);
 }
@@ -384,8 +400,10 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     int u = (int)(dk % o->chains);
     bool first = o->kd ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
     for (int i = 0; i < s->rb; i++) {
-        LLVMValueRef qe = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp), ""), d, "");
-        LLVMValueRef qd = cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, o->qb, qe), ""));
+        LLVMValueRef qe =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp), ""), d, "");
+        LLVMValueRef qd =
+            cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, o->qb, qe), ""));
         acc[i][u] = first ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
     }
     if (!o->kd || dk % 32 != 31)
@@ -393,8 +411,9 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     /* the keys' d of this block of 32 (block_tokens apart) */
     LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
                                    cg_i64(c, c->g->cfg.kv_block_tokens), "");
-    LLVMValueRef dv = s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
-                              : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+    LLVMValueRef dv =
+        s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
+                : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
     for (int i = 0; i < s->rb; i++) {
         LLVMValueRef sum = acc[i][0];
         for (int v = 1; v < o->chains; v++)
@@ -408,12 +427,14 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
  * the optimizer cannot follow, so it stays an FMA's broadcast operand
  * instead of a register kept across the tile); chains sums per row
  * (d mod chains) hide the FMA latency. Hidden keys score -inf. */
-static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef qs, LLVMValueRef *x) {
+static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef qs,
+                        LLVMValueRef *x) {
     int L = s->lanes;
     LLVMTypeRef et = cg_elem_type(c, s->kdt);
     LLVMValueRef kt = NULL, kpf = NULL, kptrs = NULL;
     if (s->kvec) { /* the tile's keys in the block of j0, side by side */
-        LLVMValueRef ki[3] = {cg_i64(c, 0), w->kvh, t->j0}, kn[3] = {cg_i64(c, 0), w->kvh, t->jnext};
+        LLVMValueRef ki[3] = {cg_i64(c, 0), w->kvh, t->j0},
+                     kn[3] = {cg_i64(c, 0), w->kvh, t->jnext};
         kt = cg_addr(c, s->k, ki);
         /* the next tile's K through an opaque pointer too: else the line
          * addresses are hoisted out of the loop, kept live and spilled */
@@ -461,7 +482,8 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
         cg_acc_loop_begin(c, &l, "qk_block", c->vf, na);
         for (int k = 0; k < na; k++)
             *carry[k] = l.acc[k];
-        LLVMValueRef d0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, l.i, cg_i64(c, 1), ""), cg_i64(c, nb), "d0");
+        LLVMValueRef d0 =
+            LLVMBuildMul(c->b, LLVMBuildAdd(c->b, l.i, cg_i64(c, 1), ""), cg_i64(c, nb), "d0");
         for (int64_t k = 0; k < nb; k++) /* k: d's place in its block, d - k a multiple of nb */
             score_d(c, &ops, LLVMBuildAdd(c->b, d0, cg_i64(c, k), ""), nb + k, acc);
         for (int k = 0; k < na; k++)
@@ -476,13 +498,15 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                 acc[i][u] = LLVMBuildFAdd(c->b, acc[i][u], acc[i][u + v], "");
         if (q8)
             acc[i][0] = tot[i];
-        LLVMValueRef posv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
+        LLVMValueRef posv =
+            cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
         LLVMValueRef sc = cg_softcap(c, s->n, acc[i][0]);
         if (s->n->alibi) {
             LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, c->g->cfg.heads), "");
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
         }
-        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past), cg_vf32(c, -INFINITY), sc, "");
+        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past),
+                               cg_vf32(c, -INFINITY), sc, "");
     }
 }
 
@@ -492,16 +516,17 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
  * and o are read before any is written: a repeated row writes the same
  * values). Otherwise no max is taken and nothing is rescaled; p = e^(s -
  * m) <= 1 either way, to ps. */
-static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef const *x, LLVMValueRef ms,
-                         LLVMValueRef ls, LLVMValueRef ps) {
+static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef const *x,
+                         LLVMValueRef ms, LLVMValueRef ls, LLVMValueRef ps) {
     int L = s->lanes;
     LLVMValueRef mold[SPLIT_ROWS], lold[SPLIT_ROWS], grow = NULL;
     LLVMTypeRef mask_ty = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)L);
     for (int i = 0; i < s->rb; i++) {
         mold[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, w->r[i]), "");
         lold[i] = cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, w->r[i], L));
-        LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
-                                      LLVMBuildFCmp(c->b, LLVMRealOGT, x[i], cg_splat(c, mold[i]), ""), NULL);
+        LLVMValueRef g =
+            cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty,
+                         LLVMBuildFCmp(c->b, LLVMRealOGT, x[i], cg_splat(c, mold[i]), ""), NULL);
         grow = i ? LLVMBuildOr(c->b, grow, g, "") : g;
     }
     LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b);
@@ -519,8 +544,9 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
     for (int64_t v = 0; v < s->nv; v++) {
         LLVMValueRef o[SPLIT_ROWS];
         for (int i = 0; i < s->rb; i++)
-            o[i] = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w->orow[i], cg_i64(c, v * L))),
-                                 cg_splat(c, alpha[i]), "");
+            o[i] = LLVMBuildFMul(
+                c->b, cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, w->orow[i], cg_i64(c, v * L))),
+                cg_splat(c, alpha[i]), "");
         for (int i = 0; i < s->rb; i++)
             cg_vstore(c, ATTN_DTYPE_F32, o[i], cg_gep(c, c->f32, w->orow[i], cg_i64(c, v * L)));
     }
@@ -538,7 +564,8 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
         LLVMAddIncoming(l[i], lv, bb, 2);
     }
     for (int i = 0; i < s->rb; i++) {
-        LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, x[i], cg_splat(c, finite_m(c, m[i])), ""));
+        LLVMValueRef p =
+            cg_exp_nonpos(c, LLVMBuildFSub(c->b, x[i], cg_splat(c, finite_m(c, m[i])), ""));
         l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
         cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
     }
@@ -550,17 +577,20 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
  * keys' d of a block, at vd[j] + b * block_tokens, are one vector where
  * the tile lies in one block (one), else a gather; then rb multiplies,
  * instead of a multiply per V vector in p.v. */
-static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool one, LLVMValueRef ps, LLVMValueRef pd) {
+static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool one, LLVMValueRef ps,
+                          LLVMValueRef pd) {
     int L = s->lanes;
     int64_t bt = c->g->cfg.kv_block_tokens;
     LLVMValueRef ptrs = NULL;
     for (int j = 0; !one && j < L; j++)
-        ptrs = LLVMBuildInsertElement(c->b, j ? ptrs : LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L)), vd[j],
-                                      LLVMConstInt(c->i32, (unsigned)j, false), "");
+        ptrs = LLVMBuildInsertElement(c->b,
+                                      j ? ptrs : LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L)),
+                                      vd[j], LLVMConstInt(c->i32, (unsigned)j, false), "");
     for (int64_t b = 0; b < s->hd / 32; b++) {
         LLVMValueRef at = cg_i64(c, b * bt);
-        LLVMValueRef d = one ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[0], at))
-                             : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, ptrs, &at, 1, ""));
+        LLVMValueRef d =
+            one ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[0], at))
+                : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, ptrs, &at, 1, ""));
         for (int i = 0; i < s->rb; i++) {
             LLVMValueRef p = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
             cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, p, d, ""),
@@ -573,8 +603,8 @@ static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool on
  * tile lies in one block (kvec): its V rows are one row's address plus
  * multiples of the token stride, instead of a block table look-up per
  * key (which the vectorizer turned into gathers). */
-static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps, LLVMValueRef pd,
-                    const ahead *av) {
+static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMValueRef ps,
+                    LLVMValueRef pd, const ahead *av) {
     LLVMValueRef vrow[64], vd[64];
     bool q8 = s->vdt == ATTN_DTYPE_Q8_0;
     int vbuf = c->plan->view[s->v->id].buf;
@@ -618,8 +648,10 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef os = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hdp)), NULL);
     LLVMValueRef ps = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(SPLIT_ROWS * L)), NULL);
     /* q8_0 V: p times each key's d, per block of 32 of head_dim */
-    LLVMValueRef pd = s.vdt != ATTN_DTYPE_Q8_0 ? NULL
-                      : cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)((s.hd / 32) * SPLIT_ROWS * L)), NULL);
+    LLVMValueRef pd =
+        s.vdt != ATTN_DTYPE_Q8_0
+            ? NULL
+            : cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)((s.hd / 32) * SPLIT_ROWS * L)), NULL);
     LLVMValueRef ms = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)s.rows_max), NULL);
     /* l per row as a vector of lane sums, added up at the chunk's end */
     LLVMValueRef ls = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * L)), NULL);
@@ -655,8 +687,9 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), row_at(c, ls, lr.i, L));
     cg_for_end(c, &lr);
 
-    LLVMValueRef nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, cj1, cj0, ""), cg_i64(c, L - 1), ""),
-                                    cg_i64(c, L), "");
+    LLVMValueRef nt = LLVMBuildSDiv(
+        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, cj1, cj0, ""), cg_i64(c, L - 1), ""),
+        cg_i64(c, L), "");
     cg_loop lt = cg_for(c, cg_i64(c, 0), nt, "ktile");
     LLVMValueRef j0 = LLVMBuildAdd(c->b, cj0, LLVMBuildMul(c->b, lt.i, cg_i64(c, L), ""), "j0");
     /* some key of the tile is hidden from some row: guard p.v */
@@ -664,26 +697,37 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
     /* keys before jfirst (the first tile's) are outside every row's window */
     LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, cj1, c->P, pmax);
-    LLVMValueRef keys = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "keys");
-    LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys, cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
+    LLVMValueRef keys = LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")),
+                                     cg_lane_ids(c), "keys");
+    LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys,
+                                      cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
     /* the next tile's V token rows (past the keys: the last key again), its
      * first key (past the keys: this tile's) */
     for (int j = 0; av.rows && j < L; j++) {
         LLVMValueRef ki[3] = {cg_i64(c, 0), cg_i64(c, 0),
-                              cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, L + j), ""),
+                              cg_intrinsic(c, "llvm.smin", c->i64,
+                                           LLVMBuildAdd(c->b, j0, cg_i64(c, L + j), ""),
                                            LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""))};
         LLVMBuildStore(c->b, cg_addr(c, s.v, ki), cg_gep(c, c->ptr, av.rows, cg_i64(c, j)));
     }
     LLVMValueRef jnext = LLVMBuildAdd(c->b, j0, cg_i64(c, L), "");
-    jnext = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, jnext, jend, ""), jnext, j0, "jnext");
+    jnext =
+        LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, jnext, jend, ""), jnext, j0, "jnext");
 
-    tile t = {.j0 = j0, .jnext = jnext, .jfirst = jfirst, .cj1 = cj1, .keys = keys, .past = past, .partial = partial};
+    tile t = {.j0 = j0,
+              .jnext = jnext,
+              .jfirst = jfirst,
+              .cj1 = cj1,
+              .keys = keys,
+              .past = past,
+              .partial = partial};
 
     /* the tile's units, (K/V head, row block), in order (software
      * pipelining them, unit u's scores between unit u - 1's softmax and
      * p.v, measured no faster with the cache in L3) */
     LLVMValueRef nrows = LLVMBuildMul(c->b, c->S, cg_i64(c, s.group), "");
-    LLVMValueRef nblk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nrows, cg_i64(c, s.rb - 1), ""), cg_i64(c, s.rb), "");
+    LLVMValueRef nblk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nrows, cg_i64(c, s.rb - 1), ""),
+                                      cg_i64(c, s.rb), "");
     cg_loop lu = cg_for(c, cg_i64(c, 0), LLVMBuildMul(c->b, nblk, cg_i64(c, s.hk), ""), "unit");
     unit w = unit_of(c, &s, lu.i, nblk, nrows, os);
     LLVMValueRef x[SPLIT_ROWS];
@@ -695,7 +739,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
 
     /* the chunk's m, l, o per row */
     cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
-    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""), part_at(c, &s, chunk, lw.i, 0));
+    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""),
+                   part_at(c, &s, chunk, lw.i, 0));
     LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
                                      cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
     LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
@@ -703,7 +748,8 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef src = row_at(c, os, lw.i, s.hdp);
     LLVMValueRef dst = part_at(c, &s, chunk, lw.i, 2);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hd), "d");
-    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, src, ld.i), ""), cg_gep(c, c->f32, dst, ld.i));
+    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, src, ld.i), ""),
+                   cg_gep(c, c->f32, dst, ld.i));
     cg_for_end(c, &ld);
     cg_for_end(c, &lw);
     cg_for_end(c, &li);
@@ -717,7 +763,8 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef wts = cg_slot(c, LLVMArrayType2(c->f32, SPLIT_CHUNKS), NULL);
     LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "merge");
     LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "not_split");
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""), run, out);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""),
+                    run, out);
     LLVMPositionBuilderAtEnd(c->b, out);
     LLVMBuildRetVoid(c->b);
     LLVMPositionBuilderAtEnd(c->b, run);
@@ -732,7 +779,9 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_f32(c, -INFINITY), mslot);
     cg_loop lc = cg_for(c, cg_i64(c, 0), nc, "chunk");
     LLVMValueRef mc = LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc.i, r, 0), "");
-    LLVMBuildStore(c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc), mslot);
+    LLVMBuildStore(
+        c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc),
+        mslot);
     cg_for_end(c, &lc);
     /* a sink joins the max and the sum (and adds no output) */
     const ir_node *sinks = ir_sinks(n);
@@ -740,19 +789,27 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     if (sinks) {
         LLVMValueRef si[1] = {LLVMBuildSRem(c->b, r, cg_i64(c, H), "")};
         sink = cg_load(c, sinks->dt, cg_addr(c, sinks, si));
-        LLVMBuildStore(c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), sink), mslot);
+        LLVMBuildStore(
+            c->b,
+            cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), sink),
+            mslot);
     }
     LLVMValueRef M = LLVMBuildLoad2(c->b, c->f32, mslot, "M");
     M = finite_m(c, M);
-    LLVMBuildStore(c->b, sink ? cg_exp_nonpos(c, LLVMBuildFSub(c->b, sink, M, "")) : cg_f32(c, 0), lslot);
+    LLVMBuildStore(c->b, sink ? cg_exp_nonpos(c, LLVMBuildFSub(c->b, sink, M, "")) : cg_f32(c, 0),
+                   lslot);
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
-    LLVMValueRef w =
-        cg_exp_nonpos(c, LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));
+    LLVMValueRef w = cg_exp_nonpos(
+        c,
+        LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));
     LLVMBuildStore(c->b, w, cg_gep(c, c->f32, wts, lc2.i));
-    LLVMValueRef lw = LLVMBuildFMul(c->b, w, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 1), ""), "");
-    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""), lslot);
+    LLVMValueRef lw =
+        LLVMBuildFMul(c->b, w, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 1), ""), "");
+    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""),
+                   lslot);
     cg_for_end(c, &lc2);
-    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, lslot, ""), "");
+    LLVMValueRef inv =
+        LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, lslot, ""), "");
     LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""),
                           LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
     LLVMValueRef orow = cg_addr(c, n, oi);

@@ -59,8 +59,8 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
         bufs[i].load_only = d->load_only; /* else an object's blocks keep unpacked weights */
         bufs[i].c = d->c, bufs[i].s = d->s, bufs[i].t = d->t, bufs[i].st = d->st;
     }
-    LLVMValueRef buffers = bytes_global(mod, llctx, "attn.buffers", bufs,
-                                        (size_t)res->n_buffers * sizeof bufs[0]);
+    LLVMValueRef buffers =
+        bytes_global(mod, llctx, "attn.buffers", bufs, (size_t)res->n_buffers * sizeof bufs[0]);
 
     /* steps: {name, kernel, phase, 0} */
     LLVMTypeRef step_fields[4] = {ptr, ptr, i32, i32};

@@ -23,8 +23,7 @@ ATTNC_HIDDEN cg_target emit_target_shape(LLVMTargetMachineRef tm);
 ATTNC_HIDDEN uint32_t emit_cpu_features(LLVMTargetMachineRef tm);
 /* Sets the module's triple and data layout from tm and runs default<O3>
  * (the probes). */
-ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod,
-                                        LLVMTargetMachineRef tm);
+ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm);
 /* Sets the module's triple and data layout from tm and runs the pipeline
  * for a unit (light: a cg_unit's vector_ir; emit_target.c says which and
  * why): NULL, or LLVM's message (malloc'd). Safe on several threads at

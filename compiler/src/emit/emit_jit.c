@@ -193,8 +193,9 @@ attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *
         return ATTNC_E_NOMEM;
     attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_INVALID;
     if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
-        *error = compile_diag_text(ctx, spec_path && out ? "compilation failed"
-                                        : "attnc_jit_compile_file: NULL spec path or out");
+        *error = compile_diag_text(ctx, spec_path && out
+                                            ? "compilation failed"
+                                            : "attnc_jit_compile_file: NULL spec path or out");
     attnc_ctx_free(ctx);
     return st;
 }

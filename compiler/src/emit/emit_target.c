@@ -17,7 +17,7 @@
 /* NULL if cpu is a CPU of target (or the target has no list here), else
  * the list it is not in. */
 static const char *const *unknown_cpu(const char *target, const char *cpu) {
-    const char *const *list = strcmp(target, "x86-64") == 0   ? cpus_x86_64
+    const char *const *list = strcmp(target, "x86-64") == 0    ? cpus_x86_64
                               : strcmp(target, "aarch64") == 0 ? cpus_aarch64
                                                                : NULL;
     for (int i = 0; list && list[i]; i++)
@@ -68,13 +68,13 @@ attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
                       : host          ? (host_cpu = LLVMGetHostCPUName())
                                       : "generic";
     const char *features = opt && opt->features ? opt->features
-                           : !host || (opt && opt->cpu) ? ""
-                                                        : (host_features = LLVMGetHostCPUFeatures());
+                           : !host || (opt && opt->cpu)
+                               ? ""
+                               : (host_features = LLVMGetHostCPUFeatures());
     *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
     if (!*out) {
-        diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "cannot create a target machine for %s",
-                   cpu);
+        diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "cannot create a target machine for %s", cpu);
         st = ATTNC_E_LLVM;
     }
 done:
@@ -102,7 +102,8 @@ static bool uses_register(LLVMTargetMachineRef tm, int lanes, const char *reg) {
     target_module(mod, tm);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
     LLVMTypeRef vt = LLVMVectorType(LLVMFloatTypeInContext(ctx), (unsigned)lanes);
-    LLVMValueRef fn = LLVMAddFunction(mod, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, false));
+    LLVMValueRef fn =
+        LLVMAddFunction(mod, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, false));
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
     LLVMValueRef v = LLVMBuildLoad2(b, vt, LLVMGetParam(fn, 0), "");
@@ -315,7 +316,8 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     bool x86 = strncmp(triple, "x86_64", 6) == 0;
     int lanes = 4, regs = x86 ? 16 : 32;
     if (x86) {
-        if (strstr(features, "+avx512f") || (!strstr(features, "-avx512f") && uses_register(tm, 16, "zmm"))) {
+        if (strstr(features, "+avx512f") ||
+            (!strstr(features, "-avx512f") && uses_register(tm, 16, "zmm"))) {
             lanes = 16;
             regs = 32;
         } else if (strstr(features, "+avx2") || uses_register(tm, 8, "ymm")) {
@@ -375,7 +377,8 @@ attnc_status emit_dumps(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef 
     }
     if (opt && opt->emit_asm) {
         LLVMModuleRef clone = LLVMCloneModule(mod); /* emitting may change the module */
-        LLVMBool bad = LLVMTargetMachineEmitToFile(tm, clone, opt->emit_asm, LLVMAssemblyFile, &why);
+        LLVMBool bad =
+            LLVMTargetMachineEmitToFile(tm, clone, opt->emit_asm, LLVMAssemblyFile, &why);
         LLVMDisposeModule(clone);
         if (bad) {
             diag_error(ctx, ATTNC_E_IO, (attnc_loc){opt->emit_asm, 0, 0}, "cannot write: %s", why);

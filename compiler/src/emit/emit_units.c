@@ -94,7 +94,7 @@ static void *work(void *arg) {
 }
 
 attnc_status emit_linked_module(attnc_ctx *ctx, const cg_result *r, LLVMTargetMachineRef tm,
-                               LLVMContextRef llctx, LLVMModuleRef *out) {
+                                LLVMContextRef llctx, LLVMModuleRef *out) {
     LLVMModuleRef all = NULL;
     attnc_status st = ATTNC_OK;
     for (int i = 0; st == ATTNC_OK && i < r->n_units; i++) {
@@ -138,9 +138,8 @@ static void warm_up(void) {
     char *triple = LLVMGetDefaultTargetTriple(), *why = NULL;
     LLVMTargetRef target;
     if (!LLVMGetTargetFromTriple(triple, &target, &why)) {
-        LLVMTargetMachineRef tm =
-            LLVMCreateTargetMachine(target, triple, "", "", LLVMCodeGenLevelAggressive,
-                                    LLVMRelocPIC, LLVMCodeModelSmall);
+        LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
+            target, triple, "", "", LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelSmall);
         LLVMContextRef llctx = LLVMContextCreate();
         int64_t flops;
         cg_target t = cg_target_for(4, 16);
@@ -216,8 +215,7 @@ attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r, const attnc_o
             t->codegen_ms += out[i].codegen_ms;
         }
         if (out[i].why) {
-            diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "%s: %s", r->units[i].name,
-                       out[i].why);
+            diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "%s: %s", r->units[i].name, out[i].why);
             st = ATTNC_E_LLVM;
         }
     }

@@ -218,8 +218,8 @@ bool kc_get(attnc_ctx *ctx, const char *dir, const char *key, kc_blob **out, int
         if (bad && !stale && strcmp(bad, "out of memory") != 0) {
             unlink(path);
             diag_warning(ctx, (attnc_loc){ctx_str(ctx, path), 0, 0},
-                         "damaged kernel cache entry (%s, %zu bytes): removed; compiling anew",
-                         bad, size);
+                         "damaged kernel cache entry (%s, %zu bytes): removed; compiling anew", bad,
+                         size);
         }
     }
     free(buf);
@@ -318,8 +318,11 @@ void kc_put(attnc_ctx *ctx, const char *dir, const char *key, const kc_blob *b, 
             memcpy(p, b[i].data, b[i].size);
             p += b[i].size;
         }
-        kc_header h = {.format = KC_FORMAT, .n_blobs = (uint32_t)n, .key_len = klen,
-                       .payload = payload, .checksum = XXH3_64bits(buf, payload)};
+        kc_header h = {.format = KC_FORMAT,
+                       .n_blobs = (uint32_t)n,
+                       .key_len = klen,
+                       .payload = payload,
+                       .checksum = XXH3_64bits(buf, payload)};
         memcpy(h.magic, kc_magic, sizeof h.magic);
         /* the entry reaches the disk before its name does */
         ok = write_all(fd, &h, sizeof h) && write_all(fd, buf, payload) && fsync(fd) == 0;

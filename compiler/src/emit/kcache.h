@@ -27,8 +27,8 @@ ATTNC_HIDDEN char *kc_dir(const attnc_options *opt);
 
 /* The key of cfg compiled with opt for tm; what is "jit", "obj", "asm" or
  * "llvm". malloc'd; NULL when out of memory. */
-ATTNC_HIDDEN char *kc_key(const attn_config *cfg, const attnc_options *opt,
-                          LLVMTargetMachineRef tm, const char *what);
+ATTNC_HIDDEN char *kc_key(const attn_config *cfg, const attnc_options *opt, LLVMTargetMachineRef tm,
+                          const char *what);
 
 /* The blobs stored under key in dir: true and *out (n of them, malloc'd)
  * on a hit. A damaged entry (truncated, empty, bad checksum) is removed
@@ -38,7 +38,6 @@ ATTNC_HIDDEN bool kc_get(attnc_ctx *ctx, const char *dir, const char *key, kc_bl
 /* Stores the blobs under key in dir (created if missing). Failure leaves
  * no file behind and warns on ctx, once per process for an unwritable
  * directory. */
-ATTNC_HIDDEN void kc_put(attnc_ctx *ctx, const char *dir, const char *key, const kc_blob *b,
-                         int n);
+ATTNC_HIDDEN void kc_put(attnc_ctx *ctx, const char *dir, const char *key, const kc_blob *b, int n);
 
 #endif

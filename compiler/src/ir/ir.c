@@ -134,8 +134,8 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("rotated columns %lld are not whole heads within %lld outputs, with a table",
                        (long long)n->rope_cols, (long long)v);
         for (int i = 0; i < 2; i++)
-            if (n->to_cache[i] && (n->cache_col[i] < 0 ||
-                                   n->cache_col[i] + c->kv_groups * c->head_dim > v))
+            if (n->to_cache[i] &&
+                (n->cache_col[i] < 0 || n->cache_col[i] + c->kv_groups * c->head_dim > v))
                 return WHY("cache columns from %lld exceed the %lld outputs",
                            (long long)n->cache_col[i], (long long)v);
         set_shape(n, 2, b->ne[1], S, z);
@@ -143,7 +143,8 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_SLICE:
         if (!want_ndim(a, 2, why, why_len))
             return false;
-        if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 || n->offset + n->cols > v)
+        if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 ||
+            n->offset + n->cols > v)
             return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
                        (long long)(n->offset + n->cols), (long long)v);
         set_shape(n, 2, ir_const(n->cols), a->ne[1], z);
@@ -169,9 +170,11 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("the spec has no qk_norm");
         if (n->op == IR_OP_QK_NORM && b) {
             int64_t len = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim
-                          : ir_dim_is_const(a->ne[1], &v) ? v * c->head_dim : -1;
+                          : ir_dim_is_const(a->ne[1], &v) ? v * c->head_dim
+                                                          : -1;
             if (b->op != IR_OP_WEIGHT || b->ndim != 1 || !ir_dim_eq(b->ne[0], ir_const(len)))
-                return WHY("operand %%%d is not a norm weight of %lld elements", b->id, (long long)len);
+                return WHY("operand %%%d is not a norm weight of %lld elements", b->id,
+                           (long long)len);
         }
         set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
         return true;
@@ -242,7 +245,8 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     case IR_OP_MERGE_HEADS:
         if (!want_ndim(a, 3, why, why_len))
             return false;
-        if (!ir_dim_is_const(a->ne[0], &v) || !ir_dim_is_const(a->ne[1], &w) || !ir_dim_eq(a->ne[2], S))
+        if (!ir_dim_is_const(a->ne[0], &v) || !ir_dim_is_const(a->ne[1], &w) ||
+            !ir_dim_eq(a->ne[2], S))
             return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
         set_shape(n, 2, ir_const(v * w), S, z);
         return true;

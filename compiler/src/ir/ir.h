@@ -39,21 +39,21 @@ struct ir_node {
     attnc_loc loc; /* the spec key it comes from */
     bool dead;     /* removed by a pass; skipped by everything */
     /* attributes; which ones an op uses is said in ir_ops.def */
-    int weight;        /* WEIGHT: attn_weight_id */
-    int cache;         /* CACHE_APPEND: 0 = K, 1 = V */
-    int64_t offset;    /* SLICE: first column */
-    int64_t cols;      /* SLICE: number of columns */
-    double factor;     /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols);
-                          FLASH: score scale (1 when folded into q) */
+    int weight;     /* WEIGHT: attn_weight_id */
+    int cache;      /* CACHE_APPEND: 0 = K, 1 = V */
+    int64_t offset; /* SLICE: first column */
+    int64_t cols;   /* SLICE: number of columns */
+    double factor;  /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols);
+                       FLASH: score scale (1 when folded into q) */
     int64_t scale_cols;
-    int64_t rope_cols;   /* LINEAR: cols [0, rope_cols) are whole heads rotated in the epilogue */
-    bool to_cache[2];    /* LINEAR: the epilogue stores K (0) / V (1) rows into the cache, */
+    int64_t rope_cols;    /* LINEAR: cols [0, rope_cols) are whole heads rotated in the epilogue */
+    bool to_cache[2];     /* LINEAR: the epilogue stores K (0) / V (1) rows into the cache, */
     int64_t cache_col[2]; /*   from these columns on (kv_groups * head_dim of them) */
-    bool fused;          /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
-    double softcap;      /* FLASH: 0 = none */
-    bool causal;         /* FLASH: mask keys after each query (and outside the window or
-                            chunk) */
-    bool alibi;          /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
+    bool fused;           /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
+    double softcap;       /* FLASH: 0 = none */
+    bool causal;          /* FLASH: mask keys after each query (and outside the window or
+                             chunk) */
+    bool alibi;           /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
     int64_t split_tokens; /* FLASH: calls with at most this many new tokens split the keys
                              into chunks computed apart and merged (decode_split); 0 = never */
 };
@@ -84,14 +84,12 @@ ATTNC_HIDDEN attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const
 /* A node computing op over args, not yet in the graph: set its
  * attributes, then ir_insert it. NULL (with a diagnostic) when out of
  * memory. */
-ATTNC_HIDDEN ir_node *ir_new(ir_graph *g, ir_op op, ir_node *const *args, int nargs,
-                             attnc_loc loc);
+ATTNC_HIDDEN ir_node *ir_new(ir_graph *g, ir_op op, ir_node *const *args, int nargs, attnc_loc loc);
 /* Checks n's shape (ir_infer_shape) and places it before `before` (NULL =
  * at the end); returns n, or NULL with an ATTNC_E_SHAPE diagnostic. */
 ATTNC_HIDDEN ir_node *ir_insert(ir_graph *g, ir_node *n, ir_node *before);
 /* ir_insert(ir_new(...), NULL), for ops without attributes. */
-ATTNC_HIDDEN ir_node *ir_add(ir_graph *g, ir_op op, ir_node *const *args, int nargs,
-                             attnc_loc loc);
+ATTNC_HIDDEN ir_node *ir_add(ir_graph *g, ir_op op, ir_node *const *args, int nargs, attnc_loc loc);
 /* Recomputes n's shape and dtype from its args and attributes; false if
  * they do not fit together (the message goes into why). */
 ATTNC_HIDDEN bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len);

@@ -103,7 +103,7 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
         s = unary(g, IR_OP_ALIBI, s, L[SPEC_K_ALIBI]);
     if (cfg->causal)
         s = unary(g, IR_OP_MASK, s,
-                  L[cfg->chunk             ? SPEC_K_CHUNKED
+                  L[cfg->chunk            ? SPEC_K_CHUNKED
                     : cfg->sliding_window ? SPEC_K_SLIDING_WINDOW
                                           : SPEC_K_CAUSAL]);
     if (s && cfg->sinks) {

@@ -63,7 +63,7 @@ static void put_dim(text *t, ir_dim d) {
 }
 
 static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
-    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_proj.bias",
+    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",   "q_proj.bias",
     "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
     "q_norm.weight", "k_norm.weight", "sinks",
 };
@@ -93,7 +93,9 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             if (n->to_cache[i])
                 put(t, " cache_%s=%lld", i ? "v" : "k", (long long)n->cache_col[i]);
         break;
-    case IR_OP_SLICE: put(t, " offset=%lld cols=%lld", (long long)n->offset, (long long)n->cols); break;
+    case IR_OP_SLICE:
+        put(t, " offset=%lld cols=%lld", (long long)n->offset, (long long)n->cols);
+        break;
     case IR_OP_ROPE:
         put(t, " base=%.9g style=%s rotary_dim=%lld scaling=%s", c->rope_base,
             styles[c->rope_style], (long long)c->rotary_dim, scalings[c->rope_scaling]);

@@ -65,8 +65,7 @@ attnc_status ir_verify(ir_graph *g) {
     }
     if (inputs != 1 || outputs != 1)
         diag_error(g->ctx, ATTNC_E_SHAPE, (attnc_loc){0},
-                   "IR verifier: %d inputs and %d outputs; expected one of each", inputs,
-                   outputs);
+                   "IR verifier: %d inputs and %d outputs; expected one of each", inputs, outputs);
     free(uses);
     free(seen);
     return g->ctx->n_errors > before ? ATTNC_E_SHAPE : ATTNC_OK;

@@ -69,7 +69,8 @@ attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     for (int i = 0; attn_dtype_block(c->kv_dtype) == 1 && i < g->n_nodes; i++) {
         ir_node *a = g->nodes[i];
         int64_t col0;
-        ir_node *lin = !a->dead && a->op == IR_OP_CACHE_APPEND ? view_source(a->args[0], &col0) : NULL;
+        ir_node *lin =
+            !a->dead && a->op == IR_OP_CACHE_APPEND ? view_source(a->args[0], &col0) : NULL;
         if (!lin || lin->to_cache[a->cache])
             continue;
         lin->to_cache[a->cache] = true;

@@ -12,8 +12,8 @@ static attnc_status load_string(attnc_ctx *ctx, const char *name, const char *te
                                 attn_config *out, spec_locs *locs) {
     if (!ctx || !text || !out)
         return ATTNC_E_INVALID;
-    const char *file = arena_strndup(&ctx->arena, name ? name : "<spec>",
-                                     strlen(name ? name : "<spec>"));
+    const char *file =
+        arena_strndup(&ctx->arena, name ? name : "<spec>", strlen(name ? name : "<spec>"));
     if (!file)
         return ATTNC_E_NOMEM;
     ynode *root = NULL;
@@ -23,8 +23,8 @@ static attnc_status load_string(attnc_ctx *ctx, const char *name, const char *te
     return spec_check(ctx, file, root, out, locs);
 }
 
-attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text,
-                                    size_t len, attn_config *out) {
+attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text, size_t len,
+                                    attn_config *out) {
     return load_string(ctx, name, text, len, out, NULL);
 }
 

@@ -17,7 +17,7 @@ struct ynode {
     attnc_loc loc;
     const char *str; /* scalar text, NUL-terminated; borrowed: ctx arena */
     size_t len;
-    bool plain;  /* scalar written without quotes */
+    bool plain;   /* scalar written without quotes */
     ynode *first; /* children; a map's alternate key, value, key, value */
     ynode *last;
     ynode *next;
@@ -31,10 +31,29 @@ ATTNC_HIDDEN attnc_status spec_yaml_read(attnc_ctx *ctx, const char *file, const
 
 /* The spec's top-level keys, in the order of the schema. */
 typedef enum spec_key {
-    SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_KV_GROUPS, SPEC_K_KV_HEADS, SPEC_K_HEAD_DIM, SPEC_K_D_MODEL,
-    SPEC_K_CAUSAL, SPEC_K_ROPE, SPEC_K_SLIDING_WINDOW, SPEC_K_SOFTCAP, SPEC_K_QKV_BIAS,
-    SPEC_K_O_BIAS, SPEC_K_SCALE, SPEC_K_DTYPE, SPEC_K_KV_CACHE, SPEC_K_QK_NORM, SPEC_K_SINKS,
-    SPEC_K_ALIBI, SPEC_K_CHUNKED, SPEC_K_QUERY_TEMP, SPEC_K_WEIGHTS, SPEC_K_K_BIAS, SPEC_K_CROSS,
+    SPEC_K_NAME,
+    SPEC_K_HEADS,
+    SPEC_K_KV_GROUPS,
+    SPEC_K_KV_HEADS,
+    SPEC_K_HEAD_DIM,
+    SPEC_K_D_MODEL,
+    SPEC_K_CAUSAL,
+    SPEC_K_ROPE,
+    SPEC_K_SLIDING_WINDOW,
+    SPEC_K_SOFTCAP,
+    SPEC_K_QKV_BIAS,
+    SPEC_K_O_BIAS,
+    SPEC_K_SCALE,
+    SPEC_K_DTYPE,
+    SPEC_K_KV_CACHE,
+    SPEC_K_QK_NORM,
+    SPEC_K_SINKS,
+    SPEC_K_ALIBI,
+    SPEC_K_CHUNKED,
+    SPEC_K_QUERY_TEMP,
+    SPEC_K_WEIGHTS,
+    SPEC_K_K_BIAS,
+    SPEC_K_CROSS,
     SPEC_K_COUNT
 } spec_key;
 

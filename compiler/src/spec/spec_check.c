@@ -16,22 +16,59 @@
 
 /* indexes are spec_key (spec.h) */
 static const char *const top_keys[SPEC_K_COUNT] = {
-    "name",   "heads",          "kv_groups", "kv_heads", "head_dim", "d_model",
-    "causal", "rope",           "sliding_window", "softcap", "qkv_bias", "o_bias",
-    "scale",  "dtype",          "kv_cache", "qk_norm", "sinks",   "alibi",
-    "chunked_attention", "query_temperature", "weights", "k_bias", "cross_attention",
+    "name",
+    "heads",
+    "kv_groups",
+    "kv_heads",
+    "head_dim",
+    "d_model",
+    "causal",
+    "rope",
+    "sliding_window",
+    "softcap",
+    "qkv_bias",
+    "o_bias",
+    "scale",
+    "dtype",
+    "kv_cache",
+    "qk_norm",
+    "sinks",
+    "alibi",
+    "chunked_attention",
+    "query_temperature",
+    "weights",
+    "k_bias",
+    "cross_attention",
 };
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
 static const char *const rope_keys[R_COUNT] = {"base", "style", "rotary_dim", "scaling"};
 
 enum {
-    S_TYPE, S_FACTOR, S_LOW, S_HIGH, S_ORIG, S_BETA_FAST, S_BETA_SLOW, S_MSCALE, S_MSCALE_ALL,
-    S_TRUNCATE, S_ATTN_FACTOR, S_COUNT
+    S_TYPE,
+    S_FACTOR,
+    S_LOW,
+    S_HIGH,
+    S_ORIG,
+    S_BETA_FAST,
+    S_BETA_SLOW,
+    S_MSCALE,
+    S_MSCALE_ALL,
+    S_TRUNCATE,
+    S_ATTN_FACTOR,
+    S_COUNT
 };
 static const char *const scaling_keys[S_COUNT] = {
-    "type",      "factor",    "low_freq_factor", "high_freq_factor", "original_max_position",
-    "beta_fast", "beta_slow", "mscale",          "mscale_all_dim",   "truncate",
+    "type",
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position",
+    "beta_fast",
+    "beta_slow",
+    "mscale",
+    "mscale_all_dim",
+    "truncate",
     "attention_factor",
 };
 
@@ -136,8 +173,8 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
             } else {
                 char list[512] = "";
                 for (int i = 0; i < n_known; i++)
-                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-                             i ? ", " : "", known[i]);
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                             known[i]);
                 err(ck, k->loc, "unknown key '%s%s'; known keys%s%s: %s", path,
                     found(&word, buf, sizeof buf), *path ? " of " : "", path, list);
             }
@@ -239,8 +276,8 @@ static bool get_bool(checker *ck, const ynode *v, const char *key, bool *out) {
     return false;
 }
 
-static bool get_enum(checker *ck, const ynode *v, const char *key, const char *const *names,
-                     int n, int *out) {
+static bool get_enum(checker *ck, const ynode *v, const char *key, const char *const *names, int n,
+                     int *out) {
     char buf[128], list[128] = "";
     if (v->kind == YNODE_SCALAR) {
         for (int i = 0; i < n; i++) {
@@ -252,7 +289,10 @@ static bool get_enum(checker *ck, const ynode *v, const char *key, const char *c
     }
     for (int i = 0; i < n; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
-                 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+                 i == 0       ? ""
+                 : i == n - 1 ? " or "
+                              : ", ",
+                 names[i]);
     err(ck, v->loc, "%s: expected %s, found %s", key, list, found(v, buf, sizeof buf));
     return false;
 }
@@ -339,8 +379,9 @@ static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
                 c->rope_beta_fast, c->rope_beta_slow);
         bool ms_ok = !val[S_MSCALE] ||
                      get_num(ck, val[S_MSCALE], "rope.scaling.mscale", 0, false, &c->rope_mscale);
-        bool msa_ok = !val[S_MSCALE_ALL] || get_num(ck, val[S_MSCALE_ALL], "rope.scaling.mscale_all_dim",
-                                                    0, false, &c->rope_mscale_all_dim);
+        bool msa_ok =
+            !val[S_MSCALE_ALL] || get_num(ck, val[S_MSCALE_ALL], "rope.scaling.mscale_all_dim", 0,
+                                          false, &c->rope_mscale_all_dim);
         if (val[S_TRUNCATE])
             get_bool(ck, val[S_TRUNCATE], "rope.scaling.truncate", &c->rope_truncate);
         if (val[S_ATTN_FACTOR])
@@ -354,8 +395,8 @@ static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
         return;
     bool lo_ok = val[S_LOW] && get_num(ck, val[S_LOW], "rope.scaling.low_freq_factor", 0, true,
                                        &c->rope_low_freq_factor);
-    bool hi_ok = val[S_HIGH] && get_num(ck, val[S_HIGH], "rope.scaling.high_freq_factor", 0,
-                                        true, &c->rope_high_freq_factor);
+    bool hi_ok = val[S_HIGH] && get_num(ck, val[S_HIGH], "rope.scaling.high_freq_factor", 0, true,
+                                        &c->rope_high_freq_factor);
     /* equal factors (Llama 4 Scout: 1 and 1) leave no band in between */
     if (lo_ok && hi_ok && !(c->rope_high_freq_factor >= c->rope_low_freq_factor))
         err(ck, val[S_HIGH]->loc,
@@ -392,8 +433,9 @@ static void check_qk_norm(checker *ck, const ynode *v, attn_config *c) {
     if (val[N_OFFSET] && get_int(ck, val[N_OFFSET], "qk_norm.offset", 0, 1, &off))
         c->qk_norm_offset = (int32_t)off;
     if (val[N_OFFSET] && val[N_WEIGHT] && !c->qk_norm_weight && off)
-        err(ck, val[N_OFFSET]->loc, "qk_norm.offset: 1 needs weight: true (there is no weight "
-                                    "to offset)");
+        err(ck, val[N_OFFSET]->loc,
+            "qk_norm.offset: 1 needs weight: true (there is no weight "
+            "to offset)");
 }
 
 /* query_temperature: `none` or {floor_scale, attn_scale}. */
@@ -407,8 +449,9 @@ static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
             err(ck, v->loc, "query_temperature: missing required key '%s'", temp_keys[i]);
     int64_t fs = 0;
     double as = 0;
-    bool fs_ok = val[T_FLOOR_SCALE] && get_int(ck, val[T_FLOOR_SCALE], "query_temperature.floor_scale",
-                                               1, ATTN_MAX_TOKENS, &fs);
+    bool fs_ok =
+        val[T_FLOOR_SCALE] &&
+        get_int(ck, val[T_FLOOR_SCALE], "query_temperature.floor_scale", 1, ATTN_MAX_TOKENS, &fs);
     bool as_ok = val[T_ATTN_SCALE] &&
                  get_num(ck, val[T_ATTN_SCALE], "query_temperature.attn_scale", 0, false, &as);
     if (fs_ok && as_ok)
@@ -419,14 +462,15 @@ static void check_temperature(checker *ck, const ynode *v, attn_config *c) {
 static void check_weights(checker *ck, const ynode *v, attn_config *c, const ynode **layout_at) {
     if (v->kind != YNODE_MAP) {
         char buf[96];
-        err(ck, v->loc, "weights: expected a mapping {layout}, found %s", found(v, buf, sizeof buf));
+        err(ck, v->loc, "weights: expected a mapping {layout}, found %s",
+            found(v, buf, sizeof buf));
         return;
     }
     const ynode *val[W_COUNT], *key[W_COUNT];
     take_map(ck, v, "weights.", weights_keys, W_COUNT, val, key);
     int l;
-    if (val[W_LAYOUT] && get_enum(ck, val[W_LAYOUT], "weights.layout", layout_names,
-                                  ATTN_LAYOUT_COUNT, &l)) {
+    if (val[W_LAYOUT] &&
+        get_enum(ck, val[W_LAYOUT], "weights.layout", layout_names, ATTN_LAYOUT_COUNT, &l)) {
         c->weights_layout = (attn_layout)l;
         *layout_at = val[W_LAYOUT];
     }
@@ -537,9 +581,8 @@ static void check_cache(checker *ck, const ynode *v, attn_config *c) {
     }
     bool max_ok = val[C_MAX_TOKENS] && get_int(ck, val[C_MAX_TOKENS], "kv_cache.max_tokens", 1,
                                                ATTN_MAX_TOKENS, &c->kv_max_tokens);
-    bool blk_ok = val[C_BLOCK_TOKENS] &&
-                  get_int(ck, val[C_BLOCK_TOKENS], "kv_cache.block_tokens", 1,
-                          ATTN_MAX_BLOCK_TOKENS, &c->kv_block_tokens);
+    bool blk_ok = val[C_BLOCK_TOKENS] && get_int(ck, val[C_BLOCK_TOKENS], "kv_cache.block_tokens",
+                                                 1, ATTN_MAX_BLOCK_TOKENS, &c->kv_block_tokens);
     if ((max_ok || !val[C_MAX_TOKENS]) && (blk_ok || !val[C_BLOCK_TOKENS]) &&
         c->kv_block_tokens > c->kv_max_tokens)
         err(ck, (val[C_BLOCK_TOKENS] ? val[C_BLOCK_TOKENS] : val[C_MAX_TOKENS])->loc,
@@ -613,7 +656,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         else
             memcpy(c.name, v->str, v->len + 1);
     }
-    bool heads_ok = val[SPEC_K_HEADS] && get_int(ck, val[SPEC_K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
+    bool heads_ok =
+        val[SPEC_K_HEADS] && get_int(ck, val[SPEC_K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
     bool hd_ok = val[SPEC_K_HEAD_DIM] &&
                  get_int(ck, val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
 
@@ -631,8 +675,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (!kv && heads_ok)
         c.kv_groups = c.heads; /* MHA */
     if (heads_ok && kv_ok && c.heads % c.kv_groups != 0)
-        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads,
-            kv_key, (long long)c.kv_groups);
+        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads, kv_key,
+            (long long)c.kv_groups);
     if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM)
         err(ck, val[SPEC_K_HEAD_DIM]->loc, "heads * head_dim (%lld) exceeds the limit %d",
             (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
@@ -711,7 +755,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (val[SPEC_K_ALIBI] && get_bool(ck, val[SPEC_K_ALIBI], "alibi", &c.alibi) && c.alibi &&
         c.rope_style != ATTN_ROPE_NONE)
         err(ck, val[SPEC_K_ALIBI]->loc,
-            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: none",
+            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: "
+            "none",
             key[SPEC_K_ROPE]->loc.line, key[SPEC_K_ROPE]->loc.col);
     if (val[SPEC_K_CHUNKED] &&
         get_int(ck, val[SPEC_K_CHUNKED], "chunked_attention", 0, ATTN_MAX_WINDOW, &c.chunk) &&

@@ -136,7 +136,8 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     else
         put(&o, "scale: %s\n", num(c->scale, a, sizeof a));
     put(&o, "dtype: %s\n", attn_dtype_name(c->dtype));
-    put(&o, "weights:\n  layout: %s\n", attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
+    put(&o, "weights:\n  layout: %s\n",
+        attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
     put(&o, "kv_cache:\n  dtype: %s\n  block_tokens: %lld\n  max_tokens: %lld\n",
         attn_dtype_name(c->kv_dtype), (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
     if (o.failed) {

@@ -21,8 +21,8 @@ static void add_child(ynode *parent, ynode *child) {
     parent->n++;
 }
 
-static void syntax_error(attnc_ctx *ctx, const char *file, const yaml_parser_t *p,
-                         const char *text, size_t len) {
+static void syntax_error(attnc_ctx *ctx, const char *file, const yaml_parser_t *p, const char *text,
+                         size_t len) {
     const char *problem = p->problem ? p->problem : "malformed YAML";
     if (p->error == YAML_READER_ERROR) {
         /* the reader gives a byte offset, not a mark */
