@@ -1,6 +1,8 @@
 /* aot_main.c: a program linked from an object `attnc compile` emitted and
  * libattn alone (no LLVM): runs the kernels over a prompt and decode steps
- * through the paged cache and compares with the reference engine. Built by
+ * through the paged cache (cross-attention: against a memory of 37 rows,
+ * projected by the object's memory-phase kernels) and compares with the
+ * reference engine. Built by
  * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
  * within the cache dtype's tolerance (1e-4 f32, 2e-3 f16 and q8_0, 1.6e-2
  * bf16, as test_jit). */
@@ -13,7 +15,7 @@
 int main(void) {
     const attn_kernels *k = KERNELS();
     const attn_config *cfg = &k->config;
-    int64_t T = 23, D = cfg->d_model;
+    int64_t T = 23, D = cfg->d_model, M = cfg->memory_dim > 0 ? 37 : 0;
     attn_weights *w;
     attn_block *b;
     attn_cache *c;
@@ -21,10 +23,13 @@ int main(void) {
     int32_t s, prompt = 15, one = 1;
     float *x = malloc((size_t)(T * D) * sizeof *x), *y = malloc((size_t)(T * D) * sizeof *y),
           *want = malloc((size_t)(T * D) * sizeof *want);
+    float *memory = malloc((size_t)(M * cfg->memory_dim + 1) * sizeof *memory);
     uint64_t seed = 5;
     attn_random_uniform(&seed, x, (size_t)(T * D), 1.7);
+    attn_random_uniform(&seed, memory, (size_t)(M * cfg->memory_dim), 1.7);
     if (attn_weights_random(cfg, 1, &w, NULL) || attn_block_new(k, NULL, &b) ||
-        attn_block_set_weights(b, w) || attn_cache_new(b, T, &c) || attn_seq_new(c, &s) ||
+        attn_block_set_weights(b, w) || attn_cache_new(b, T > M ? T : M, &c) ||
+        attn_seq_new(c, &s) || (M && attn_seq_set_memory(c, s, M, memory)) ||
         attn_forward(b, c, 1, &s, &prompt, x, y)) {
         fprintf(stderr, "aot: setup failed\n");
         return 2;
@@ -34,7 +39,8 @@ int main(void) {
             fprintf(stderr, "aot: decode failed: %s\n", attn_cache_error(c));
             return 2;
         }
-    if (attn_ref_new(w, T, &r, NULL) || attn_ref_forward(r, T, x, want, NULL))
+    if (attn_ref_new(w, T > M ? T : M, &r, NULL) ||
+        (M && attn_ref_set_memory(r, M, memory, NULL)) || attn_ref_forward(r, T, x, want, NULL))
         return 2;
     double num = 0, den = 0;
     for (int64_t i = 0; i < T * D; i++) {
@@ -47,7 +53,7 @@ int main(void) {
     attn_cache_free(c);
     attn_block_free(b);
     attn_weights_free(w);
-    free(x), free(y), free(want);
+    free(x), free(y), free(want), free(memory);
     attn_dtype kv = cfg->kv_dtype;
     double tol = kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
     return num / den <= tol ? 0 : 1;
