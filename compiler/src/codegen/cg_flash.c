@@ -21,6 +21,11 @@
 
 #include "codegen/cg.h"
 
+/* The softmax reference's headroom: a row's m moves to its tile's max +
+ * this, so the next scores that pass it rescale nothing (cg_split.c's
+ * SPLIT_SLACK, the same reason). */
+enum { FLASH_SLACK = 8 };
+
 typedef struct flash {
     const ir_node *n, *q, *k, *v;
     int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
@@ -102,18 +107,18 @@ static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, 
         "");
 }
 
-/* ot[d][row] = ot * alpha + sum_j p[j][row] v[j][d] over the tile's keys;
- * `guarded`: a key of weight 0 adds nothing even if its v is not finite
- * (masked keys of a partial tile, as the reference skips them). */
-static void pv_tile(cg *c, const flash *f, const kv_row *vrow, LLVMValueRef *alpha, bool guarded) {
+/* ot[d][row] += sum_j p[j][row] v[j][d] over the tile's keys (any
+ * rescaling of ot was done before); `guarded`: a key of weight 0 adds
+ * nothing even if its v is not finite (masked keys of a partial tile, as
+ * the reference skips them). */
+static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / f->dc), "dchunk");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, f->dc), "");
     LLVMValueRef acc[64];
     for (int dd = 0; dd < f->dc; dd++)
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
-            acc[dd * f->rv + v] = LLVMBuildFMul(
-                c->b, cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v)), alpha[v], "");
+            acc[dd * f->rv + v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v));
         }
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef p[8], zero[8];
@@ -291,27 +296,66 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     LLVMBuildBr(c->b, softmax);
     LLVMPositionBuilderAtEnd(c->b, softmax);
 
-    /* online softmax: new max, rescale factor, weights, sums */
-    LLVMValueRef alpha[8], ninf = cg_vf32(c, -INFINITY);
+    /* online softmax against a reference m per row that moves only when a
+     * score of the tile passes it, then to the tile's max + FLASH_SLACK (as
+     * the split kernel's, cg_split.c): l and ot are rescaled in a branch
+     * most tiles skip, and p = e^(s - m) <= 1 either way */
+    LLVMTypeRef mask_ty = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)f->lanes);
+    LLVMValueRef ninf = cg_vf32(c, -INFINITY), mold[8], up[8], grow = NULL;
+    for (int v = 0; v < f->rv; v++) {
+        mold[v] = cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes)));
+        for (int j = 0; j < f->bk; j++) {
+            LLVMValueRef s = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v));
+            LLVMValueRef gt = LLVMBuildFCmp(c->b, LLVMRealOGT, s, mold[v], "");
+            up[v] = j ? LLVMBuildOr(c->b, up[v], gt, "") : gt;
+        }
+        LLVMValueRef g = cg_intrinsic(c, "llvm.vector.reduce.or", mask_ty, up[v], NULL);
+        grow = v ? LLVMBuildOr(c->b, grow, g, "") : g;
+    }
+    LLVMBasicBlockRef rescale = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rescale");
+    LLVMBasicBlockRef weights = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "weights");
+    LLVMBuildCondBr(c->b, grow, rescale, weights);
+    LLVMPositionBuilderAtEnd(c->b, rescale);
+    LLVMValueRef alpha[8];
+    for (int v = 0; v < f->rv; v++) {
+        LLVMValueRef top = ninf;
+        for (int j = 0; j < f->bk; j++)
+            top = cg_intrinsic(c, "llvm.maxnum", c->vf, top,
+                               cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v)));
+        LLVMValueRef mnew = LLVMBuildSelect(
+            c->b, up[v], LLVMBuildFAdd(c->b, top, cg_vf32(c, FLASH_SLACK), ""), mold[v], "");
+        /* a row that has seen only masked keys keeps m = -inf: 0 stands in */
+        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, ninf, ""),
+                                            cg_vf32(c, 0), mnew, "");
+        alpha[v] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold[v], muse, ""));
+        LLVMValueRef lp = at_f32(c, f->l, cg_i64(c, (int64_t)v * f->lanes));
+        cg_vstore(c, ATTN_DTYPE_F32,
+                  LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], ""), lp);
+        cg_vstore(c, ATTN_DTYPE_F32, mnew, at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes)));
+    }
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "rescale_d");
+    for (int v = 0; v < f->rv; v++) {
+        LLVMValueRef at = line_ptr(c, f, f->ot, lr.i, v);
+        cg_vstore(c, ATTN_DTYPE_F32,
+                  LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, at), alpha[v], ""), at);
+    }
+    cg_for_end(c, &lr);
+    LLVMBuildBr(c->b, weights);
+    LLVMPositionBuilderAtEnd(c->b, weights);
     for (int v = 0; v < f->rv; v++) {
         LLVMValueRef mp = at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes));
         LLVMValueRef lp = at_f32(c, f->l, cg_i64(c, (int64_t)v * f->lanes));
-        LLVMValueRef mold = cg_vload(c, ATTN_DTYPE_F32, mp), mnew = mold, sv[32];
+        LLVMValueRef m = cg_vload(c, ATTN_DTYPE_F32, mp);
+        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, ninf, ""),
+                                            cg_vf32(c, 0), m, "");
+        LLVMValueRef sum = cg_vload(c, ATTN_DTYPE_F32, lp);
         for (int j = 0; j < f->bk; j++) {
-            sv[j] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v));
-            mnew = cg_intrinsic(c, "llvm.maxnum", c->vf, mnew, sv[j]);
-        }
-        /* a row that has seen only masked keys keeps max -inf: use 0 then */
-        LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, ninf, ""),
-                                            cg_vf32(c, 0), mnew, "");
-        alpha[v] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, mold, muse, ""));
-        LLVMValueRef sum = LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], "");
-        for (int j = 0; j < f->bk; j++) {
-            LLVMValueRef p = cg_exp_nonpos(c, LLVMBuildFSub(c->b, sv[j], muse, ""));
+            LLVMValueRef pj = line_ptr(c, f, f->pb, cg_i64(c, j), v);
+            LLVMValueRef p =
+                cg_exp_nonpos(c, LLVMBuildFSub(c->b, cg_vload(c, ATTN_DTYPE_F32, pj), muse, ""));
             sum = LLVMBuildFAdd(c->b, sum, p, "");
-            cg_vstore(c, ATTN_DTYPE_F32, p, line_ptr(c, f, f->pb, cg_i64(c, j), v));
+            cg_vstore(c, ATTN_DTYPE_F32, p, pj);
         }
-        cg_vstore(c, ATTN_DTYPE_F32, mnew, mp);
         cg_vstore(c, ATTN_DTYPE_F32, sum, lp);
     }
     LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_partial");
@@ -319,10 +363,10 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_done");
     LLVMBuildCondBr(c->b, partial, guarded, plain);
     LLVMPositionBuilderAtEnd(c->b, guarded);
-    pv_tile(c, f, vrow, alpha, true);
+    pv_tile(c, f, vrow, true);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, plain);
-    pv_tile(c, f, vrow, alpha, false);
+    pv_tile(c, f, vrow, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
 }
