@@ -1,7 +1,8 @@
 /* test_cross.c: cross-attention (spec cross_attention). The reference
  * against a case computed by hand; JIT kernels against the reference over
- * a randomized sweep (memory rows 1..300, chunked decoding, f16 and bf16
- * caches, GQA, biases with and without K's, QK-norm, softcap, sinks);
+ * a randomized sweep (memory rows 1..300, chunked decoding, f16, bf16 and
+ * q8_0 caches, bf16 weights, GQA, biases with and without K's, QK-norm,
+ * softcap, sinks);
  * forks sharing a memory; truncation keeping it; every error of
  * attn_seq_set_memory and of a forward without memory, with its message
  * and nothing changed. */
@@ -14,7 +15,7 @@
 #include "attnc.h"
 #include "support.h"
 
-static double tolerance(attn_dtype kv) {
+static double tolerance(attn_dtype kv) { /* test_jit's: f16 and q8_0 2e-3 */
     return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
 }
 
@@ -119,8 +120,13 @@ static attn_config sweep_config(int i, uint64_t *s, int64_t *rows, int64_t *T, i
     if (i % 5 == 2)
         c.softcap = 10 + i;
     c.sinks = i % 6 == 4;
-    static const attn_dtype kvs[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    c.kv_dtype = kvs[i % 3];
+    static const attn_dtype kvs[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16,
+                                     ATTN_DTYPE_Q8_0};
+    c.kv_dtype = kvs[i % 4];
+    if (c.kv_dtype == ATTN_DTYPE_Q8_0 && hd % 32)
+        c.kv_dtype = ATTN_DTYPE_F16;
+    if (i % 5 == 3) /* narrow weights, widened exactly in the kernels */
+        c.dtype = ATTN_DTYPE_BF16;
     static const int64_t blocks[] = {16, 7, 32, 1};
     c.kv_block_tokens = blocks[(i / 2) % 4];
     /* memory rows 1..300: one row, whole tiles, ragged */
