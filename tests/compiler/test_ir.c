@@ -14,30 +14,6 @@
 
 #define GOLDEN ATTNC_SOURCE_DIR "/tests/golden"
 
-static const char *const shipped[] = {
-    "seed",
-    "llama2_7b",
-    "llama3_8b",
-    "mistral_7b",
-    "qwen2_7b",
-    "gemma2_9b",
-    "falcon_7b",
-    "gptj_6b",
-    "qwen3_8b",
-    "gemma3_12b_local",
-    "gemma3_12b_global",
-    "gpt_oss_20b_sliding",
-    "gpt_oss_20b_full",
-    "olmo2_7b",
-    "llama4_scout_local",
-    "llama4_scout_global",
-    "bloom_7b1",
-    "phi3_mini",
-    "whisper_large_v3_cross",
-    "mllama_11b_cross",
-};
-#define N_SHIPPED (sizeof shipped / sizeof shipped[0])
-
 /* Compares text with GOLDEN/dir/name.ir, or writes it when updating. */
 static int check_golden(const char *dir, const char *name, const char *text) {
     char path[1024];
@@ -83,10 +59,12 @@ static const char *ir_of(attnc_ctx *ctx, const char *spec, const char *after,
 static void ir_matches_golden_after_lowering_and_pipeline(void **state) {
     (void)state;
     int bad = 0;
-    for (size_t i = 0; i < N_SHIPPED; i++) {
+    for (size_t i = 0; i < n_shipped_specs; i++) {
         attnc_ctx *ctx = attnc_ctx_new();
-        bad += check_golden("lower", shipped[i], ir_of(ctx, shipped[i], "lower", NULL, 0));
-        bad += check_golden("pipeline", shipped[i], ir_of(ctx, shipped[i], NULL, NULL, 0));
+        bad +=
+            check_golden("lower", shipped_specs[i], ir_of(ctx, shipped_specs[i], "lower", NULL, 0));
+        bad +=
+            check_golden("pipeline", shipped_specs[i], ir_of(ctx, shipped_specs[i], NULL, NULL, 0));
         attnc_ctx_free(ctx);
     }
     assert_int_equal(bad, 0);
@@ -109,11 +87,11 @@ static void ir_matches_golden_after_each_pass(void **state) {
 
 static void ir_stays_valid_with_any_pass_disabled(void **state) {
     (void)state;
-    for (size_t i = 0; i < N_SHIPPED; i++) {
+    for (size_t i = 0; i < n_shipped_specs; i++) {
         for (int p = 0; attnc_pass_name(p); p++) {
             attnc_ctx *ctx = attnc_ctx_new();
             const char *off[] = {attnc_pass_name(p)};
-            const char *text = ir_of(ctx, shipped[i], NULL, off, 1);
+            const char *text = ir_of(ctx, shipped_specs[i], NULL, off, 1);
             assert_non_null(strstr(text, "output"));
             attnc_ctx_free(ctx);
         }
@@ -122,8 +100,8 @@ static void ir_stays_valid_with_any_pass_disabled(void **state) {
         int n = 0;
         for (; attnc_pass_name(n); n++)
             all[n] = attnc_pass_name(n);
-        const char *lowered = ir_of(ctx, shipped[i], "lower", NULL, 0);
-        assert_string_equal(ir_of(ctx, shipped[i], NULL, all, n), lowered);
+        const char *lowered = ir_of(ctx, shipped_specs[i], "lower", NULL, 0);
+        assert_string_equal(ir_of(ctx, shipped_specs[i], NULL, all, n), lowered);
         attnc_ctx_free(ctx);
     }
 }

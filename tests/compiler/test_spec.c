@@ -9,29 +9,6 @@
 #include "attnc.h"
 #include "support.h"
 
-static const char *const shipped[] = {
-    "seed",
-    "llama2_7b",
-    "llama3_8b",
-    "mistral_7b",
-    "qwen2_7b",
-    "gemma2_9b",
-    "falcon_7b",
-    "gptj_6b",
-    "qwen3_8b",
-    "gemma3_12b_local",
-    "gemma3_12b_global",
-    "gpt_oss_20b_sliding",
-    "gpt_oss_20b_full",
-    "olmo2_7b",
-    "llama4_scout_local",
-    "llama4_scout_global",
-    "bloom_7b1",
-    "phi3_mini",
-    "whisper_large_v3_cross",
-    "mllama_11b_cross",
-};
-
 static attnc_status load_str(const char *text, attn_config *c, attnc_ctx **ctx_out) {
     attnc_ctx *ctx = attnc_ctx_new();
     assert_non_null(ctx);
@@ -73,8 +50,8 @@ static attn_config load_shipped(const char *name) {
 
 static void spec_loads_every_shipped_spec(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
-        attn_config c = load_shipped(shipped[i]);
+    for (size_t i = 0; i < n_shipped_specs; i++) {
+        attn_config c = load_shipped(shipped_specs[i]);
         attn_msg m;
         assert_int_equal(attn_config_check(&c, &m), ATTN_OK);
     }
@@ -276,8 +253,8 @@ static void assert_round_trip(const attn_config *c) {
 
 static void spec_normalized_yaml_loads_back_to_the_same_config(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
-        attn_config c = load_shipped(shipped[i]);
+    for (size_t i = 0; i < n_shipped_specs; i++) {
+        attn_config c = load_shipped(shipped_specs[i]);
         assert_round_trip(&c);
     }
     attn_config c = load_ok("name: odd\nheads: 3\nhead_dim: 10\nscale: 0.1\nsoftcap: 0.3\n"

@@ -91,28 +91,6 @@ static double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, in
     return e;
 }
 
-static const char *const shipped[] = {
-    "seed",
-    "llama2_7b",
-    "llama3_8b",
-    "mistral_7b",
-    "qwen2_7b",
-    "gemma2_9b",
-    "falcon_7b",
-    "gptj_6b",
-    "qwen3_8b",
-    "gemma3_12b_local",
-    "gemma3_12b_global",
-    "gpt_oss_20b_sliding",
-    "gpt_oss_20b_full",
-    "olmo2_7b",
-    "llama4_scout_local",
-    "llama4_scout_global",
-    "bloom_7b1",
-    "phi3_mini",
-};
-#define N_SHIPPED (sizeof shipped / sizeof shipped[0])
-
 /* Small configs that combine the features of current models: which 0:
  * YaRN (truncate false), per-head QK-norm times 1 + weight, sinks,
  * chunks of 24, biases; 1: ALiBi, QK-norm over the whole row, sinks,
@@ -150,10 +128,12 @@ static attn_config feature_config(int which) {
 
 static void jit_equals_reference_for_every_shipped_spec(void **state) {
     (void)state;
-    for (size_t i = 0; i < N_SHIPPED; i++) {
-        double e = jit_vs_ref(spec_path(shipped[i]), NULL, 13, 5, 0, i);
+    for (size_t i = 0; i < n_shipped_specs; i++) {
+        if (load(spec_path(shipped_specs[i])).memory_dim > 0)
+            continue; /* cross-attention needs a memory: test_cross, test_aot */
+        double e = jit_vs_ref(spec_path(shipped_specs[i]), NULL, 13, 5, 0, i);
         if (!(e <= 1e-4))
-            fail_msg("%s: relative error %g", shipped[i], e);
+            fail_msg("%s: relative error %g", shipped_specs[i], e);
     }
 }
 

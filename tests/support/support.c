@@ -336,3 +336,27 @@ const char *write_spec(const char *dir, const attn_config *c, const char *name) 
     free(yaml);
     return path;
 }
+
+const char *const shipped_specs[] = {
+    "seed",
+    "llama2_7b",
+    "llama3_8b",
+    "mistral_7b",
+    "qwen2_7b",
+    "gemma2_9b",
+    "falcon_7b",
+    "gptj_6b",
+    "qwen3_8b",
+    "gemma3_12b_local",
+    "gemma3_12b_global",
+    "gpt_oss_20b_sliding",
+    "gpt_oss_20b_full",
+    "olmo2_7b",
+    "llama4_scout_local",
+    "llama4_scout_global",
+    "bloom_7b1",
+    "phi3_mini",
+    "whisper_large_v3_cross",
+    "mllama_11b_cross",
+};
+const size_t n_shipped_specs = sizeof shipped_specs / sizeof shipped_specs[0];

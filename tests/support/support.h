@@ -42,6 +42,10 @@ int cli_fixture_teardown(void **state);
 char *file_text(const char *path);
 void assert_file_has(const char *path, const char *want);
 
+/* The names of the specs in specs/, each once. */
+extern const char *const shipped_specs[];
+extern const size_t n_shipped_specs;
+
 /* specs/name.yaml of the source tree (a static buffer). */
 const char *spec_path(const char *name);
 /* Writes the config c to dir/name as a spec; its path (path_in's). */
