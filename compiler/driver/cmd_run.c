@@ -183,11 +183,12 @@ int cmd_run(int argc, char **argv) {
         rc = runtime_error(st, &m);
         goto done;
     }
-    snprintf(what, sizeof what, "%s: tensor 'memory'", memory_path);
-    if (cross && check_finite &&
-        (st = attn_check_finite(memory, (size_t)(rows * cfg.memory_dim), what, &m))) {
-        rc = runtime_error(st, &m);
-        goto done;
+    if (cross && check_finite) {
+        snprintf(what, sizeof what, "%s: tensor 'memory'", memory_path);
+        if ((st = attn_check_finite(memory, (size_t)(rows * cfg.memory_dim), what, &m))) {
+            rc = runtime_error(st, &m);
+            goto done;
+        }
     }
     if (cross && (rows < 1 || rows > cfg.kv_max_tokens)) {
         fprintf(stderr,

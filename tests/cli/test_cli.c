@@ -402,6 +402,15 @@ static void cli_cross_attention_run(void **state) {
     assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", w, "-o", yc),
                      2);
     assert_stderr_has(f, "memory");
+    /* --check-finite covers the memory too */
+    static float nan_rows[2 * 1280];
+    nan_rows[1300] = NAN;
+    attn_st_tensor t = {"memory", ATTN_DTYPE_F32, 2, {2, 1280}, nan_rows};
+    assert_int_equal(attn_st_write(bad, &t, 1, &m), ATTN_OK);
+    assert_int_equal(ATTNC(f, "run", spec, "--weights", w, "--input", x, "--memory", bad, "-o", yc,
+                           "--check-finite"),
+                     2);
+    assert_stderr_has(f, "tensor 'memory' holds NaN at element 1300");
     assert_int_equal(dir_count(f->dir), 5); /* w, x, y, yc, bad: no temporaries */
 }
 
