@@ -153,7 +153,8 @@ int64_t attn_seq_len(const attn_cache *c, int32_t id) {
     return s ? s->len : -1;
 }
 
-/* Rows the sequence's blocks hold: its tokens' K/V, or its memory's. */
+/* Rows the sequence's blocks hold, which are also the keys before its
+ * new tokens: its tokens' K/V, or (cross-attention) its memory's. */
 static int64_t held(const attn_cache *c, const seq *s) {
     return c->cfg.memory_dim > 0 ? s->mem : s->len;
 }
@@ -365,11 +366,6 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
     }
 }
 
-/* Keys before a sequence's new tokens: its tokens, or its memory rows. */
-static int64_t past(const attn_cache *c, const seq *s) {
-    return c->cfg.memory_dim > 0 ? s->mem : s->len;
-}
-
 /* Scratch bytes[i] of each buffer of a step over total rows: batch
  * buffers for all of them; per-sequence ones for the largest of the n
  * sequences, since sequences take their turns. Returns the sum. */
@@ -385,7 +381,7 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
         bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
         for (int q = 0; q < n && d->per_sequence; q++) {
             int64_t S = n_tokens[q];
-            size_t sz = buf_bytes(d, S, visible_keys(c, past(c, &c->seqs[seqs[q]]), S));
+            size_t sz = buf_bytes(d, S, visible_keys(c, held(c, &c->seqs[seqs[q]]), S));
             bytes[i] = sz > bytes[i] ? sz : bytes[i];
         }
         sum += bytes[i];
@@ -541,7 +537,7 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         seq *s = &c->seqs[seqs[q]];
         c->args[q] = *batch;
         c->args[q].n_tokens = n_tokens[q];
-        c->args[q].n_past = past(c, s);
+        c->args[q].n_past = held(c, s);
         c->args[q].tok0 = row;
         c->args[q].block_table = s->table;
         place(c, s, n_tokens[q], c->pos + row, c->slot + row);
