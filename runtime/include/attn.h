@@ -105,6 +105,9 @@ typedef enum attn_layout {
 
 /* "llama", "gptj", ...; NULL for an out-of-range value. */
 ATTN_API const char *attn_layout_name(attn_layout l);
+/* Whether layout l stores q, k and v in one tensor (neox, falcon, phi3,
+ * bloom): then they share one input and each has a bias or none does. */
+ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 
 /* Limits checked by the spec validator and by attn_config_check; sizes
  * beyond them are rejected up front rather than failing deep inside. */

@@ -49,6 +49,11 @@ const char *attn_layout_name(attn_layout l) {
     return (unsigned)l < ATTN_LAYOUT_COUNT ? names[l] : NULL;
 }
 
+bool attn_layout_fuses_qkv(attn_layout l) {
+    return l == ATTN_LAYOUT_NEOX || l == ATTN_LAYOUT_FALCON || l == ATTN_LAYOUT_PHI3 ||
+           l == ATTN_LAYOUT_BLOOM;
+}
+
 size_t attn_dtype_size(attn_dtype t) {
     return t == ATTN_DTYPE_F32 ? 4 : t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16 ? 2 : 0;
 }
@@ -205,8 +210,7 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                        (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
     if (c->no_k_bias && !c->qkv_bias)
         return rt_fail(m, bad, "no_k_bias (k_bias: false) needs qkv_bias");
-    if (c->no_k_bias && c->weights_layout != ATTN_LAYOUT_LLAMA &&
-        c->weights_layout != ATTN_LAYOUT_GPTJ)
+    if (c->no_k_bias && attn_layout_fuses_qkv(c->weights_layout))
         return rt_fail(m, bad,
                        "weights.layout %s fuses q, k and v with a bias each; k_bias: false "
                        "needs separate projections (llama or gptj)",
@@ -215,14 +219,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
         return rt_fail(m, bad, "cross_attention.memory_dim (%lld) must be in 0..%d",
                        (long long)c->memory_dim, ATTN_MAX_D_MODEL);
     if (c->memory_dim > 0) {
-        const char *no =
-            c->causal                         ? "causal"
-            : c->rope_style != ATTN_ROPE_NONE ? "rope"
-            : c->alibi                        ? "alibi"
-            : c->temp_floor_scale > 0         ? "query_temperature"
-            : c->weights_layout != ATTN_LAYOUT_LLAMA && c->weights_layout != ATTN_LAYOUT_GPTJ
-                ? "a fused weights.layout"
-                : NULL;
+        const char *no = c->causal                                  ? "causal"
+                         : c->rope_style != ATTN_ROPE_NONE          ? "rope"
+                         : c->alibi                                 ? "alibi"
+                         : c->temp_floor_scale > 0                  ? "query_temperature"
+                         : attn_layout_fuses_qkv(c->weights_layout) ? "a fused weights.layout"
+                                                                    : NULL;
         if (no)
             return rt_fail(m, bad, "cross-attention does not go with %s", no);
         if (rt_quant_block_bytes(c->dtype) && c->memory_dim % RT_QK)

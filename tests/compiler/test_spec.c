@@ -159,6 +159,10 @@ static void spec_cross_attention_and_k_bias(void **state) {
     assert_true(c.memory_dim == 80 && !c.causal && c.rope_style == ATTN_ROPE_NONE);
     c = load_ok("name: m\nheads: 4\nhead_dim: 16\ncross_attention:\n  memory_dim: 7\n");
     assert_true(c.memory_dim == 7 && !c.causal);
+    /* off as the parser reads it, in any of its spellings */
+    c = load_ok("name: m\nheads: 4\nhead_dim: 16\ncross_attention: {}\ncausal: False\n"
+                "alibi: FALSE\nchunked_attention: 0\nquery_temperature: none\n");
+    assert_true(c.memory_dim == 64 && !c.causal && !c.alibi);
     c = load_ok("name: m\nheads: 4\nhead_dim: 16\ncross_attention: none\n");
     assert_true(c.memory_dim == 0 && c.causal);
     c = load_ok("name: m\nheads: 4\nhead_dim: 16\nqkv_bias: true\nk_bias: false\n");

@@ -517,39 +517,36 @@ static void check_cross(checker *ck, const ynode *v, attn_config *c) {
                 &c->memory_dim);
 }
 
-/* What cross-attention leaves out: each key given with it is an error at
- * that key. Queries see every memory row: no mask, no positions. */
+/* What cross-attention leaves out: each key given with it and set on (as
+ * parsed into c) is an error at that key. Queries see every memory row:
+ * no mask, no positions. */
 static void check_cross_with(checker *ck, const ynode *const *val, const ynode *const *key,
                              attn_config *c) {
     attnc_loc at = key[SPEC_K_CROSS]->loc;
-    static const struct {
+    const struct {
         int k;
+        bool on;
         const char *why;
     } no[] = {
-        {SPEC_K_CAUSAL, "every query sees every memory row"},
-        {SPEC_K_SLIDING_WINDOW, "every query sees every memory row"},
-        {SPEC_K_CHUNKED, "every query sees every memory row"},
-        {SPEC_K_ROPE, "memory rows have no positions"},
-        {SPEC_K_ALIBI, "memory rows have no positions"},
-        {SPEC_K_QUERY_TEMP, "it is not defined for cross-attention"},
+        {SPEC_K_CAUSAL, c->causal, "every query sees every memory row"},
+        {SPEC_K_SLIDING_WINDOW, c->sliding_window > 0, "every query sees every memory row"},
+        {SPEC_K_CHUNKED, c->chunk > 0, "every query sees every memory row"},
+        {SPEC_K_ROPE, c->rope_style != ATTN_ROPE_NONE, "memory rows have no positions"},
+        {SPEC_K_ALIBI, c->alibi, "memory rows have no positions"},
+        {SPEC_K_QUERY_TEMP, c->temp_floor_scale > 0, "it is not defined for cross-attention"},
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         const ynode *v = val[no[i].k];
-        /* a key set to its off value says nothing */
-        bool off = v && v->kind == YNODE_SCALAR && v->plain &&
-                   (strcmp(v->str, "none") == 0 || strcmp(v->str, "false") == 0 ||
-                    strcmp(v->str, "0") == 0);
         char buf[128], what[160];
         if (v && v->kind == YNODE_SCALAR)
             snprintf(what, sizeof what, "%s: %s", top_keys[no[i].k], found(v, buf, sizeof buf));
         else if (v)
             snprintf(what, sizeof what, "%s", top_keys[no[i].k]);
-        if (v && !off)
+        if (v && no[i].on)
             err(ck, key[no[i].k]->loc, "%s does not go with cross_attention (given at %u:%u): %s",
                 what, at.line, at.col, no[i].why);
     }
-    if (val[SPEC_K_WEIGHTS] && c->weights_layout != ATTN_LAYOUT_LLAMA &&
-        c->weights_layout != ATTN_LAYOUT_GPTJ)
+    if (val[SPEC_K_WEIGHTS] && attn_layout_fuses_qkv(c->weights_layout))
         err(ck, val[SPEC_K_WEIGHTS]->loc,
             "weights.layout: %s fuses q, k and v, but cross_attention projects q from x and K/V "
             "from the memory; use llama or gptj",
@@ -781,7 +778,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             if (kb)
                 err(ck, val[SPEC_K_K_BIAS]->loc,
                     "k_bias: true needs qkv_bias: true (a K bias alone is not supported)");
-            else if (c.weights_layout != ATTN_LAYOUT_LLAMA && c.weights_layout != ATTN_LAYOUT_GPTJ)
+            else if (attn_layout_fuses_qkv(c.weights_layout))
                 err(ck, val[SPEC_K_K_BIAS]->loc,
                     "k_bias: false needs separate q, k and v projections, but weights.layout %s "
                     "fuses them; use llama or gptj",
