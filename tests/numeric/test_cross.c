@@ -15,10 +15,6 @@
 #include "attnc.h"
 #include "support.h"
 
-static double tolerance(attn_dtype kv) { /* test_jit's: f16 and q8_0 2e-3 */
-    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
-}
-
 static attnc_jit *compile_config(const char *dir, const attn_config *c) {
     attnc_jit *jit = NULL;
     char *err = NULL;
@@ -170,7 +166,7 @@ static void jit_equals_reference_over_sweep(void **state) {
         }
         assert_int_equal(attn_seq_len(k.c, sq), T);
         double e = rel_err(y, want, (size_t)(T * c.d_model));
-        if (!(e <= tolerance(c.kv_dtype)))
+        if (!(e <= kv_tolerance(c.kv_dtype)))
             fail_msg("sweep %d (heads %lld/%lld hd %lld d_model %lld memory %lld x %lld rows, "
                      "%lld tokens by %lld, k bias %d, qk_norm %d, softcap %g, sinks %d, kv %s, "
                      "blocks of %lld): relative error %g",
@@ -223,7 +219,7 @@ static void forks_share_and_truncate_keeps_the_memory(void **state) {
     assert_int_equal(attn_ref_set_memory(r, rows, memory, NULL), ATTN_OK);
     /* every token sees the same memory: each output depends on its x only */
     assert_int_equal(attn_ref_forward(r, 8, x, want, NULL), ATTN_OK);
-    assert_true(rel_err(y, want, (size_t)(8 * D)) <= tolerance(c.kv_dtype));
+    assert_true(rel_err(y, want, (size_t)(8 * D)) <= kv_tolerance(c.kv_dtype));
     /* a's memory outlives a; truncating b to 0 keeps it */
     assert_int_equal(attn_seq_free(k.c, a), ATTN_OK);
     assert_int_equal(attn_cache_get_stats(k.c).blocks_used, used);
@@ -232,7 +228,7 @@ static void forks_share_and_truncate_keeps_the_memory(void **state) {
     forward(&k, b, 4, x + 8 * D, y + 8 * D);
     assert_int_equal(attn_ref_truncate(r, 0), ATTN_OK);
     assert_int_equal(attn_ref_forward(r, 4, x + 8 * D, want + 8 * D, NULL), ATTN_OK);
-    assert_true(rel_err(y + 8 * D, want + 8 * D, (size_t)(4 * D)) <= tolerance(c.kv_dtype));
+    assert_true(rel_err(y + 8 * D, want + 8 * D, (size_t)(4 * D)) <= kv_tolerance(c.kv_dtype));
     assert_int_equal(attn_seq_free(k.c, b), ATTN_OK);
     assert_int_equal(attn_cache_get_stats(k.c).blocks_used, 0);
     runner_free(&k);

@@ -14,14 +14,6 @@
 #include "attnc.h"
 #include "support.h"
 
-/* The reference rounds K and V as the kernels do, but from values
- * computed in double, so a rounding step may fall the other way: f16's
- * 2^-11, bf16's 2^-8, q8_0's max|x|/127 of a block of 32 (measured
- * 2.6e-4 on seed; its steps are rarely hit). */
-static double tolerance(attn_dtype kv) {
-    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
-}
-
 static attn_config load(const char *path) {
     attnc_ctx *ctx = attnc_ctx_new();
     attn_config c;
@@ -153,7 +145,7 @@ static void jit_equals_reference_with_each_pass_disabled(void **state) {
     }
     for (int s = 0; s < 7; s++) {
         const char *path = s < 4 ? spec_path(specs[s]) : specs[s];
-        double tol = s < 4 ? 1e-4 : tolerance(feature_config(s - 4).kv_dtype);
+        double tol = s < 4 ? 1e-4 : kv_tolerance(feature_config(s - 4).kv_dtype);
         for (int p = 0; attnc_pass_name(p); p++) {
             const char *off[] = {attnc_pass_name(p)};
             attnc_options o = attnc_options_default();
@@ -268,7 +260,7 @@ static void jit_equals_reference_over_random_sweep(void **state) {
             fail_msg("sweep %d: %s", i, m.text);
         const char *path = write_spec(dir, &c, "sweep.yaml");
         double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i);
-        if (!(e <= tolerance(c.kv_dtype)))
+        if (!(e <= kv_tolerance(c.kv_dtype)))
             fail_msg("sweep %d (heads %lld/%lld hd %lld T %lld chunk %lld rope %d/%d window %lld "
                      "attention chunk %lld qk_norm %d sinks %d alibi %d temperature %lld "
                      "softcap %g causal %d kv %s blocks of %lld weights %s): relative error %g",
@@ -411,7 +403,7 @@ static void decode_steps_equal_one_shot_prefill(void **state) {
                 assert_int_equal(attn_forward(b, ca, 1, &sq, &one_tok, x + t * D, dec + t * D),
                                  ATTN_OK);
             double e = rel_err(dec, one, n), r = rel_err(dec, want, n);
-            if (!(e <= 1e-5) || !(r <= tolerance(c.kv_dtype)))
+            if (!(e <= 1e-5) || !(r <= kv_tolerance(c.kv_dtype)))
                 fail_msg("%s (weights %s, cache %s, decode_split %s): decode vs one-shot %g, vs "
                          "reference %g",
                          cases[i].spec, attn_dtype_name(c.dtype), attn_dtype_name(c.kv_dtype),
@@ -457,7 +449,7 @@ static void split_decode_follows_growing_scores(void **state) {
         run_jit(jit, w, T, x, y, 7, 2);
         run_ref(w, T, x, want);
         double e = rel_err(y, want, n);
-        if (!(e <= tolerance(c.kv_dtype)))
+        if (!(e <= kv_tolerance(c.kv_dtype)))
             fail_msg("cache %s: relative error %g", attn_dtype_name(c.kv_dtype), e);
         attnc_jit_free(jit);
         attn_weights_free(w);
@@ -588,7 +580,7 @@ static void q8_0_fork_on(const char *cpu) {
     run_ref(w, T, xb, wb);
     double ea = rel_err(ya + pre * D, wa + pre * D, (size_t)(steps * D));
     double eb = rel_err(yb + pre * D, wb + pre * D, (size_t)(steps * D));
-    if (!(ea <= tolerance(c.kv_dtype)) || !(eb <= tolerance(c.kv_dtype)))
+    if (!(ea <= kv_tolerance(c.kv_dtype)) || !(eb <= kv_tolerance(c.kv_dtype)))
         fail_msg("forked q8_0 cache, --cpu %s: relative error %g (source) and %g (fork)",
                  cpu ? cpu : "host", ea, eb);
     attn_cache_free(ca);

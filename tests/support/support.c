@@ -360,3 +360,7 @@ const char *const shipped_specs[] = {
     "mllama_11b_cross",
 };
 const size_t n_shipped_specs = sizeof shipped_specs / sizeof shipped_specs[0];
+
+double kv_tolerance(attn_dtype kv) {
+    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
+}

@@ -54,6 +54,13 @@ const char *write_spec(const char *dir, const attn_config *c, const char *name);
 /* A small valid config; callers change fields, then attn_config_check. */
 attn_config config_small(int64_t heads, int64_t kv, int64_t head_dim, int64_t d_model);
 
+/* The relative error kernels may show against the reference with a cache
+ * of dtype kv: the reference rounds K and V as the kernels do, but from
+ * values computed in double, so a rounding step may fall the other way:
+ * f16's 2^-11, bf16's 2^-8, q8_0's max|x|/127 of a block of 32 (measured
+ * 2.6e-4 on seed; its steps are rarely hit). 1e-4 with f32. */
+double kv_tolerance(attn_dtype kv);
+
 /* max |a-b| / max |b| over n values. */
 double rel_err(const float *a, const float *b, size_t n);
 
