@@ -36,8 +36,10 @@ typedef struct cg_target {
     int flash_bks;         /* flash: keys per score pass (a key tile is two) */
     int flash_dc;          /* flash: most head_dim rows per p.v register block */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */
-    int split_q8_accs;     /* split decode, q8_0 K: partial sums of a row block (rows x chains) */
+    int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */
+    bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
+    int gemv_rows;         /* calls of at most this many rows run a linear as a GEMV */
     int probe_accs;        /* roofline's FMA probe: independent accumulators */
     uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */
 } cg_target;
@@ -55,9 +57,9 @@ typedef struct cg_gemm {
     int lanes, nr, mr, kc, mc;
 } cg_gemm;
 
-/* Calls with at most this many new tokens run a linear as a GEMV: every
- * thread streams its panels once, all rows at a time, no x copy, no k
- * blocks (measured switch point: README, "Speed"). */
+/* Calls with at most this many new tokens (the target's gemv_rows) run a
+ * linear as a GEMV: every thread streams its panels once, all rows at a
+ * time, no x copy, no k blocks (measured switch point: docs/design.md). */
 #define CG_GEMV_ROWS 8
 
 ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
@@ -265,6 +267,13 @@ ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, 
 ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
 /* The elements (dtype dt) at the lanes' pointers ptrs (<lanes x ptr>), as f32. */
 ATTNC_HIDDEN LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs);
+/* p itself, through a volatile stack slot: the optimizer cannot tell
+ * loads through it from other memory, so it neither forwards stored
+ * values to them, nor hoists them out of the loop they are in, nor
+ * merges loads of the same element made far apart (which kept values
+ * live across a hot loop and spilled them); they stay loads, folded into
+ * the FMAs where the ISA can. */
+ATTNC_HIDDEN LLVMValueRef cg_opaque_ptr(cg *c, LLVMValueRef p);
 /* Asks for the cache line at p (a read; locality 3: into L1 .. 0: none). */
 ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
 /* a * b + acc, fused where the target has FMA (results depend on the

@@ -95,6 +95,14 @@ LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init) {
     return slot;
 }
 
+LLVMValueRef cg_opaque_ptr(cg *c, LLVMValueRef p) {
+    LLVMValueRef slot = cg_slot(c, c->ptr, NULL);
+    LLVMSetVolatile(LLVMBuildStore(c->b, p, slot), 1);
+    LLVMValueRef q = LLVMBuildLoad2(c->b, c->ptr, slot, "");
+    LLVMSetVolatile(q, 1);
+    return q;
+}
+
 void cg_kernel_end(cg *c) {
     LLVMBuildRetVoid(c->b);
 }

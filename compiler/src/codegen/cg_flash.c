@@ -32,7 +32,7 @@ typedef struct flash {
     int lanes, rv, rows, bk, bks, dc;        /* keys per tile, per score pass */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
-    LLVMValueRef sl, slv[8];       /* ALiBi: the rows' slopes [rows], as vectors */
+    LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
     LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
 } flash;
 
@@ -45,6 +45,22 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
     return at_f32(c, a,
                   LLVMBuildAdd(c->b, LLVMBuildMul(c->b, line, cg_i64(c, f->rows), ""),
                                cg_i64(c, (int64_t)v * f->lanes), ""));
+}
+
+/* Vector v of the rows' positions (i32) or ALiBi slopes, read where it
+ * is used through a pointer the optimizer cannot follow: kept in
+ * registers across the tile, rv of them took registers the score and
+ * p.v loops need (test_spills). */
+static LLVMValueRef row_pos(cg *c, const flash *f, int v) {
+    LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, f->pos), cg_i64(c, (int64_t)v * f->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "posv");
+    LLVMSetAlignment(x, 4);
+    return x;
+}
+
+static LLVMValueRef row_slope(cg *c, const flash *f, int v) {
+    return cg_vload(c, ATTN_DTYPE_F32,
+                    at_f32(c, cg_opaque_ptr(c, f->sl), cg_i64(c, (int64_t)v * f->lanes)));
 }
 
 /* A head's K or V row of one key: its element 0 at p; with a q8_0 cache
@@ -112,30 +128,39 @@ static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, 
  * nothing even if its v is not finite (masked keys of a partial tile, as
  * the reference skips them). */
 static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / f->dc), "dchunk");
-    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, f->dc), "");
-    LLVMValueRef acc[64];
-    for (int dd = 0; dd < f->dc; dd++)
+    /* guarded, each row vector's p and its mask are live too, and a sum
+     * before its select: fewer dims at once where they do not fit (AVX2
+     * spilled a third of its sums; AVX-512's masks are mask registers) */
+    int dc = f->dc;
+    while (guarded && dc > 1 && dc * f->rv + 2 * f->rv + 2 > c->target.regs)
+        dc /= 2;
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / dc), "dchunk");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, dc), "");
+    /* p through a pointer made in each trip: else the bk x rv vectors of
+     * p (the same in every trip) were hoisted out of the loop, spilled
+     * and reloaded (with their masks, when guarded) */
+    LLVMValueRef pb = cg_opaque_ptr(c, f->pb), acc[64];
+    for (int dd = 0; dd < dc; dd++)
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
             acc[dd * f->rv + v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v));
         }
     for (int j = 0; j < f->bk; j++) {
-        LLVMValueRef p[8], zero[8];
+        LLVMValueRef p[8], adds[8];
         for (int v = 0; v < f->rv; v++) {
-            p[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->pb, cg_i64(c, j), v));
-            if (guarded)
-                zero[v] = LLVMBuildFCmp(c->b, LLVMRealOEQ, p[v], cg_vf32(c, 0), "");
+            p[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, pb, cg_i64(c, j), v));
+            if (guarded) /* p != 0 (or NaN): the lanes that add */
+                adds[v] = LLVMBuildFCmp(c->b, LLVMRealUNE, p[v], cg_vf32(c, 0), "");
         }
-        for (int dd = 0; dd < f->dc; dd++) {
+        for (int dd = 0; dd < dc; dd++) {
             LLVMValueRef vb = bcast(c, f->v, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""));
             for (int v = 0; v < f->rv; v++) {
                 LLVMValueRef *a = &acc[dd * f->rv + v], sum = cg_fma(c, p[v], vb, *a);
-                *a = guarded ? LLVMBuildSelect(c->b, zero[v], *a, sum, "") : sum;
+                *a = guarded ? LLVMBuildSelect(c->b, adds[v], sum, *a, "") : sum;
             }
         }
     }
-    for (int dd = 0; dd < f->dc; dd++)
+    for (int dd = 0; dd < dc; dd++)
         for (int v = 0; v < f->rv; v++)
             LLVMBuildStore(c->b, acc[dd * f->rv + v],
                            line_ptr(c, f, f->ot, LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), v));
@@ -143,10 +168,9 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
 }
 
 /* Scores of keys krow[0..bks) for all rows, summed over d in registers,
- * softcapped and, with ALiBi, biased (the keys are key0 + j0 + j, the rows
- * at positions posv), stored to pb[j0 + j][row]. */
-static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueRef key0,
-                   const LLVMValueRef *posv) {
+ * softcapped and, with ALiBi, biased (the keys are key0 + j0 + j), stored
+ * to pb[j0 + j][row]. */
+static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueRef key0) {
     int na = f->bks * f->rv;
     LLVMValueRef init[64], next[64], qv[8];
     for (int i = 0; i < na; i++)
@@ -169,7 +193,7 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef x = cg_softcap(c, f->n, next[j * f->rv + v]);
             if (keyv)
-                x = cg_alibi_add(c, x, f->slv[v], keyv, posv[v]);
+                x = cg_alibi_add(c, x, row_slope(c, f, v), keyv, row_pos(c, f, v));
             cg_vstore(c, ATTN_DTYPE_F32, x, line_ptr(c, f, f->pb, cg_i64(c, j0 + j), v));
         }
     }
@@ -177,8 +201,10 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
 
 /* -inf for the (key, row) pairs of the tile that are hidden: keys past
  * jend, and with a causal mask keys after the row (or before its window). */
-static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend,
-                      LLVMValueRef *posv) {
+static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend) {
+    LLVMValueRef posv[8];
+    for (int v = 0; v < f->rv; v++)
+        posv[v] = row_pos(c, f, v);
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef key = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
         LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
@@ -270,9 +296,9 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     }
 }
 
-/* One tile of bk keys j0.. (below jend) for rows at positions posv. */
+/* One tile of bk keys j0.. (below jend). */
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
-                     LLVMValueRef *posv, LLVMValueRef partial) {
+                     LLVMValueRef partial) {
     kv_row krow[32], vrow[32];
     for (int j = 0; j < f->bk; j++) {
         /* keys past jend read the last key (masked below) */
@@ -286,13 +312,20 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     if (f->kf) /* a narrow cache: the tile widened once, for all rows of the item */
         widen_tile(c, f, krow, vrow);
     for (int j = 0; j < f->bk; j += f->bks)
-        scores(c, f, krow + j, j, j0, posv);
+        scores(c, f, krow + j, j, j0);
+    /* the scores read back through a pointer the optimizer cannot follow:
+     * else it forwarded the first passes' stored scores to the softmax,
+     * kept them in registers across the next pass's loop and spilled
+     * there (test_spills) */
+    flash after = *f;
+    after.pb = cg_opaque_ptr(c, f->pb);
+    f = &after;
     /* only tiles on the diagonal (or the window's edge) are masked */
     LLVMBasicBlockRef masked = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "mask");
     LLVMBasicBlockRef softmax = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "softmax");
     LLVMBuildCondBr(c->b, partial, masked, softmax);
     LLVMPositionBuilderAtEnd(c->b, masked);
-    mask_tile(c, f, j0, jend, posv);
+    mask_tile(c, f, j0, jend);
     LLVMBuildBr(c->b, softmax);
     LLVMPositionBuilderAtEnd(c->b, softmax);
 
@@ -399,8 +432,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.m = cg_slot(c, rowt, NULL);
     f.l = cg_slot(c, rowt, NULL);
     f.sl = cg_slot(c, rowt, NULL);
-    LLVMValueRef slots[6] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl};
-    for (int i = 0; i < 6; i++)
+    f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+    LLVMValueRef slots[7] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl, f.pos};
+    for (int i = 0; i < 7; i++)
         LLVMSetAlignment(slots[i], 64);
     attn_dtype kvdt = c->plan->view[f.k->id].dt;
     if (kvdt != ATTN_DTYPE_F32 && cg_cache_which(c, f.k) == 0 && cg_cache_which(c, f.v) == 1 &&
@@ -481,18 +515,16 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     if (n->alibi)
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f.sl, lr.i));
     cg_for_end(c, &lr);
-    for (int v = 0; n->alibi && v < f.rv; v++)
-        f.slv[v] = cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f.sl, cg_i64(c, (int64_t)v * f.lanes)));
-
     /* positions of the rows (token-major) and the keys any of them sees */
-    LLVMValueRef posv[8]; /* i32: positions stay below ATTN_MAX_TOKENS */
-    for (int v = 0; v < f.rv; v++) {
+    for (int v = 0; v < f.rv; v++) { /* i32: positions stay below ATTN_MAX_TOKENS */
         LLVMValueRef e[64];
         for (int l = 0; l < f.lanes; l++)
             e[l] = LLVMConstInt(c->i32, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
-        posv[v] = LLVMBuildAdd(
+        LLVMValueRef posv = LLVMBuildAdd(
             c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
             LLVMConstVector(e, (unsigned)f.lanes), "posv");
+        LLVMValueRef at = cg_gep(c, c->i32, f.pos, cg_i64(c, (int64_t)v * f.lanes));
+        LLVMSetAlignment(LLVMBuildStore(c->b, posv, at), 4);
     }
     LLVMValueRef ns =
         cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
@@ -513,7 +545,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f.bk - 1), "");
     /* some key of the tile is hidden from some row: guard p.v */
     LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, jend, pmin, pmax);
-    key_tile(c, &f, kvh, j0, jend, posv, partial);
+    key_tile(c, &f, kvh, j0, jend, partial);
     cg_for_end(c, &lt);
 
     /* out[d, head, tok] = ot[d][r] / l[r] */

@@ -718,11 +718,12 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     for (int i = 0; i < n_sizes; i++)
         fns[i] = micro(c, &gc, sizes[i], name, false, 1);
     LLVMValueRef gemv[CG_GEMV_ROWS], gemv2[2] = {NULL, NULL};
+    int gemv_rows = c->target.gemv_rows < CG_GEMV_ROWS ? c->target.gemv_rows : CG_GEMV_ROWS;
     /* bf16 weights too: widened exactly, as in the GEMM (a GEMV of
      * vdpbf16ps on (k, k+1) pairs of a column, x split into bf16 hi + lo,
      * was inexact and slower: the llama3_8b decode block read at 47-77% of
      * the read bandwidth where this reads at 81-92%, at 43-53 GB/s) */
-    for (int r = 1; r <= CG_GEMV_ROWS; r++)
+    for (int r = 1; r <= gemv_rows; r++)
         gemv[r - 1] = micro(c, &gc, r, name, true, 1);
     /* a GEMV of 1 or 2 rows takes panels two at a time, in every dtype:
      * one panel's FMA chains alone wait on their latency (llama3_8b
@@ -746,8 +747,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     /* few rows: a GEMV, each thread streaming its panels once for all rows */
     LLVMBasicBlockRef gemm_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemm");
     LLVMBasicBlockRef done_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv_done");
-    LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, CG_GEMV_ROWS);
-    for (int r = 1; r <= CG_GEMV_ROWS; r++) {
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, (unsigned)gemv_rows);
+    for (int r = 1; r <= gemv_rows; r++) {
         LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
         LLVMAddCase(sw, cg_i64(c, r), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);

@@ -63,12 +63,23 @@ cg_target cg_target_for(int lanes, int regs) {
         /* split decode: half the registers hold p.v sums, the rest its
          * V vectors and broadcasts */
         .split_pv_regs = regs / 2,
-        /* split decode, q8_0 K: a row block's score partials of a block
-         * of 32 d's (rows x chains); their totals, K and its d besides */
-        .split_q8_accs = wide ? 16 : 8,
+        /* split decode: a row block's score partials (rows x chains;
+         * q8_0 K: of a block of 32 d's); K, q's broadcasts (and q8_0's
+         * totals and d) besides: AVX2 with 16 of them spilled a third of
+         * them in every trip (test_spills) */
+        .split_accs = wide ? 16 : 8,
+        /* only AVX-512 (16 lanes) folds a broadcast load into an FMA;
+         * AVX2 and NEON load it into a register first, which is better
+         * loaded once and used for every vector it multiplies */
+        .fma_bcast = lanes >= 16,
         /* GEMM: mr rows x 2 vectors of sums, two panel vectors and a
          * broadcast */
         .gemm_mr = (regs - 4) / 2,
+        /* GEMV rows (2 sums each, 2 panel vectors, a broadcast): AVX2's
+         * 7 rows spill 2 of their sums and still beat the GEMM (llama3_8b
+         * block, 7 tokens: 6.9 against 10.8 ms), its 8 do not (12.2
+         * against 10.5 ms; x86-64-v3 code on an AVX-512 Xeon) */
+        .gemv_rows = wide ? 8 : 7,
         /* the FMA probe: enough independent chains to cover the latency */
         .probe_accs = regs - 8 > 4 ? regs - 8 : 4,
     };

@@ -190,19 +190,6 @@ static void ahead_step(cg *c, const ahead *a, LLVMValueRef kvh, int64_t it, int6
     }
 }
 
-/* p itself, through a volatile slot: the optimizer cannot tell loads
- * through it from other memory, so it neither forwards stored values to
- * them nor merges loads of the same element made far apart (which kept
- * all of q, or rows x lanes splats of p, live across a tile and spilled
- * them); they stay loads folded into the FMAs. */
-static LLVMValueRef opaque_ptr(cg *c, LLVMValueRef p) {
-    LLVMValueRef slot = cg_slot(c, c->ptr, NULL);
-    LLVMSetVolatile(LLVMBuildStore(c->b, p, slot), 1);
-    LLVMValueRef q = LLVMBuildLoad2(c->b, c->ptr, slot, "");
-    LLVMSetVolatile(q, 1);
-    return q;
-}
-
 /* One pass of pv_block: head_dim vectors [v0, v0 + nvp) for the
  * block's rows. v0 >= 0: a pass of known vectors, issuing the tile's
  * prefetches due by load *it when av is not NULL; v0 < 0: whole vectors
@@ -220,12 +207,16 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     for (int i = 0; i < s->rb; i++)
         for (int64_t v = 0; v < nvp; v++)
             acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], at[v]));
+    /* each row's p[j] in a register for the pass's vectors, unless the
+     * FMA takes it from memory (below) */
+    bool hold = !pd && (guarded || !c->target.fma_bcast);
     for (int j = 0; j < L; j++) {
         LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
-        for (int i = 0; guarded && i < s->rb; i++) {
+        for (int i = 0; (hold || guarded) && i < s->rb; i++) {
             pj[i] = cg_splat(
                 c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
-            zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
+            if (guarded)
+                zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
         }
         for (int64_t v = 0; v < nvp; v++) {
             if (av)
@@ -240,11 +231,11 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                               LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
                                            cg_i64(c, SPLIT_ROWS * L), ""));
             for (int i = 0; i < s->rb; i++) {
-                /* unguarded, p[j] is loaded for each FMA, volatile so
-                 * the loads are not merged: each is the FMA's
-                 * broadcast operand (measured 3% faster than one
+                /* else p[j] is loaded for each FMA, volatile so the
+                 * loads are not merged: each is the FMA's broadcast
+                 * operand (AVX-512: measured 3% faster than one
                  * broadcast register per row and key) */
-                LLVMValueRef p = guarded && !pd ? pj[i] : NULL;
+                LLVMValueRef p = hold ? pj[i] : NULL;
                 if (!p) {
                     p = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wrow, cg_i64(c, i * L + j)),
                                        "");
@@ -275,9 +266,9 @@ static void pv_block(cg *c, const split *s, LLVMValueRef const *orow, const LLVM
                      bool guarded) {
     int L = s->lanes;
     int64_t it = 0, v0 = 0;
-    ps = opaque_ptr(c, ps);
+    ps = cg_opaque_ptr(c, ps);
     if (pd)
-        pd = opaque_ptr(c, pd);
+        pd = cg_opaque_ptr(c, pd);
     if (guarded) {
         ahead_step(c, av, kvh, 0, 1);
         av = NULL;
@@ -438,7 +429,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
         kt = cg_addr(c, s->k, ki);
         /* the next tile's K through an opaque pointer too: else the line
          * addresses are hoisted out of the loop, kept live and spilled */
-        kpf = opaque_ptr(c, cg_addr(c, s->k, kn));
+        kpf = cg_opaque_ptr(c, cg_addr(c, s->k, kn));
     } else {
         kptrs = LLVMGetUndef(LLVMVectorType(c->ptr, (unsigned)L));
         for (int j = 0; j < L; j++)
@@ -446,12 +437,13 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                                            LLVMConstInt(c->i32, (unsigned)j, false), "");
     }
     bool q8 = s->kdt == ATTN_DTYPE_Q8_0;
-    int most = q8 ? c->target.split_q8_accs : SPLIT_CHAINS;
+    int most = c->target.split_accs < SPLIT_CHAINS ? c->target.split_accs : SPLIT_CHAINS;
     int chains = most / s->rb < s->hd ? most / s->rb : (int)s->hd;
     chains = chains < 1 ? 1 : chains;
     int64_t es = (int64_t)cg_elem_bytes(s->kdt);
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
-    LLVMValueRef qb = opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL, tot[SPLIT_ROWS];
+    LLVMValueRef qb = cg_opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL,
+                 tot[SPLIT_ROWS];
     if (q8)
         kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
     score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, tot, chains, line_d};
