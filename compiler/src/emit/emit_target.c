@@ -73,6 +73,11 @@ attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
                                : (host_features = LLVMGetHostCPUFeatures());
     *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
+    /* assembly with LLVM's comments (loop nests, spills and reloads):
+     * what a reader of --emit asm and test_spills look for; objects are
+     * the same either way */
+    if (*out)
+        LLVMSetTargetMachineAsmVerbosity(*out, 1);
     if (!*out) {
         diag_error(ctx, ATTNC_E_LLVM, (attnc_loc){0}, "cannot create a target machine for %s", cpu);
         st = ATTNC_E_LLVM;
