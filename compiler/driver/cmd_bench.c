@@ -32,7 +32,7 @@ static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
     "                   [--dtype D] [--kv-dtype D] [--cpu NAME] [--disable-pass P]...\n"
-    "                   [--no-cache] [--memory N]\n"
+    "                   [--no-cache] [--memory N] [--shard I/N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -56,6 +56,8 @@ static const char bench_usage[] =
     "                   the timed calls (its time is printed, not counted);\n"
     "                   prefill is --seq tokens against them, decode one token\n"
     "  --dtype D        weights f32, f16, bf16, q8_0 or q4_0 instead of the spec's dtype\n"
+    "  --shard I/N      shard I of N of the heads (attnc compile --help): times what\n"
+    "                   one tensor-parallel rank computes, its partial output\n"
     "  --kv-dtype D     K/V cache f32, f16, bf16 or q8_0 instead of the spec's kv_cache.dtype\n"
     "  --cpu NAME       compile kernels and roofline probes for CPU NAME instead of\n"
     "                   this one's (e.g. x86-64-v3: the AVX2 code, 16 registers, on\n"
@@ -67,7 +69,8 @@ static const char bench_usage[] =
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
-    "                   compile's wall clock) and compile_cache (off, miss or hit)\n"
+    "                   compile's wall clock) and compile_cache (off, miss or hit);\n"
+    "                   with --shard, shard (\"I/N\")\n"
     "\n"
     "Useful work counted (S new tokens, T = P + S keys, H heads, hd head_dim,\n"
     "D d_model, kv = kv_groups * hd; cross-attention: every query sees the N\n"
@@ -318,9 +321,10 @@ typedef struct bench {
     const char *disabled[40];
     int n_disabled;
     bool no_cache;
-    const char *cpu; /* NULL: this CPU */
-    int64_t memory;  /* cross-attention: memory rows (0: self-attention) */
-    float *mem;      /* [memory, memory_dim] */
+    const char *cpu;     /* NULL: this CPU */
+    int64_t memory;      /* cross-attention: memory rows (0: self-attention) */
+    float *mem;          /* [memory, memory_dim] */
+    attnc_options shard; /* its shard_index and shard_count (0 of 0: whole) */
 } bench;
 
 /* The useful work of one timed call (see the usage text). */
@@ -410,6 +414,7 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     o.n_disabled_passes = n;
     o.no_cache = b->no_cache;
     o.cpu = b->cpu;
+    o.shard_index = b->shard.shard_index, o.shard_count = b->shard.shard_count;
     char *msg = NULL;
     attnc_status cst = attnc_jit_compile_file(b->compiled, &o, &r->jit, &msg);
     if (cst != ATTNC_OK)
@@ -605,6 +610,12 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
         cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "memory", (double)b->memory);
+        if (b->cfg.shard_count > 1) {
+            char sh[64];
+            snprintf(sh, sizeof sh, "%lld/%lld", (long long)b->cfg.shard_index,
+                     (long long)b->cfg.shard_count);
+            cJSON_AddStringToObject(o, "shard", sh);
+        }
         cJSON_AddNumberToObject(o, "threads", b->threads);
         cJSON_AddStringToObject(o, "variant", variant);
         cJSON_AddNumberToObject(o, "ms_median", t.median * 1e3);
@@ -669,6 +680,7 @@ int cmd_bench(int argc, char **argv) {
     const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
     const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
     const char *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL, *memory_s = NULL;
+    const char *shard_s = NULL;
     bench b = {0};
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -686,6 +698,7 @@ int cmd_bench(int argc, char **argv) {
         {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {"--memory", NULL, true, &memory_s, NULL, 0},
+        {"--shard", NULL, true, &shard_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -719,7 +732,8 @@ int cmd_bench(int argc, char **argv) {
     if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &dtype)) ||
         (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, true, &kv_dtype)))
         return EXIT_USAGE;
-    if (!check_pass_names("bench", b.disabled, b.n_disabled))
+    if (!check_pass_names("bench", b.disabled, b.n_disabled) ||
+        (shard_s && !parse_shard("bench", shard_s, &b.shard)))
         return EXIT_USAGE;
     b.spec = pos[0];
     b.no_cache = no_cache != NULL;
@@ -760,6 +774,12 @@ int cmd_bench(int argc, char **argv) {
         return EXIT_INPUT;
     }
     attn_msg m = {{0}};
+    attn_config whole = b.cfg; /* the spec copy below is the whole block's */
+    if (b.shard.shard_count > 0 && attn_config_shard(&whole, b.shard.shard_index,
+                                                     b.shard.shard_count, &b.cfg, &m) != ATTN_OK) {
+        fprintf(stderr, "attnc: error: %s: --shard %s: %s\n", b.spec, shard_s, m.text);
+        return EXIT_INPUT;
+    }
     attn_status st = attn_weights_random(&b.cfg, 1, &b.w, &m);
     if (st)
         return runtime_error(st, &m);
@@ -769,7 +789,7 @@ int cmd_bench(int argc, char **argv) {
     }
     char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml"; /* the spec with the dtypes asked for */
     b.compiled = b.spec;
-    if (other_dtypes && (rc = write_spec_copy(&b.cfg, tmp)) != EXIT_OK) {
+    if (other_dtypes && (rc = write_spec_copy(&whole, tmp)) != EXIT_OK) {
         attn_weights_free(b.w);
         return rc;
     }

@@ -9,7 +9,7 @@
 static const char compile_usage[] =
     "usage: attnc compile SPEC -o FILE [--header FILE.h] [--emit obj|asm|llvm]\n"
     "                     [--target TRIPLE] [--cpu NAME] [--features LIST]\n"
-    "                     [--disable-pass NAME]... [--no-cache]\n"
+    "                     [--disable-pass NAME]... [--no-cache] [--shard I/N]\n"
     "\n"
     "Compiles SPEC ahead of time. The object defines\n"
     "  const attn_kernels *NAME_kernels(void);\n"
@@ -25,7 +25,11 @@ static const char compile_usage[] =
     "                    target's generic CPU with --target)\n"
     "  --features LIST   LLVM feature string, e.g. +avx2,+fma\n"
     "  --disable-pass P  skip a graph pass (repeatable)\n"
-    "  --no-cache        neither read nor write the kernel cache (attnc cache --help)\n";
+    "  --no-cache        neither read nor write the kernel cache (attnc cache --help)\n"
+    "  --shard I/N       shard I of N of the heads (tensor parallelism): the K/V\n"
+    "                    groups [I*G/N, (I+1)*G/N) and their query heads; the\n"
+    "                    forward gives a partial output, summing to the whole\n"
+    "                    block's over the N shards (G must be a multiple of N)\n";
 
 #if defined(__x86_64__)
 #define PORTABLE_HINT "--cpu x86-64-v3 runs on any AVX2 machine"
@@ -35,7 +39,7 @@ static const char compile_usage[] =
 
 int cmd_compile(int argc, char **argv) {
     const char *help = NULL, *output = NULL, *header = NULL, *emit = "obj";
-    const char *disabled[32], *pos[1], *no_cache = NULL;
+    const char *disabled[32], *pos[1], *no_cache = NULL, *shard = NULL;
     int n_disabled = 0, n_pos;
     attnc_options o = attnc_options_default();
     const opt opts[] = {
@@ -48,6 +52,7 @@ int cmd_compile(int argc, char **argv) {
         {"--features", NULL, true, &o.features, NULL, 0},
         {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
+        {"--shard", NULL, true, &shard, NULL, 0},
         {0},
     };
     if (!parse_opts("compile", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -65,7 +70,8 @@ int cmd_compile(int argc, char **argv) {
             kind = i;
     if (kind < 0)
         return usage_error("compile", "--emit expects obj, asm or llvm, found '%s'", emit);
-    if (!check_pass_names("compile", disabled, n_disabled))
+    if (!check_pass_names("compile", disabled, n_disabled) ||
+        (shard && !parse_shard("compile", shard, &o)))
         return EXIT_USAGE;
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;

@@ -14,7 +14,7 @@ static const char run_usage[] =
     "                 [--engine jit|reference] [--chunk N] [--prefix P | --layer N]\n"
     "                 [--threads N]\n"
     "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
-    "                 [--check-finite] [--no-cache] [-v]\n"
+    "                 [--check-finite] [--no-cache] [--shard I/N] [-v]\n"
     "\n"
     "Runs the attention block of SPEC on the tensor 'x' [tokens, d_model] of X\n"
     "(F32, F16 or BF16) and writes 'y' [tokens, d_model] F32 to Y.\n"
@@ -48,6 +48,10 @@ static const char run_usage[] =
     "  --check-finite      reject weights or inputs holding NaN or infinity (exit 2);\n"
     "                      without it they are used as they are and propagate\n"
     "  --no-cache          neither read nor write the kernel cache (attnc cache --help)\n"
+    "  --shard I/N         run shard I of N of the heads (attnc compile --help): W is\n"
+    "                      the whole block's checkpoint, of which the shard keeps its\n"
+    "                      slices; y is its partial output (the N shards' y sum to\n"
+    "                      the whole block's)\n"
     "  -v                  print the compile time of each stage (and whether the\n"
     "                      kernel cache held the kernels)\n";
 
@@ -80,7 +84,7 @@ int cmd_run(int argc, char **argv) {
     const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
     const char *check_finite = NULL, *no_cache = NULL;
     const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
-    const char *layer_s = NULL, *memory_path = NULL;
+    const char *layer_s = NULL, *memory_path = NULL, *shard = NULL;
     const char *disabled[32], *pos[1];
     int n_disabled = 0, n_pos;
     attnc_options o = attnc_options_default();
@@ -102,6 +106,7 @@ int cmd_run(int argc, char **argv) {
         {"--verbose", "-v", false, &verbose, NULL, 0},
         {"--check-finite", NULL, false, &check_finite, NULL, 0},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
+        {"--shard", NULL, true, &shard, NULL, 0},
         {0},
     };
     if (!parse_opts("run", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -124,14 +129,14 @@ int cmd_run(int argc, char **argv) {
         (chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
         (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &threads)))
         return EXIT_USAGE;
-    if (!check_pass_names("run", disabled, n_disabled))
+    if (!check_pass_names("run", disabled, n_disabled) || (shard && !parse_shard("run", shard, &o)))
         return EXIT_USAGE;
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;
     o.no_cache = no_cache != NULL;
 
     attn_config cfg;
-    int rc = load_spec(pos[0], &cfg);
+    int rc = load_spec_shard(pos[0], &o, &cfg);
     if (rc != EXIT_OK)
         return rc;
 

@@ -101,6 +101,22 @@ bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, 
     return true;
 }
 
+bool parse_shard(const char *cmd, const char *text, attnc_options *o) {
+    char *end, *slash = text ? strchr(text, '/') : NULL;
+    errno = 0;
+    long long i = slash ? strtoll(text, &end, 10) : -1;
+    bool ok = slash && end == slash && slash != text;
+    long long n = ok ? strtoll(slash + 1, &end, 10) : 0;
+    ok = ok && slash[1] && !*end && !errno && n >= 1 && n <= ATTN_MAX_HEADS && i >= 0 && i < n;
+    if (!ok) {
+        usage_error(cmd, "--shard expects I/N with 1 <= N <= %d and 0 <= I < N, found '%s'",
+                    ATTN_MAX_HEADS, text ? text : "");
+        return false;
+    }
+    o->shard_index = i, o->shard_count = n;
+    return true;
+}
+
 bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks,
                  attn_dtype *out) {
     for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
@@ -144,6 +160,20 @@ int load_spec(const char *path, attn_config *cfg) {
     int rc = print_diags(ctx, attnc_spec_load_file(ctx, path, cfg));
     attnc_ctx_free(ctx);
     return rc;
+}
+
+int load_spec_shard(const char *path, const attnc_options *o, attn_config *cfg) {
+    int rc = load_spec(path, cfg);
+    if (rc != EXIT_OK || o->shard_count <= 0)
+        return rc;
+    attn_msg m;
+    attn_config whole = *cfg;
+    if (attn_config_shard(&whole, o->shard_index, o->shard_count, cfg, &m) != ATTN_OK) {
+        fprintf(stderr, "attnc: error: %s: --shard %lld/%lld: %s\n", path,
+                (long long)o->shard_index, (long long)o->shard_count, m.text);
+        return EXIT_INPUT;
+    }
+    return EXIT_OK;
 }
 
 int runtime_error(attn_status st, const attn_msg *msg) {

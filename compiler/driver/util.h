@@ -31,6 +31,9 @@ bool parse_int(const char *cmd, const char *name, const char *text, int64_t lo, 
                int64_t *out);
 /* A dtype's name; the block formats (q8_0, q4_0) only where blocks is
  * set (weights; activations and caches are f32, f16 or bf16). */
+/* --shard I/N into o's shard_index and shard_count (usage error when not
+ * 0 <= I < N). */
+bool parse_shard(const char *cmd, const char *text, attnc_options *o);
 bool parse_dtype(const char *cmd, const char *name, const char *text, bool blocks, attn_dtype *out);
 
 /* Prints ctx's diagnostics; the exit code for st (0, 2 for bad input, 3
@@ -40,6 +43,9 @@ int print_diags(const attnc_ctx *ctx, attnc_status st);
 /* Loads and validates a spec, printing every diagnostic; EXIT_OK or an
  * exit code. */
 int load_spec(const char *path, attn_config *cfg);
+/* load_spec, then shard o->shard_index of o->shard_count when o asks for
+ * one (exit 2 with the reason when the spec cannot be sharded so). */
+int load_spec_shard(const char *path, const attnc_options *o, attn_config *cfg);
 
 /* Prints (and frees) the message of a failed compile (JIT or object); the exit code
  * for st: 2 for a bad spec or file, 3 otherwise. */

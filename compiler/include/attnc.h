@@ -112,6 +112,10 @@ typedef struct attnc_options {
     const char *cache_dir;
     int no_cache;
     int threads; /* threads compiling kernels at once; 0 = one per CPU */
+    /* Compile shard shard_index of shard_count of the spec's heads (tensor
+     * parallelism: attn_config_shard) instead of the whole block; 0 of 0:
+     * the whole block. */
+    int64_t shard_index, shard_count;
 } attnc_options;
 
 ATTNC_API attnc_options attnc_options_default(void);

@@ -27,6 +27,21 @@ double compile_now_ms(void) {
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
+attnc_status compile_load_spec(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
+                               attn_config *cfg, spec_locs *locs) {
+    attnc_status st = spec_load_file(ctx, spec_path, cfg, locs);
+    if (st != ATTNC_OK || !opt || opt->shard_count <= 0)
+        return st;
+    attn_msg why;
+    attn_config whole = *cfg;
+    if (attn_config_shard(&whole, opt->shard_index, opt->shard_count, cfg, &why) != ATTN_OK) {
+        diag_error(ctx, ATTNC_E_SPEC, (attnc_loc){spec_path, 0, 0}, "--shard %lld/%lld: %s",
+                   (long long)opt->shard_index, (long long)opt->shard_count, why.text);
+        return ATTNC_E_SPEC;
+    }
+    return ATTNC_OK;
+}
+
 attnc_status compile_graph_of(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                               const attnc_options *opt, const char *after, ir_graph **out,
                               attnc_timings *t) {
@@ -61,7 +76,7 @@ attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path, const attnc_op
     attn_config cfg;
     spec_locs locs;
     double t0 = compile_now_ms();
-    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    attnc_status st = compile_load_spec(ctx, spec_path, opt, &cfg, &locs);
     if (t)
         t->spec_ms = compile_now_ms() - t0;
     return st == ATTNC_OK ? compile_graph_of(ctx, &cfg, &locs, opt, after, out, t) : st;

@@ -15,6 +15,11 @@ ATTNC_HIDDEN attnc_status compile_graph(attnc_ctx *ctx, const char *spec_path,
 ATTNC_HIDDEN attnc_status compile_graph_of(attnc_ctx *ctx, const attn_config *cfg,
                                            const spec_locs *locs, const attnc_options *opt,
                                            const char *after, ir_graph **out, attnc_timings *t);
+/* Loads the spec at spec_path as opt asks: its config, or (opt's
+ * shard_count > 0) that of shard shard_index of it (attn_config_shard). */
+ATTNC_HIDDEN attnc_status compile_load_spec(attnc_ctx *ctx, const char *spec_path,
+                                            const attnc_options *opt, attn_config *cfg,
+                                            spec_locs *locs);
 ATTNC_HIDDEN double compile_now_ms(void);
 /* Every diagnostic of ctx, one a line, malloc'd (fallback when none). */
 ATTNC_HIDDEN char *compile_diag_text(const attnc_ctx *ctx, const char *fallback);

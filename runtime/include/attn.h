@@ -167,11 +167,32 @@ typedef struct attn_config {
      * from a sequence's memory [rows, memory_dim] (attn_seq_set_memory),
      * once, and every query sees every memory row */
     int64_t memory_dim;
+    /* One shard of a block's heads for tensor parallelism
+     * (attn_config_shard): shard_index of shard_count, each holding
+     * heads / shard_count query heads and kv_groups / shard_count K/V
+     * groups (the fields above are the shard's own); 0 of 0: the whole
+     * block. Its forward gives a partial output: the shards' outputs sum
+     * to the whole block's. */
+    int64_t shard_index, shard_count;
 } attn_config;
 
 /* Checks every invariant and limit of c. ATTN_E_INVALID with the first
  * broken rule in msg. */
 ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
+
+/* Shard index of count of the whole block full (tensor parallelism over
+ * heads): shard index holds the K/V groups [index * G / count, (index +
+ * 1) * G / count) of full's G and their query heads; its weights are
+ * full's q, k and v rows of those heads and o_proj's columns of them
+ * (the o bias only in shard 0; attn_weights_shard, attn_block_load).
+ * count 1 gives full itself. ATTN_E_INVALID with the reason in msg when
+ * count < 1, index is not in 0..count-1, G is not a multiple of count,
+ * full is a shard already, or the shard breaks a rule of
+ * attn_config_check (a qk_norm over the whole projection needs every
+ * head; a block format needs the shard's heads * head_dim to be a
+ * multiple of 32). */
+ATTN_API attn_status attn_config_shard(const attn_config *full, int64_t index, int64_t count,
+                                       attn_config *out, attn_msg *msg);
 
 /* RoPE inverse frequencies inv_freq[i], i < rotary_dim/2, after linear or
  * llama3 scaling: the definition the reference and compiled kernels share.
@@ -182,7 +203,8 @@ ATTN_API double attn_rope_cos_factor(const attn_config *c);
 /* YaRN's default attention factor of c's factor, mscale and
  * mscale_all_dim (Hugging Face _compute_yarn_parameters). */
 ATTN_API double attn_yarn_default_attention_factor(const attn_config *c);
-/* ALiBi slopes slope[h], h < heads, as BLOOM defines them. */
+/* ALiBi slopes slope[h], h < heads, as BLOOM defines them (of a shard:
+ * its heads' slopes among all shard_count * heads). */
 ATTN_API void attn_alibi_slopes(const attn_config *c, double *slope);
 /* The first key position a query at position pos sees: 0 without a
  * window or chunks; pos - window + 1 with a window; pos rounded down to
@@ -374,9 +396,17 @@ ATTN_API attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, 
  * in it), so the reference and the kernels, which keep weights in that
  * dtype, use the same numbers. A q8_0/q4_0 spec refuses NaN and infinity
  * in a matrix (no block holds them). Other tensors are ignored.
- * A missing tensor's message suggests the prefix under which it exists. */
+ * A missing tensor's message suggests the prefix under which it exists.
+ * With cfg a shard (attn_config_shard), the checkpoint is the whole
+ * block's and each tensor's slice for the shard is kept. */
 ATTN_API attn_status attn_weights_load(const attn_config *cfg, const char *path, const char *prefix,
                                        attn_weights **out, attn_msg *msg);
+/* Shard index of count of the whole block's weights full: its slices of
+ * q, k and v (rows), o_proj (columns), q/k/v biases and sinks, the o bias
+ * in shard 0 only (zero in the others), per-head norm weights as they are;
+ * out->cfg = attn_config_shard(&full->cfg, index, count). */
+ATTN_API attn_status attn_weights_shard(const attn_weights *full, int64_t index, int64_t count,
+                                        attn_weights **out, attn_msg *msg);
 /* Checks that the checkpoint at path holds every tensor cfg needs (names,
  * shapes, a loadable dtype; shards opened) without reading their values:
  * the errors attn_weights_load would give, before any work. */
@@ -441,6 +471,13 @@ typedef struct attn_block attn_block;
 
 typedef struct attn_block_options {
     int n_threads; /* 0: $ATTN_THREADS if set, else every online CPU */
+    /* The shard of the whole block this block runs (attn_config_shard):
+     * 0 of 0 takes the kernel table's own; otherwise it must be the one
+     * the table was compiled for (attnc compile --shard I/N), or
+     * attn_block_new returns ATTN_E_INVALID. A shard's block loads the
+     * whole block's weights (attn_block_load, or attn_block_set_weights
+     * with the whole block's attn_weights) and keeps its own slices. */
+    int64_t shard_index, shard_count;
 } attn_block_options;
 
 ATTN_API attn_block_options attn_block_options_default(void);

@@ -23,6 +23,11 @@ attn_status attn_block_new(const attn_kernels *k, const attn_block_options *opt,
     attn_status st = attn_kernels_check(k, NULL); /* the reason: attn_kernels_check(k, msg) */
     if (st != ATTN_OK)
         return st;
+    /* options naming a shard: the one the kernels were compiled for */
+    int64_t count = k->config.shard_count > 1 ? k->config.shard_count : 1;
+    if (opt && opt->shard_count > 0 &&
+        (opt->shard_count != count || opt->shard_index != k->config.shard_index))
+        return ATTN_E_INVALID;
     attn_block *b = calloc(1, sizeof *b);
     if (!b)
         return ATTN_E_NOMEM;
@@ -154,14 +159,14 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
 
 static attn_status stage_from_weights(void *ctx, const attn_config *c, int id, void *dst,
                                       attn_msg *m) {
-    (void)c;
-    return rt_weight_from(ctx, id, dst, m);
+    return rt_weight_from(ctx, c, id, dst, m);
 }
 
 attn_status attn_block_set_weights(attn_block *b, const attn_weights *w) {
     if (!b || !w)
         return ATTN_E_INVALID;
-    if (!rt_config_equal(&w->cfg, &b->cfg))
+    attn_config whole = rt_config_whole(&b->cfg); /* a shard takes the whole block's too */
+    if (!rt_config_equal(&w->cfg, &b->cfg) && !rt_config_equal(&w->cfg, &whole))
         return rt_fail(&b->error, ATTN_E_INVALID, "weights were made for another configuration");
     return load_weights(b, stage_from_weights, (void *)w);
 }

@@ -100,12 +100,15 @@ void attn_alibi_slopes(const attn_config *c, double *slope) {
     /* Hugging Face modeling_bloom.py, build_alibi_tensor: n the largest
      * power of two <= heads, slopes (2^(-8/n))^(h+1) for h < n, then
      * (2^(-4/n))^(1, 3, 5, ..) for the remaining heads */
-    int64_t n = 1;
-    while (2 * n <= c->heads)
+    int64_t all = c->shard_count > 1 ? c->heads * c->shard_count : c->heads;
+    int64_t first = c->shard_count > 1 ? c->heads * c->shard_index : 0, n = 1;
+    while (2 * n <= all)
         n *= 2;
-    for (int64_t h = 0; h < c->heads; h++)
-        slope[h] = h < n ? pow(2.0, -8.0 / (double)n * (double)(h + 1))
+    for (int64_t i = 0; i < c->heads; i++) {
+        int64_t h = first + i; /* among all heads of the block */
+        slope[i] = h < n ? pow(2.0, -8.0 / (double)n * (double)(h + 1))
                          : pow(2.0, -4.0 / (double)n * (double)(2 * (h - n) + 1));
+    }
 }
 
 int64_t attn_first_key(const attn_config *c, int64_t pos) {

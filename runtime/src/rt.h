@@ -120,8 +120,12 @@ RT_HIDDEN size_t rt_weight_numel(const attn_config *c, int id);
  * and infinity. */
 RT_HIDDEN attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix, int id,
                                        bool check_finite, void *dst, attn_msg *m);
-/* The same from f32 weights w; ATTN_E_FORMAT for a value a block format
+/* The same from f32 weights w, for config c: w's own, or (c a shard)
+ * the whole block's, sliced; ATTN_E_FORMAT for a value a block format
  * cannot take (NaN, infinity, or a block scale beyond f16). */
-RT_HIDDEN attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m);
+RT_HIDDEN attn_status rt_weight_from(const attn_weights *w, const attn_config *c, int id, void *dst,
+                                     attn_msg *m);
+/* The whole block a shard config c belongs to (c itself if whole). */
+RT_HIDDEN attn_config rt_config_whole(const attn_config *c);
 
 #endif

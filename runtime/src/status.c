@@ -233,6 +233,15 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                            "multiple of %d",
                            attn_dtype_name(c->dtype), (long long)c->memory_dim, RT_QK);
     }
+    if (!in_range(c->shard_count, 0, ATTN_MAX_HEADS) ||
+        !in_range(c->shard_index, 0, c->shard_count > 0 ? c->shard_count - 1 : 0) ||
+        (c->shard_count > 0 && c->heads * c->shard_count > ATTN_MAX_HEADS))
+        return rt_fail(m, bad, "shard %lld of %lld: expected 0 <= index < count <= %d heads",
+                       (long long)c->shard_index, (long long)c->shard_count, ATTN_MAX_HEADS);
+    if (c->shard_count > 1 && c->qk_norm == ATTN_QK_NORM_ALL)
+        return rt_fail(m, bad,
+                       "qk_norm over the whole projection (scope all) needs every head: it "
+                       "cannot be sharded");
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
         return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
                        (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
@@ -260,5 +269,49 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias && a->no_k_bias == b->no_k_bias &&
            a->memory_dim == b->memory_dim && a->scale_auto == b->scale_auto &&
            a->scale == b->scale && a->dtype == b->dtype && a->kv_dtype == b->kv_dtype &&
-           a->kv_block_tokens == b->kv_block_tokens && a->kv_max_tokens == b->kv_max_tokens;
+           a->kv_block_tokens == b->kv_block_tokens && a->kv_max_tokens == b->kv_max_tokens &&
+           a->shard_index == b->shard_index && a->shard_count == b->shard_count;
+}
+
+attn_status attn_config_shard(const attn_config *full, int64_t index, int64_t count,
+                              attn_config *out, attn_msg *m) {
+    if (!full || !out)
+        return rt_fail(m, ATTN_E_INVALID, "attn_config_shard: NULL argument");
+    attn_status st = attn_config_check(full, m);
+    if (st)
+        return st;
+    if (full->shard_count > 1)
+        return rt_fail(m, ATTN_E_INVALID, "'%s' is shard %lld of %lld already", full->name,
+                       (long long)full->shard_index, (long long)full->shard_count);
+    if (count < 1 || index < 0 || index >= count)
+        return rt_fail(m, ATTN_E_INVALID,
+                       "shard %lld/%lld: expected I/N with N >= 1 and 0 <= I < N", (long long)index,
+                       (long long)count);
+    if (full->kv_groups % count)
+        return rt_fail(m, ATTN_E_INVALID,
+                       "shard %lld/%lld: the %lld K/V groups of '%s' do not split into %lld "
+                       "shards (each shard holds whole K/V groups and their query heads)",
+                       (long long)index, (long long)count, (long long)full->kv_groups, full->name,
+                       (long long)count);
+    attn_config c = *full;
+    c.shard_index = c.shard_count = 0;
+    if (count > 1) {
+        c.heads /= count, c.kv_groups /= count;
+        c.shard_index = index, c.shard_count = count;
+    }
+    attn_msg why;
+    if (attn_config_check(&c, &why) != ATTN_OK)
+        return rt_fail(m, ATTN_E_INVALID, "shard %lld/%lld of '%s': %s", (long long)index,
+                       (long long)count, full->name, why.text);
+    *out = c;
+    return ATTN_OK;
+}
+
+attn_config rt_config_whole(const attn_config *c) {
+    attn_config w = *c;
+    if (c->shard_count > 1) {
+        w.heads *= c->shard_count, w.kv_groups *= c->shard_count;
+        w.shard_index = w.shard_count = 0;
+    }
+    return w;
 }

@@ -59,6 +59,88 @@ static size_t w_numel(const attn_config *c, int i) {
     return nd == 0 ? 0 : nd == 1 ? (size_t)sh[0] : (size_t)(sh[0] * sh[1]);
 }
 
+/* Tensor i of shard S (of the whole block F) from F's tensor src, both
+ * in dtype dt: q, k, v and their biases and sinks by rows of the shard's
+ * heads; o_proj by its columns; the o bias in shard 0 (zero elsewhere);
+ * norm weights per head as they are (attn_config_check refuses a norm
+ * over the whole projection). A block format's rows are cut only at
+ * multiples of 32 (attn_config_check: heads * head_dim). */
+static void slice_part(const attn_config *F, const attn_config *S, int i, attn_dtype dt,
+                       const unsigned char *src, unsigned char *dst) {
+    int64_t fs[2] = {1, 1}, ss[2] = {1, 1};
+    int nd = w_shape(F, i, fs);
+    w_shape(S, i, ss);
+    int64_t cols = nd == 2 ? fs[1] : 1, rows = ss[0], I = S->shard_index;
+    size_t row = attn_dtype_bytes(dt, cols);
+    switch (i) {
+    case W_O: /* [d_model, heads * head_dim]: the shard's columns */
+        for (int64_t r = 0; r < fs[0]; r++)
+            memcpy(dst + (size_t)r * attn_dtype_bytes(dt, ss[1]),
+                   src + (size_t)r * row + attn_dtype_bytes(dt, I * ss[1]),
+                   attn_dtype_bytes(dt, ss[1]));
+        return;
+    case B_O:
+        if (I == 0)
+            memcpy(dst, src, (size_t)rows * row);
+        else
+            memset(dst, 0, (size_t)rows * row);
+        return;
+    case N_Q:
+    case N_K:
+        if (F->qk_norm == ATTN_QK_NORM_HEAD) {
+            memcpy(dst, src, (size_t)rows * row);
+            return;
+        }
+        break;
+    default: break;
+    }
+    memcpy(dst, src + (size_t)(I * rows) * row, (size_t)rows * row); /* rows I*rows.. */
+}
+
+static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefix, int i,
+                              bool check_finite, attn_dtype to, unsigned char *dst, attn_msg *m);
+
+/* Fills dst with tensor i of c (a shard: gathered whole from s, then
+ * sliced) in dtype `to`; dst NULL only checks. */
+static attn_status gather_part(rt_src *s, const attn_config *c, const char *prefix, int i,
+                               bool check_finite, attn_dtype to, unsigned char *dst, attn_msg *m) {
+    if (c->shard_count <= 1)
+        return gather_one(s, c, prefix, i, check_finite, to, dst, m);
+    attn_config whole = rt_config_whole(c);
+    if (!dst)
+        return gather_one(s, &whole, prefix, i, check_finite, to, NULL, m);
+    unsigned char *all = malloc(attn_dtype_bytes(to, (int64_t)w_numel(&whole, i)));
+    if (!all)
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory loading '%s'", w_names[i]);
+    attn_status st = gather_one(s, &whole, prefix, i, check_finite, to, all, m);
+    if (!st)
+        slice_part(&whole, c, i, to, all, dst);
+    free(all);
+    return st;
+}
+
+attn_status attn_weights_shard(const attn_weights *full, int64_t index, int64_t count,
+                               attn_weights **out, attn_msg *m) {
+    if (!full || !out)
+        return rt_fail(m, ATTN_E_INVALID, "attn_weights_shard: NULL argument");
+    attn_config sc;
+    attn_weights *w = NULL;
+    attn_status st = attn_config_shard(&full->cfg, index, count, &sc, m);
+    if (st || (st = attn_weights_new(&sc, &w, m)))
+        return st;
+    for (int i = 0; i < W_COUNT; i++) {
+        if (!w_numel(&sc, i))
+            continue;
+        const unsigned char *src = (const unsigned char *)*slot((attn_weights *)full, i);
+        if (sc.shard_count > 1)
+            slice_part(&full->cfg, &sc, i, ATTN_DTYPE_F32, src, (unsigned char *)*slot(w, i));
+        else
+            memcpy(*slot(w, i), src, w_numel(&sc, i) * sizeof(float));
+    }
+    *out = w;
+    return ATTN_OK;
+}
+
 void attn_weights_free(attn_weights *w) {
     if (!w)
         return;
@@ -395,7 +477,7 @@ attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix
     attn_dtype to = rt_weight_dtype(c, id);
     unsigned char *at = dst;
     for (int k = 0; k < np; k++) {
-        attn_status st = gather_one(s, c, prefix, parts[k], check_finite, to, at, m);
+        attn_status st = gather_part(s, c, prefix, parts[k], check_finite, to, at, m);
         if (st)
             return st;
         size_t n = w_numel(c, parts[k]);
@@ -408,24 +490,51 @@ attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix
     return ATTN_OK;
 }
 
-attn_status rt_weight_from(const attn_weights *w, int id, void *dst, attn_msg *m) {
+/* Tensor i of w, row by row from f32 into dtype `to` at dst. */
+static attn_status convert_part(const attn_weights *w, int i, attn_dtype to, unsigned char *dst,
+                                attn_msg *m) {
+    int64_t sh[2] = {1, 1};
+    int nd = w_shape(&w->cfg, i, sh);
+    int64_t cols = nd == 2 ? sh[1] : sh[0], rows = nd == 2 ? sh[0] : 1;
+    const float *src = *slot((attn_weights *)w, i);
+    for (int64_t r = 0; r < rows; r++, dst += attn_dtype_bytes(to, cols)) {
+        int64_t bad = from_f32(src + r * cols, to, dst, cols);
+        if (bad >= 0)
+            return rt_fail(m, ATTN_E_FORMAT,
+                           "weights: tensor '%s' holds %s at element %lld: it cannot be quantized",
+                           w_names[i], rt_unstorable(src[r * cols + bad]),
+                           (long long)(r * cols + bad));
+    }
+    return ATTN_OK;
+}
+
+attn_status rt_weight_from(const attn_weights *w, const attn_config *c, int id, void *dst,
+                           attn_msg *m) {
     int parts[3], np = parts_of(id, parts);
     attn_dtype to = rt_weight_dtype(&w->cfg, id);
+    if (c->shard_count > 1 && w->cfg.shard_count <= 1) { /* the whole block's: slice */
+        unsigned char *at = dst;
+        for (int k = 0; k < np; k++) {
+            size_t bytes = attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, parts[k]));
+            unsigned char *all = malloc(bytes ? bytes : 1);
+            if (!all)
+                return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", w_names[parts[k]]);
+            attn_status st = convert_part(w, parts[k], to, all, m);
+            if (!st)
+                slice_part(&w->cfg, c, parts[k], to, all, at);
+            free(all);
+            if (st)
+                return st;
+            at += attn_dtype_bytes(to, (int64_t)w_numel(c, parts[k]));
+        }
+        return ATTN_OK;
+    }
     unsigned char *at = dst;
     for (int k = 0; k < np; k++) {
-        int64_t sh[2] = {1, 1};
-        int nd = w_shape(&w->cfg, parts[k], sh);
-        int64_t cols = nd == 2 ? sh[1] : sh[0], rows = nd == 2 ? sh[0] : 1;
-        const float *src = *slot((attn_weights *)w, parts[k]);
-        for (int64_t r = 0; r < rows; r++, at += attn_dtype_bytes(to, cols)) {
-            int64_t bad = from_f32(src + r * cols, to, at, cols);
-            if (bad >= 0)
-                return rt_fail(m, ATTN_E_FORMAT,
-                               "weights: tensor '%s' holds %s at element %lld: "
-                               "it cannot be quantized",
-                               w_names[parts[k]], rt_unstorable(src[r * cols + bad]),
-                               (long long)(r * cols + bad));
-        }
+        attn_status st = convert_part(w, parts[k], to, at, m);
+        if (st)
+            return st;
+        at += attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, parts[k]));
     }
     return ATTN_OK;
 }
@@ -440,8 +549,8 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
     if (st || (st = rt_src_open(path, &s, m)))
         goto fail;
     for (int i = 0; i < W_COUNT; i++) {
-        if (w_numel(cfg, i) && (st = gather_one(s, cfg, prefix, i, false, ATTN_DTYPE_F32,
-                                                (unsigned char *)*slot(w, i), m)))
+        if (w_numel(cfg, i) && (st = gather_part(s, cfg, prefix, i, false, ATTN_DTYPE_F32,
+                                                 (unsigned char *)*slot(w, i), m)))
             goto fail;
     }
     rt_src_close(s);
@@ -464,7 +573,7 @@ attn_status attn_weights_check(const attn_config *cfg, const char *path, const c
         return st;
     for (int i = 0; i < W_COUNT && !st; i++)
         if (w_numel(cfg, i))
-            st = gather_one(s, cfg, prefix, i, false, ATTN_DTYPE_F32, NULL, m);
+            st = gather_part(s, cfg, prefix, i, false, ATTN_DTYPE_F32, NULL, m);
     rt_src_close(s);
     return st;
 }

@@ -414,6 +414,55 @@ static void cli_cross_attention_run(void **state) {
     assert_int_equal(dir_count(f->dir), 5); /* w, x, y, yc, bad: no temporaries */
 }
 
+/* --shard: run's partial outputs of shards sum to the whole block's y
+ * (jit and reference engines, 2 and 4 shards of seed's 4 K/V groups),
+ * compile's header names the shard, bad shards exit 1 or 2. */
+static void cli_shards_sum_to_whole(void **state) {
+    fixture *f = *state;
+    const char *w = path_in(f->dir, "w.safetensors"), *x = path_in(f->dir, "x.safetensors");
+    const char *y = path_in(f->dir, "y.safetensors"), *ys = path_in(f->dir, "ys.safetensors");
+    assert_int_equal(ATTNC(f, "gen-weights", SPEC("seed"), "-o", w, "--seed", "5"), 0);
+    assert_int_equal(ATTNC(f, "gen-input", SPEC("seed"), "--tokens", "9", "-o", x), 0);
+    assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y), 0);
+    float *whole = read_y(y, 9, 768);
+    const char *two[] = {"0/2", "1/2"}, *four[] = {"0/4", "1/4", "2/4", "3/4"};
+    for (int ways = 0; ways < 2; ways++) {
+        float *sum = calloc(9 * 768, sizeof(float));
+        for (int k = 0; k < (ways ? 4 : 2); k++) {
+            assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", ys,
+                                   "--shard", ways ? four[k] : two[k], "--engine",
+                                   ways ? "reference" : "jit"),
+                             0);
+            float *part = read_y(ys, 9, 768);
+            for (int e = 0; e < 9 * 768; e++)
+                sum[e] += part[e];
+            free(part);
+        }
+        double err = rel_err(sum, whole, 9 * 768);
+        if (!(err <= 1e-5))
+            fail_msg("%d shards: sum off by %g", ways ? 4 : 2, err);
+        free(sum);
+    }
+    free(whole);
+    const char *o = path_in(f->dir, "k.o"), *h = path_in(f->dir, "k.h");
+    assert_int_equal(ATTNC(f, "compile", SPEC("seed"), "--shard", "1/2", "-o", o, "--header", h),
+                     0);
+    assert_file_has(h, "shard 1 of 2 of the spec's heads");
+    assert_int_equal(
+        ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", ys, "--shard", "1/3"), 2);
+    assert_stderr_has(f, "--shard 1/3: shard 1/3: the 4 K/V groups of 'seed' do not split into 3");
+    assert_int_equal(ATTNC(f, "compile", SPEC("seed"), "--shard", "0/8", "-o", o), 2);
+    assert_stderr_has(f, "do not split into 8 shards");
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--shard", "0/3"), 2);
+    assert_int_equal(
+        ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", ys, "--shard", "2/2"), 1);
+    assert_stderr_has(f, "--shard expects I/N with 1 <= N <= 1024 and 0 <= I < N, found '2/2'");
+    const char *bad[] = {"1", "a/2", "1/", "/2", "1/2x", "-1/2"};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(ATTNC(f, "compile", SPEC("seed"), "--shard", bad[i], "-o", o), 1);
+    assert_int_equal(dir_count(f->dir), 6); /* w, x, y, ys, k.o, k.h */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(cli_usage_errors_exit_1, cli_fixture_setup,
@@ -428,6 +477,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cli_run_chunked_equals_one_shot, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_cross_attention_run, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_shards_sum_to_whole, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
                                         cli_fixture_teardown),

@@ -50,6 +50,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     cfg.scale = c->scale, cfg.dtype = c->dtype, cfg.kv_dtype = c->kv_dtype;
     cfg.kv_block_tokens = c->kv_block_tokens, cfg.kv_max_tokens = c->kv_max_tokens;
     cfg.no_k_bias = c->no_k_bias, cfg.memory_dim = c->memory_dim;
+    cfg.shard_index = c->shard_index, cfg.shard_count = c->shard_count;
 
     attn_buffer_desc bufs[ATTN_MAX_BUFFERS];
     memset(bufs, 0, sizeof bufs);

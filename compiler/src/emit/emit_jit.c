@@ -133,7 +133,7 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
     char *dir = NULL, *key = NULL;
     kc_blob *objs = NULL;
     int n = 0;
-    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    attnc_status st = compile_load_spec(ctx, spec_path, opt, &cfg, &locs);
     t->spec_ms = compile_now_ms() - t0;
     if (st == ATTNC_OK)
         st = emit_target_machine(ctx, opt, &tm);

@@ -104,6 +104,10 @@ static attnc_status write_header(attnc_ctx *ctx, const attn_config *cfg, const c
     fprintf(f, " * options: target=%s cpu=%s features=%s\n",
             opt && opt->target ? opt->target : "host", opt && opt->cpu ? opt->cpu : "host",
             opt && opt->features ? opt->features : "default");
+    if (cfg->shard_count > 1)
+        fprintf(f,
+                " * shard %lld of %lld of the spec's heads (its forward gives a partial output)\n",
+                (long long)cfg->shard_index, (long long)cfg->shard_count);
     fprintf(f, " * passes disabled:");
     for (int i = 0; opt && i < opt->n_disabled_passes; i++)
         fprintf(f, " %s", opt->disabled_passes[i]);
@@ -193,7 +197,7 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
     LLVMTargetMachineRef tm = NULL;
     kc_blob *bytes = NULL;
     char *tmp_out = NULL, *tmp_h = NULL;
-    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    attnc_status st = compile_load_spec(ctx, spec_path, opt, &cfg, &locs);
     if (st == ATTNC_OK)
         st = emit_target_machine(ctx, opt, &tm);
     if (st == ATTNC_OK)

@@ -98,7 +98,8 @@ char *kc_key(const attn_config *cfg, const attnc_options *opt, LLVMTargetMachine
         for (int i = 0; i < nd; i++)
             if (i == 0 || strcmp(dis[i], dis[i - 1]) != 0)
                 fprintf(f, " %s", dis[i]);
-        fprintf(f, "\nspec\n%s", yaml);
+        fprintf(f, "\nshard %lld/%lld\nspec\n%s", (long long)cfg->shard_index,
+                (long long)cfg->shard_count, yaml);
     }
     bool ok = f && fclose(f) == 0 && yaml && (dis || !nd);
     if (!ok) {
