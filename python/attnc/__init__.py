@@ -101,7 +101,8 @@ class _Options(Structure):  # attnc_options
     _fields_ = [("disabled_passes", POINTER(c_char_p)), ("n_disabled_passes", c_int),
                 ("target", c_char_p), ("cpu", c_char_p), ("features", c_char_p),
                 ("emit_llvm", c_char_p), ("emit_asm", c_char_p), ("cache_dir", c_char_p),
-                ("no_cache", c_int), ("threads", c_int)]
+                ("no_cache", c_int), ("threads", c_int), ("shard_index", c_int64),
+                ("shard_count", c_int64)]
 
 
 class _Timings(Structure):  # attnc_timings
@@ -117,7 +118,7 @@ class _KernelsHead(Structure):  # the start of attn_kernels: 4 x u32, then attn_
 
 
 class _BlockOptions(Structure):  # attn_block_options
-    _fields_ = [("n_threads", c_int)]
+    _fields_ = [("n_threads", c_int), ("shard_index", c_int64), ("shard_count", c_int64)]
 
 
 class _StTensor(Structure):  # attn_st_tensor
@@ -211,6 +212,7 @@ class Kernels:
         self.heads, self.kv_groups = head.heads, head.kv_groups
         self.head_dim, self.d_model = head.head_dim, head.d_model
         self.memory_dim = _memory_dim(_jit_kernels(jit))
+        self.shard = None  # (i, n) for shard i of n of the heads
 
     @property
     def _table(self):
@@ -243,13 +245,16 @@ def _is_yaml_text(spec):
     return isinstance(spec, str) and ("\n" in spec or ":" in spec) and not os.path.exists(spec)
 
 
-def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0):
+def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0, shard=None):
     """JIT-compiles a spec (a path, or YAML text) into Kernels for this CPU.
 
     cpu: an LLVM CPU name to compile for instead of this host's (the code
     must still run here); disable_passes: pass names to skip; cache=False:
     neither read nor write the kernel cache; threads: compile threads (0 =
-    one per CPU). Raises Error with every diagnostic of the spec."""
+    one per CPU); shard=(i, n): shard i of n of the heads (tensor
+    parallelism: a Block of it loads the whole block's weights, keeps its
+    slices, and gives a partial output; the n shards' outputs sum to the
+    block's). Raises Error with every diagnostic of the spec."""
     tmp = None
     if _is_yaml_text(spec):
         tmp = tempfile.TemporaryDirectory(prefix="attnc-")
@@ -268,6 +273,14 @@ def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0):
     opt.cpu = cpu.encode() if cpu else None
     opt.no_cache = 0 if cache else 1
     opt.threads = int(threads)
+    if shard is not None:
+        try:
+            i, n = (int(v) for v in shard)
+        except (TypeError, ValueError):
+            raise Error("attnc: shard expects a pair (i, n), not %r" % (shard,)) from None
+        if not 0 <= i < n:
+            raise Error("attnc: shard (%d, %d): expected 0 <= i < n" % (i, n))
+        opt.shard_index, opt.shard_count = i, n
     jit, err = c_void_p(), c_void_p()
     try:
         st = _jit_compile(path.encode(), byref(opt), byref(jit), byref(err))
@@ -281,7 +294,9 @@ def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0):
         text = text.replace(path, label)
     if st != 0:
         raise Error(text.strip() or "attnc: compiling %s failed" % label, st)
-    return Kernels(jit.value, label)
+    kernels = Kernels(jit.value, label)
+    kernels.shard = (opt.shard_index, opt.shard_count) if opt.shard_count > 1 else None
+    return kernels
 
 
 # ---- blocks, caches, sequences -------------------------------------------------------

@@ -192,6 +192,27 @@ def test_weights_from_dict_equal_weights_from_file(tmp_path):
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
+def test_shards_sum_to_the_whole_block():
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    w = gqa_weights(np.random.default_rng(21), cfg)
+    x = np.random.default_rng(22).standard_normal((11, 64)).astype(np.float32)
+    whole_block = attnc.Block(attnc.compile(GQA), w)
+    cache = whole_block.cache(16)
+    whole = whole_block.forward(cache, cache.new_seq(), x)
+    total = np.zeros_like(whole)
+    for i in range(2):
+        k = attnc.compile(GQA, shard=(i, 2))
+        assert k.heads == 2 and k.kv_groups == 1 and k.shard == (i, 2)
+        block = attnc.Block(k, w)  # the whole block's weights: it keeps its slices
+        cache = block.cache(16)
+        total += block.forward(cache, cache.new_seq(), x)
+    assert np.max(np.abs(total - whole)) <= 1e-5 * np.max(np.abs(whole))
+    with pytest.raises(attnc.Error, match="do not split into 3 shards"):
+        attnc.compile(GQA, shard=(0, 3))
+    with pytest.raises(attnc.Error, match="expected 0 <= i < n"):
+        attnc.compile(GQA, shard=(2, 2))
+
+
 def test_forward_releases_the_gil(seed, tmp_path):
     w = tmp_path / "w.safetensors"
     cli("gen-weights", SPECS / "seed.yaml", "-o", w)
