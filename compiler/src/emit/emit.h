@@ -29,6 +29,15 @@ ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMT
  * why): NULL, or LLVM's message (malloc'd). Safe on several threads at
  * once for modules of distinct contexts. */
 ATTNC_HIDDEN char *emit_passes(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool light);
+/* The one pipeline from a loaded spec to the units codegen builds, for
+ * tm: graph, passes (compile_graph_of; stage times into *t, may be NULL),
+ * tm's vector shape, the buffer plan and the units (cg_units_plan). The
+ * JIT compiles the units to objects (emit_unit_objects), an object file
+ * and the dumps link them (emit_linked_module). */
+ATTNC_HIDDEN attnc_status emit_plan_units(attnc_ctx *ctx, const attn_config *cfg,
+                                          const spec_locs *locs, const attnc_options *opt,
+                                          LLVMTargetMachineRef tm, attnc_timings *t,
+                                          cg_result *out);
 /* Every unit of r built and optimized on its own as emit_unit_objects
  * does, then linked into one module of llctx (*out): the code of an
  * object file and of --emit-llvm/--emit-asm is the JIT's. */

@@ -104,13 +104,12 @@ static attnc_status link_objects(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, co
 
 /* opt->emit_llvm / emit_asm: every unit, optimized as the JIT's are,
  * linked into one module as an object file has them. */
-static attnc_status dump_module(attnc_ctx *ctx, ir_graph *g, const cg_target *target,
-                                LLVMTargetMachineRef tm, const attnc_options *opt) {
+static attnc_status dump_module(attnc_ctx *ctx, const cg_result *res, LLVMTargetMachineRef tm,
+                                const attnc_options *opt) {
     LLVMContextRef llctx = LLVMContextCreate();
     LLVMModuleRef mod = NULL;
-    cg_result res;
-    attnc_status st = cg_units_plan(g, target, &res);
-    if (st == ATTNC_OK && (st = emit_linked_module(ctx, &res, tm, llctx, &mod)) == ATTNC_OK)
+    attnc_status st = emit_linked_module(ctx, res, tm, llctx, &mod);
+    if (st == ATTNC_OK)
         st = emit_dumps(ctx, mod, tm, opt);
     if (mod)
         LLVMDisposeModule(mod);
@@ -146,13 +145,10 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
     t->cache = !key ? ATTNC_CACHE_OFF : hit ? ATTNC_CACHE_HIT : ATTNC_CACHE_MISS;
     t->cache_ms = compile_now_ms() - tc;
     if (!hit || (opt && (opt->emit_llvm || opt->emit_asm))) {
-        ir_graph *g = NULL;
-        cg_target target = emit_target_shape(tm);
         cg_result res;
-        if ((st = compile_graph_of(ctx, &cfg, &locs, opt, NULL, &g, t)) != ATTNC_OK)
+        if ((st = emit_plan_units(ctx, &cfg, &locs, opt, tm, t, &res)) != ATTNC_OK)
             goto done;
-        if (!hit && (st = cg_units_plan(g, &target, &res)) == ATTNC_OK &&
-            (st = emit_unit_objects(ctx, &res, opt, &objs, t)) == ATTNC_OK) {
+        if (!hit && (st = emit_unit_objects(ctx, &res, opt, &objs, t)) == ATTNC_OK) {
             n = res.n_units;
             tc = compile_now_ms();
             if (key)
@@ -160,7 +156,7 @@ static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const att
             t->cache_ms += compile_now_ms() - tc;
         }
         if (st == ATTNC_OK && opt && (opt->emit_llvm || opt->emit_asm))
-            st = dump_module(ctx, g, &target, tm, opt);
+            st = dump_module(ctx, &res, tm, opt);
         if (st != ATTNC_OK)
             goto done;
     }

@@ -162,14 +162,10 @@ static attnc_status aot_bytes(attnc_ctx *ctx, const attn_config *cfg, const spec
     if (!key || !kc_get(ctx, dir, key, out, &n) || n != 1) {
         if (n != 0) /* a whole entry of another shape: compile anew */
             kc_blobs_free(*out, n);
-        ir_graph *g = NULL;
         LLVMContextRef llctx = LLVMContextCreate();
         LLVMModuleRef mod = NULL;
         cg_result res;
-        cg_target target = emit_target_shape(tm);
-        st = compile_graph_of(ctx, cfg, locs, opt, NULL, &g, NULL);
-        if (st == ATTNC_OK)
-            st = cg_units_plan(g, &target, &res);
+        st = emit_plan_units(ctx, cfg, locs, opt, tm, NULL, &res);
         if (st == ATTNC_OK)
             st = emit_linked_module(ctx, &res, tm, llctx, &mod);
         if (st == ATTNC_OK)

@@ -166,6 +166,17 @@ int emit_threads(const attnc_options *opt, int n_units) {
     return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
+attnc_status emit_plan_units(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                             const attnc_options *opt, LLVMTargetMachineRef tm, attnc_timings *t,
+                             cg_result *out) {
+    ir_graph *g = NULL;
+    attnc_status st = compile_graph_of(ctx, cfg, locs, opt, NULL, &g, t);
+    if (st != ATTNC_OK)
+        return st;
+    cg_target target = emit_target_shape(tm);
+    return cg_units_plan(g, &target, out);
+}
+
 attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r, const attnc_options *opt,
                                kc_blob **objs_out, attnc_timings *t) {
     int n = r->n_units, nt = emit_threads(opt, n);
