@@ -6,7 +6,8 @@
  * sum to the whole block in prefill and in decode steps; JIT shards
  * (compiled with attnc_options.shard_*) loaded from the whole block's
  * attn_weights and from its checkpoint sum to the whole JIT block;
- * attn_weights_load of a shard equals attn_weights_shard of the whole;
+ * attn_weights_load of a shard (from a checkpoint in each layout of the
+ * sweep, fused ones included) equals attn_weights_shard of the whole;
  * q8_0 and q4_0 weights cut at whole blocks;
  * block options naming another shard are refused. */
 #include <math.h>
@@ -67,6 +68,8 @@ static attn_config sweep_config(int i, uint64_t *rs, int64_t *n) {
     *n = i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 4;
     groups *= *n;
     int64_t per = i % 4 == 0 ? 1 : 1 + (int64_t)((rnd_unit(rs) + 1) * 2) % 3;
+    if (i % 16 == 6) /* NeoX's layout: a K/V head per query head */
+        per = 1;
     int64_t hd = dims[i % 4], d_model = 16 + 8 * (int64_t)((rnd_unit(rs) + 1) * 4);
     attn_config c = config_small(groups * per, groups, hd, d_model);
     snprintf(c.name, sizeof c.name, "shard_%d", i);
@@ -88,9 +91,9 @@ static attn_config sweep_config(int i, uint64_t *rs, int64_t *n) {
     if (i % 7 == 4)
         c.sliding_window = 9;
     if (i % 8 == 6 && !c.no_k_bias) /* fused q/k/v rows */
-        c.weights_layout = per == 1 && i % 16 == 6 ? ATTN_LAYOUT_NEOX
-                           : i % 16 == 14          ? ATTN_LAYOUT_FALCON
-                                                   : ATTN_LAYOUT_PHI3;
+        c.weights_layout = i % 16 == 6    ? ATTN_LAYOUT_NEOX
+                           : i % 16 == 14 ? ATTN_LAYOUT_FALCON
+                                          : ATTN_LAYOUT_PHI3;
     if (i % 9 == 7) { /* cross-attention: k and v from the memory */
         c.causal = false, c.rope_style = ATTN_ROPE_NONE, c.rotary_dim = 0, c.alibi = false;
         c.sliding_window = 0, c.weights_layout = ATTN_LAYOUT_LLAMA;
@@ -125,8 +128,39 @@ static void ref_run(const attn_weights *w, const float *x, const float *mem, flo
     attn_ref_free(r);
 }
 
+/* attn_weights_load of shard sc from the whole block's checkpoint ckpt
+ * (in its layout: fused ones split first) equals ws, attn_weights_shard's. */
+static void assert_loaded_equals(const attn_config *sc, const char *ckpt, const attn_weights *ws) {
+    attn_weights *lw;
+    attn_msg m;
+    if (attn_weights_load(sc, ckpt, NULL, &lw, &m) != ATTN_OK)
+        fail_msg("attn_weights_load of a shard: %s", m.text);
+    int64_t q = sc->heads * sc->head_dim, kv = sc->kv_groups * sc->head_dim, D = sc->d_model;
+    int64_t in = sc->memory_dim > 0 ? sc->memory_dim : D;
+    const struct {
+        const float *a, *b;
+        int64_t n;
+    } t[] = {{lw->wq, ws->wq, q * D},
+             {lw->wk, ws->wk, kv * in},
+             {lw->wv, ws->wv, kv * in},
+             {lw->wo, ws->wo, D * q},
+             {lw->bq, ws->bq, sc->qkv_bias ? q : 0},
+             {lw->bk, ws->bk, sc->qkv_bias && !sc->no_k_bias ? kv : 0},
+             {lw->bv, ws->bv, sc->qkv_bias ? kv : 0},
+             {lw->bo, ws->bo, sc->o_bias ? D : 0},
+             {lw->q_norm, ws->q_norm, sc->qk_norm_weight ? sc->head_dim : 0},
+             {lw->k_norm, ws->k_norm, sc->qk_norm_weight ? sc->head_dim : 0},
+             {lw->sinks, ws->sinks, sc->sinks ? sc->heads : 0}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i].n)
+            assert_memory_equal(t[i].a, t[i].b, (size_t)t[i].n * sizeof(float));
+    attn_weights_free(lw);
+}
+
 static void reference_shards_sum_to_whole(void **state) {
     (void)state;
+    char *dir = tmpdir_new();
+    const char *ckpt = path_in(dir, "w.safetensors");
     uint64_t rs = 12345;
     for (int i = 0; i < SWEEP; i++) {
         int64_t n;
@@ -140,11 +174,13 @@ static void reference_shards_sum_to_whole(void **state) {
         float *sum = calloc((size_t)(T * D), sizeof(float));
         float *part = calloc((size_t)(T * D), sizeof(float));
         ref_run(w, x, mem, whole);
+        assert_int_equal(attn_weights_save(w, ckpt, ATTN_DTYPE_F32, NULL, NULL), ATTN_OK);
         for (int64_t k = 0; k < n; k++) {
             attn_msg m;
             if (attn_weights_shard(w, k, n, &ws, &m) != ATTN_OK)
                 fail_msg("config %d shard %lld/%lld: %s", i, (long long)k, (long long)n, m.text);
             assert_int_equal(ws->cfg.heads * n, c.heads);
+            assert_loaded_equals(&ws->cfg, ckpt, ws);
             ref_run(ws, x, mem, part);
             for (int64_t e = 0; e < T * D; e++)
                 sum[e] += part[e];
@@ -157,6 +193,7 @@ static void reference_shards_sum_to_whole(void **state) {
         free(x), free(mem), free(whole), free(sum), free(part);
         attn_weights_free(w);
     }
+    tmpdir_remove(dir);
 }
 
 typedef struct jit_block {
