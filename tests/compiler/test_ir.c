@@ -179,6 +179,47 @@ static void verifier_rejects_use_before_definition(void **state) {
     attnc_ctx_free(ctx);
 }
 
+/* ir_ops.def's attribute column: an attribute an op does not have must
+ * stay 0, and the ones it has must be in range. */
+static void verifier_checks_attributes(void **state) {
+    (void)state;
+    struct {
+        ir_op op;
+        const char *want;
+    } cases[] = {
+        {IR_OP_QK, "scale is set, an attribute qk does not have"},
+        {IR_OP_SOFTMAX, "causal/alibi is set, an attribute softmax does not have"},
+        {IR_OP_LINEAR, "cache is set, an attribute linear does not have"},
+        {IR_OP_SCALE, "an attribute is out of range"},
+        {IR_OP_WEIGHT, "an attribute is out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attnc_ctx *ctx = attnc_ctx_new();
+        ir_graph *g = lowered(ctx, "gemma2_9b"); /* scale, softcap, mask */
+        ir_node *n = find_op(g, cases[i].op);
+        assert_non_null(n);
+        switch (i) {
+        case 0: n->scale = 2; break;
+        case 1: n->causal = true; break;
+        case 2: n->cache = 1; break;
+        case 3: n->scale = -1; break;
+        case 4: n->weight = ATTN_WEIGHT_COUNT; break;
+        }
+        assert_verify_fails(ctx, g, cases[i].want);
+        attnc_ctx_free(ctx);
+    }
+    /* every shipped spec's graph keeps to them after every pass */
+    for (size_t s = 0; s < n_shipped_specs; s++) {
+        attnc_ctx *ctx = attnc_ctx_new();
+        char path[512];
+        snprintf(path, sizeof path, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, shipped_specs[s]);
+        const char *text;
+        if (attnc_ir_text(ctx, path, NULL, NULL, &text) != ATTNC_OK)
+            fail_msg("%s: the pipeline's verifier failed", shipped_specs[s]);
+        attnc_ctx_free(ctx);
+    }
+}
+
 static void verifier_rejects_stale_use_counts_and_bad_operands(void **state) {
     (void)state;
     attnc_ctx *ctx = attnc_ctx_new();
@@ -224,6 +265,7 @@ int main(void) {
         cmocka_unit_test(verifier_rejects_dangling_use),
         cmocka_unit_test(verifier_rejects_use_before_definition),
         cmocka_unit_test(verifier_rejects_stale_use_counts_and_bad_operands),
+        cmocka_unit_test(verifier_checks_attributes),
         cmocka_unit_test(builder_rejects_inconsistent_operands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

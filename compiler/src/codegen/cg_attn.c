@@ -114,10 +114,10 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef xi[3] = {lj.i, s, h};
     LLVMValueRef v = cg_load(c, x->dt, cg_addr(c, x, xi));
     if (n->op == IR_OP_SCALE) {
-        v = LLVMBuildFMul(c->b, v, cg_f32(c, n->factor), "");
+        v = LLVMBuildFMul(c->b, v, cg_f32(c, n->scale), "");
     } else if (n->op == IR_OP_SOFTCAP) {
-        LLVMValueRef t = cg_tanh(c, LLVMBuildFMul(c->b, v, cg_f32(c, 1.0 / n->factor), ""));
-        v = LLVMBuildFMul(c->b, t, cg_f32(c, n->factor), "");
+        LLVMValueRef t = cg_tanh(c, LLVMBuildFMul(c->b, v, cg_f32(c, 1.0 / n->softcap), ""));
+        v = LLVMBuildFMul(c->b, t, cg_f32(c, n->softcap), "");
     } else if (n->op == IR_OP_ALIBI) {
         LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, lj.i, pos, ""), c->f32, "");
         v = LLVMBuildFAdd(c->b, v, LLVMBuildFMul(c->b, slope, d, ""), "");

@@ -495,8 +495,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f.hd), "d");
     LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
     LLVMValueRef qv = cg_load(c, f.q->dt, cg_addr(c, f.q, qi));
-    if (n->factor != 1.0)
-        qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->factor), "");
+    if (n->scale != 1.0)
+        qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
     LLVMValueRef line =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
     LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""), at_f32(c, f.qt, line));

@@ -338,7 +338,7 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
         if (n->scale_cols) {
             LLVMValueRef scaled = lanes_below(c, col[k], n->scale_cols);
             v[k] = LLVMBuildFMul(
-                c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->factor), cg_vf32(c, 1), ""),
+                c->b, v[k], LLVMBuildSelect(c->b, scaled, cg_vf32(c, n->scale), cg_vf32(c, 1), ""),
                 "");
         }
     }

@@ -671,7 +671,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     LLVMValueRef qi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, lr.i, cg_i64(c, cfg->heads), ""),
                           LLVMBuildSDiv(c->b, lr.i, cg_i64(c, cfg->heads), "")};
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
-    stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at), n->factor);
+    stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at), n->scale);
     for (int64_t v = 0; v < s.nv; v++)
         cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
                   cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));

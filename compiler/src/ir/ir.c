@@ -8,9 +8,9 @@
 static const struct {
     const char *name;
     int lo, hi;
-    unsigned flags;
+    unsigned flags, attrs;
 } ops[IR_OP_COUNT] = {
-#define X(op, name, lo, hi, flags) {name, lo, hi, flags},
+#define X(op, name, lo, hi, flags, attrs) {name, lo, hi, flags, attrs},
 #include "ir/ir_ops.def"
 #undef X
 };
@@ -21,6 +21,10 @@ const char *ir_op_name(ir_op op) {
 
 unsigned ir_op_flags(ir_op op) {
     return ops[op].flags;
+}
+
+unsigned ir_op_attrs(ir_op op) {
+    return ops[op].attrs;
 }
 
 ir_dim ir_const(int64_t c) {

@@ -11,8 +11,25 @@
 
 enum { IR_VIEW = 1, IR_EFFECT = 2, IR_INPLACE = 4 };
 
+/* The attributes of an op (ir_ops.def's last column), by the ir_node
+ * fields they name: WEIGHT weight; CACHE cache; SLICE offset, cols; SCALE
+ * scale; SCALE_COLS scale_cols; EPILOGUE rope_cols, to_cache, cache_col;
+ * FUSED fused; SOFTCAP softcap; MASKS causal, alibi; SPLIT split_tokens. */
+enum {
+    IR_A_WEIGHT = 1 << 0,
+    IR_A_CACHE = 1 << 1,
+    IR_A_SLICE = 1 << 2,
+    IR_A_SCALE = 1 << 3,
+    IR_A_SCALE_COLS = 1 << 4,
+    IR_A_EPILOGUE = 1 << 5,
+    IR_A_FUSED = 1 << 6,
+    IR_A_SOFTCAP = 1 << 7,
+    IR_A_MASKS = 1 << 8,
+    IR_A_SPLIT = 1 << 9,
+};
+
 typedef enum ir_op {
-#define X(op, name, lo, hi, flags) IR_OP_##op,
+#define X(op, name, lo, hi, flags, attrs) IR_OP_##op,
 #include "ir/ir_ops.def"
 #undef X
     IR_OP_COUNT
@@ -38,19 +55,20 @@ struct ir_node {
     int n_uses;
     attnc_loc loc; /* the spec key it comes from */
     bool dead;     /* removed by a pass; skipped by everything */
-    /* attributes; which ones an op uses is said in ir_ops.def */
+    /* attributes: which ones an op has is said in ir_ops.def (IR_A_*);
+     * the others stay 0, and ir_verify checks both */
     int weight;     /* WEIGHT: attn_weight_id */
     int cache;      /* CACHE_APPEND: 0 = K, 1 = V */
     int64_t offset; /* SLICE: first column */
     int64_t cols;   /* SLICE: number of columns */
-    double factor;  /* SCALE: c; SOFTCAP: c; LINEAR: scale of cols [0, scale_cols);
-                       FLASH: score scale (1 when folded into q) */
+    double scale;   /* SCALE: c; LINEAR: of cols [0, scale_cols); FLASH: of the scores (1 when
+                       folded into q) */
     int64_t scale_cols;
     int64_t rope_cols;    /* LINEAR: cols [0, rope_cols) are whole heads rotated in the epilogue */
     bool to_cache[2];     /* LINEAR: the epilogue stores K (0) / V (1) rows into the cache, */
     int64_t cache_col[2]; /*   from these columns on (kv_groups * head_dim of them) */
     bool fused;           /* CACHE_APPEND: stored by its linear's epilogue; no kernel */
-    double softcap;       /* FLASH: 0 = none */
+    double softcap;       /* SOFTCAP: c; FLASH: c, 0 = none */
     bool causal;          /* FLASH: mask keys after each query (and outside the window or
                              chunk) */
     bool alibi;           /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
@@ -68,6 +86,8 @@ typedef struct ir_graph {
 } ir_graph;
 
 ATTNC_HIDDEN const char *ir_op_name(ir_op op);
+/* The IR_A_* attributes op has. */
+ATTNC_HIDDEN unsigned ir_op_attrs(ir_op op);
 ATTNC_HIDDEN unsigned ir_op_flags(ir_op op);
 
 ATTNC_HIDDEN ir_dim ir_const(int64_t c);

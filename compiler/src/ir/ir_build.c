@@ -90,13 +90,13 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     if (s) {
         ir_node *sc = ir_new(g, IR_OP_SCALE, &s, 1, L[SPEC_K_SCALE]);
         if (sc)
-            sc->factor = cfg->scale;
+            sc->scale = cfg->scale;
         s = ir_insert(g, sc, NULL);
     }
     if (s && cfg->softcap > 0) {
         ir_node *cap = ir_new(g, IR_OP_SOFTCAP, &s, 1, L[SPEC_K_SOFTCAP]);
         if (cap)
-            cap->factor = cfg->softcap;
+            cap->softcap = cfg->softcap;
         s = ir_insert(g, cap, NULL);
     }
     if (cfg->alibi)

@@ -86,7 +86,7 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
         break;
     case IR_OP_LINEAR:
         if (n->scale_cols)
-            put(t, " scale=%.9g cols=%lld", n->factor, (long long)n->scale_cols);
+            put(t, " scale=%.9g cols=%lld", n->scale, (long long)n->scale_cols);
         if (n->rope_cols)
             put(t, " rope_cols=%lld", (long long)n->rope_cols);
         for (int i = 0; i < 2; i++)
@@ -108,7 +108,7 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             scalings[c->rope_scaling]);
         break;
     case IR_OP_FLASH:
-        put(t, " scale=%.9g", n->factor);
+        put(t, " scale=%.9g", n->scale);
         if (n->softcap > 0)
             put(t, " softcap=%.9g", n->softcap);
         if (n->causal)
@@ -122,8 +122,8 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
         if (n->split_tokens)
             put(t, " split_kv<=%lld", (long long)n->split_tokens);
         break;
-    case IR_OP_SCALE:
-    case IR_OP_SOFTCAP: put(t, " %.9g", n->factor); break;
+    case IR_OP_SCALE: put(t, " %.9g", n->scale); break;
+    case IR_OP_SOFTCAP: put(t, " %.9g", n->softcap); break;
     case IR_OP_MASK:
         put(t, " causal");
         put_mask(t, c);

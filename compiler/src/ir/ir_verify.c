@@ -1,6 +1,8 @@
 /* ir_verify.c: the graph's invariants, checked after every pass: operands
  * live and earlier in the order, shapes and dtypes as ir_infer_shape
  * computes them, use counts that match, one input and one output. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,57 @@
 static void broken(ir_graph *g, const ir_node *n, const char *what, const char *why) {
     diag_error(g->ctx, ATTNC_E_SHAPE, n->loc, "IR verifier: %s %%%d: %s%s%s", ir_op_name(n->op),
                n->id, what, why ? ": " : "", why ? why : "");
+}
+
+/* Why n's attributes break ir_ops.def (an attribute its op does not have
+ * set, or one it has out of range) into why; false if they do not. */
+static bool bad_attribute(const ir_node *n, char *why, size_t size) {
+    unsigned a = ir_op_attrs(n->op);
+    struct {
+        unsigned attr;
+        bool set;
+        const char *name;
+    } has[] = {
+        {IR_A_WEIGHT, n->weight != 0, "weight"},
+        {IR_A_CACHE, n->cache != 0, "cache"},
+        {IR_A_SLICE, n->offset != 0 || n->cols != 0, "offset/cols"},
+        {IR_A_SCALE, n->scale != 0, "scale"},
+        {IR_A_SCALE_COLS, n->scale_cols != 0, "scale_cols"},
+        {IR_A_EPILOGUE,
+         n->rope_cols != 0 || n->to_cache[0] || n->to_cache[1] || n->cache_col[0] != 0 ||
+             n->cache_col[1] != 0,
+         "epilogue"},
+        {IR_A_FUSED, n->fused, "fused"},
+        {IR_A_SOFTCAP, n->softcap != 0, "softcap"},
+        {IR_A_MASKS, n->causal || n->alibi, "causal/alibi"},
+        {IR_A_SPLIT, n->split_tokens != 0, "split_tokens"},
+    };
+    for (size_t i = 0; i < sizeof has / sizeof has[0]; i++)
+        if (has[i].set && !(a & has[i].attr)) {
+            snprintf(why, size, "%s is set, an attribute %s does not have (ir_ops.def)",
+                     has[i].name, ir_op_name(n->op));
+            return true;
+        }
+    bool ok = true;
+    switch (n->op) {
+    case IR_OP_WEIGHT: ok = n->weight >= 0 && n->weight < ATTN_WEIGHT_COUNT; break;
+    case IR_OP_CACHE_APPEND: ok = n->cache == 0 || n->cache == 1; break;
+    case IR_OP_SLICE: ok = n->offset >= 0 && n->cols >= 1; break;
+    case IR_OP_SCALE: ok = n->scale > 0 && isfinite(n->scale); break;
+    case IR_OP_SOFTCAP: ok = n->softcap > 0 && isfinite(n->softcap); break;
+    case IR_OP_LINEAR:
+        ok = n->scale_cols >= 0 && n->rope_cols >= 0 &&
+             (n->scale_cols == 0 || (n->scale > 0 && isfinite(n->scale)));
+        break;
+    case IR_OP_FLASH:
+        ok = n->scale > 0 && isfinite(n->scale) && n->softcap >= 0 && isfinite(n->softcap) &&
+             n->split_tokens >= 0;
+        break;
+    default: break;
+    }
+    if (!ok)
+        snprintf(why, size, "an attribute is out of range");
+    return !ok;
 }
 
 attnc_status ir_verify(ir_graph *g) {
@@ -46,8 +99,12 @@ attnc_status ir_verify(ir_graph *g) {
         }
         if (!args_ok)
             continue;
-        ir_node copy = *n;
         char why[256];
+        if (bad_attribute(n, why, sizeof why)) {
+            broken(g, n, "bad attributes", why);
+            continue;
+        }
+        ir_node copy = *n;
         if (!ir_infer_shape(g, &copy, why, sizeof why)) {
             broken(g, n, "bad operands", why);
             continue;

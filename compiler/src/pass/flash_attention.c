@@ -34,12 +34,12 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
             s = s->args[0];
         }
         if (s->op == IR_OP_SOFTCAP && s->n_uses == 1) {
-            cap = s->factor;
+            cap = s->softcap;
             chain[n++] = s;
             s = s->args[0];
         }
         if (s->op == IR_OP_SCALE && s->n_uses == 1) {
-            scale = s->factor;
+            scale = s->scale;
             chain[n++] = s;
             s = s->args[0];
         }
@@ -50,7 +50,7 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         ir_node *f = ir_new(g, IR_OP_FLASH, args, sinks ? 4 : 3, pv->loc);
         if (!f)
             return diag_first_code(ctx);
-        f->factor = scale;
+        f->scale = scale;
         f->softcap = cap;
         f->causal = causal;
         f->alibi = alibi;

@@ -21,7 +21,7 @@ attnc_status pass_fold_scale(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         ir_node *lin = pass_source_linear(qk->args[0], &col0, &cols);
         if (!lin || col0 != 0 || (lin->scale_cols && lin->scale_cols != cols))
             continue;
-        lin->factor = lin->scale_cols ? lin->factor * sc->factor : sc->factor;
+        lin->scale = lin->scale_cols ? lin->scale * sc->scale : sc->scale;
         lin->scale_cols = cols;
         ir_replace_uses(g, sc, qk);
         sc->dead = true;

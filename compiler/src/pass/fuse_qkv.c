@@ -61,7 +61,7 @@ attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     if (!f)
         return diag_first_code(ctx);
     f->scale_cols = lin[0]->scale_cols; /* q comes first, so its scaled columns stay put */
-    f->factor = lin[0]->factor;
+    f->scale = lin[0]->scale;
     if (!ir_insert(g, f, first))
         return diag_first_code(ctx);
     int64_t qd = lin[0]->ne[0].c, kvd = lin[1]->ne[0].c;
