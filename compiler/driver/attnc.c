@@ -14,6 +14,7 @@ static const char usage[] =
     "commands:\n"
     "  check SPEC          validate a spec and print it normalized\n"
     "  ir SPEC             print the graph IR after the pass pipeline\n"
+    "  opt FILE.ir         run passes over printed graph IR (--spec SPEC --pass P)\n"
     "  compile SPEC -o F   compile ahead of time: an object defining NAME_kernels()\n"
     "  run SPEC ...        run the block on a checkpoint and an input tensor\n"
     "  import CONFIG       write a layer's spec from a config.json or a .gguf file\n"
@@ -65,11 +66,17 @@ int main(int argc, char **argv) {
         const char *name;
         int (*run)(int argc, char **argv);
     } cmds[] = {
-        {"check", cmd_check},         {"ir", cmd_ir},
-        {"compile", cmd_compile},     {"run", cmd_run},
-        {"import", cmd_import},       {"gen-weights", cmd_gen_weights},
-        {"gen-input", cmd_gen_input}, {"bench", cmd_bench},
-        {"roofline", cmd_roofline},   {"cache", cmd_cache},
+        {"check", cmd_check},
+        {"ir", cmd_ir},
+        {"opt", cmd_opt},
+        {"compile", cmd_compile},
+        {"run", cmd_run},
+        {"import", cmd_import},
+        {"gen-weights", cmd_gen_weights},
+        {"gen-input", cmd_gen_input},
+        {"bench", cmd_bench},
+        {"roofline", cmd_roofline},
+        {"cache", cmd_cache},
     };
     if (argc < 2) {
         fputs(usage, stderr);

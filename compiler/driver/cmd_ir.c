@@ -56,3 +56,47 @@ int cmd_ir(int argc, char **argv) {
     attnc_ctx_free(ctx);
     return rc;
 }
+
+static const char opt_usage[] =
+    "usage: attnc opt FILE.ir --spec SPEC [--pass NAME]...\n"
+    "\n"
+    "Reads the graph IR in FILE.ir as `attnc ir SPEC` prints it, checks it\n"
+    "(the verifier; every shape is inferred again and must be the printed\n"
+    "one), runs the passes named, in the order given, over it, and prints\n"
+    "the result: a pass can be run on its own, on a graph written or edited\n"
+    "by hand (tests/passes). Attributes the printer takes from the config\n"
+    "(RoPE's base, the mask's window) come from SPEC.\n"
+    "\n"
+    "  --spec SPEC   the spec the graph is of (its config; the graph's name)\n"
+    "  --pass NAME   a pass to run (repeatable; attnc ir --list-passes)\n";
+
+int cmd_opt(int argc, char **argv) {
+    const char *help = NULL, *spec = NULL, *passes[32], *pos[1];
+    int n_passes = 0, n_pos;
+    const opt opts[] = {
+        {"--help", "-h", false, &help, NULL, 0},
+        {"--spec", NULL, true, &spec, NULL, 0},
+        {"--pass", NULL, true, passes, &n_passes, 32},
+        {0},
+    };
+    if (!parse_opts("opt", argc, argv, 1, opts, pos, 1, &n_pos))
+        return EXIT_USAGE;
+    if (help) {
+        fputs(opt_usage, stdout);
+        return EXIT_OK;
+    }
+    if (n_pos != 1 || !spec)
+        return usage_error("opt", "expected one FILE.ir and --spec SPEC");
+    if (!check_pass_names("opt", passes, n_passes))
+        return EXIT_USAGE;
+    attnc_ctx *ctx = attnc_ctx_new();
+    if (!ctx)
+        return EXIT_INTERNAL;
+    const char *text = NULL;
+    attnc_status st = attnc_opt_text(ctx, spec, pos[0], passes, n_passes, &text);
+    int rc = print_diags(ctx, st);
+    if (rc == EXIT_OK)
+        fputs(text, stdout);
+    attnc_ctx_free(ctx);
+    return rc;
+}

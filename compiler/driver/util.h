@@ -68,6 +68,7 @@ double now_seconds(void);
 /* The subcommands; argv[0] is the subcommand's name. */
 int cmd_run(int argc, char **argv);
 int cmd_ir(int argc, char **argv);
+int cmd_opt(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 

@@ -1,5 +1,6 @@
 /* compile.c: the compiler's public entry points that span stages: spec ->
  * graph IR -> passes (and, for the JIT, codegen and emission). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,66 @@ attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_op
         return st;
     *text = ir_print(g);
     if (!*text) {
+        diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory printing the graph");
+        return ATTNC_E_NOMEM;
+    }
+    return ATTNC_OK;
+}
+
+/* The file at path, NUL-terminated, in ctx's arena (at most 64 MiB). */
+static char *read_text(attnc_ctx *ctx, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        diag_error(ctx, ATTNC_E_IO, (attnc_loc){path, 0, 0}, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= (64L << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = arena_alloc(&ctx->arena, (size_t)n + 1)) &&
+        fread(buf, 1, (size_t)n, f) == (size_t)n)
+        buf[n] = 0;
+    else
+        buf = NULL;
+    fclose(f);
+    if (!buf)
+        diag_error(ctx, ATTNC_E_IO, (attnc_loc){path, 0, 0},
+                   n > (64L << 20) ? "larger than 64 MiB" : "cannot read");
+    return buf;
+}
+
+attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *ir_path,
+                            const char *const *passes, int n_passes, const char **text) {
+    if (!ctx || !spec_path || !ir_path || !text || n_passes < 0 || (n_passes && !passes))
+        return ATTNC_E_INVALID;
+    attn_config cfg;
+    spec_locs locs;
+    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    if (st != ATTNC_OK)
+        return st;
+    for (int i = 0; i < n_passes; i++)
+        if (!passes[i] || !pass_find(passes[i])) {
+            diag_error(ctx, ATTNC_E_SPEC, (attnc_loc){0}, "unknown pass '%s'",
+                       passes[i] ? passes[i] : "(null)");
+            return ATTNC_E_SPEC;
+        }
+    char *src = read_text(ctx, ir_path);
+    ir_graph *g;
+    if (!src)
+        return diag_first_code(ctx);
+    if ((st = ir_parse(ctx, &cfg, &locs, ir_path, src, &g)) != ATTNC_OK)
+        return st;
+    for (int i = 0; i < n_passes; i++) {
+        bool changed = false;
+        if ((st = pass_find(passes[i])->run(ctx, g, &changed)) != ATTNC_OK)
+            return st;
+        ir_recount_uses(g);
+        if ((st = ir_verify(g)) != ATTNC_OK) {
+            diag_note(ctx, (attnc_loc){0}, "the graph broke in pass '%s'", passes[i]);
+            return st;
+        }
+    }
+    if (!(*text = ir_print(g))) {
         diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory printing the graph");
         return ATTNC_E_NOMEM;
     }

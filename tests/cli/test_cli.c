@@ -91,9 +91,9 @@ static void cli_help_command(void **state) {
 
 static void cli_every_command_has_help(void **state) {
     fixture *f = *state;
-    const char *cmds[] = {"check",       "ir",        "compile", "run",      "import",
-                          "gen-weights", "gen-input", "bench",   "roofline", "cache"};
-    for (int i = 0; i < 10; i++) {
+    const char *cmds[] = {"check",       "ir",        "opt",   "compile",  "run",  "import",
+                          "gen-weights", "gen-input", "bench", "roofline", "cache"};
+    for (int i = 0; i < 11; i++) {
         assert_int_equal(ATTNC(f, cmds[i], "--help"), 0);
         char *s = captured(f->out);
         assert_non_null(strstr(s, "usage: attnc"));
@@ -414,6 +414,31 @@ static void cli_cross_attention_run(void **state) {
     assert_int_equal(dir_count(f->dir), 5); /* w, x, y, yc, bad: no temporaries */
 }
 
+/* attnc opt: ir's text read back and run through a pass prints what ir
+ * prints after that pass; usage and input errors exit 1 and 2. */
+static void cli_opt_runs_a_pass(void **state) {
+    fixture *f = *state;
+    const char *g = path_in(f->dir, "g.ir"), *want = path_in(f->dir, "want.ir");
+    assert_int_equal(ATTNC(f, "ir", SPEC("llama3_8b"), "--after", "fold_scale"), 0);
+    char *before = captured(f->out);
+    write_file(g, before, strlen(before));
+    free(before);
+    assert_int_equal(ATTNC(f, "ir", SPEC("llama3_8b"), "--after", "rope_epilogue"), 0);
+    char *after = captured(f->out);
+    write_file(want, after, strlen(after));
+    assert_int_equal(ATTNC(f, "opt", g, "--spec", SPEC("llama3_8b"), "--pass", "rope_epilogue"), 0);
+    char *got = captured(f->out);
+    assert_string_equal(got, after);
+    free(got);
+    free(after);
+    assert_int_equal(ATTNC(f, "opt", g), 1);
+    assert_stderr_has(f, "expected one FILE.ir and --spec SPEC");
+    assert_int_equal(ATTNC(f, "opt", g, "--spec", SPEC("llama3_8b"), "--pass", "rope_epilog"), 1);
+    assert_stderr_has(f, "unknown pass 'rope_epilog'");
+    assert_int_equal(ATTNC(f, "opt", g, "--spec", SPEC("seed")), 2);
+    assert_stderr_has(f, "the graph is 'llama3_8b'; the spec is 'seed'");
+}
+
 /* --shard: run's partial outputs of shards sum to the whole block's y
  * (jit and reference engines, 2 and 4 shards of seed's 4 K/V groups),
  * compile's header names the shard, bad shards exit 1 or 2. */
@@ -479,6 +504,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cli_cross_attention_run, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_shards_sum_to_whole, cli_fixture_setup,
+                                        cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(cli_opt_runs_a_pass, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(cli_prefix_and_dtypes_round_trip, cli_fixture_setup,
                                         cli_fixture_teardown),

@@ -85,6 +85,169 @@ static void ir_matches_golden_after_each_pass(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* ---- attnc opt: printed IR read back, passes run on it alone ----------- */
+
+static const char *spec_file(const char *spec) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, spec);
+    return path;
+}
+
+/* attnc_opt_text of the file at ir with passes; NULL with the diagnostics
+ * printed (first one into *first, if asked) on failure. */
+static const char *opt_of(attnc_ctx *ctx, const char *spec, const char *ir,
+                          const char *const *passes, int n, char *first, size_t size) {
+    const char *text = NULL;
+    attnc_status st = attnc_opt_text(ctx, spec_file(spec), ir, passes, n, &text);
+    if (first && size)
+        first[0] = 0;
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        char buf[1024];
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        if (first && i == 0)
+            snprintf(first, size, "%s", buf);
+        if (!first)
+            print_error("%s\n", buf);
+    }
+    return st == ATTNC_OK ? text : NULL;
+}
+
+/* Every shipped spec's graph, lowered and after the pipeline, printed,
+ * read back and printed again: the same text. */
+static void opt_reads_back_what_ir_prints(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    for (size_t i = 0; i < n_shipped_specs; i++)
+        for (int stage = 0; stage < 2; stage++) {
+            attnc_ctx *ctx = attnc_ctx_new();
+            const char *text = ir_of(ctx, shipped_specs[i], stage ? NULL : "lower", NULL, 0);
+            const char *path = path_in(dir, "g.ir");
+            write_file(path, text, strlen(text));
+            const char *back = opt_of(ctx, shipped_specs[i], path, NULL, 0, NULL, 0);
+            if (!back || strcmp(back, text) != 0)
+                fail_msg("%s (%s): read back differs:\n%s", shipped_specs[i],
+                         stage ? "pipeline" : "lower", back ? back : "(failed)");
+            attnc_ctx_free(ctx);
+        }
+    tmpdir_remove(dir);
+}
+
+/* Each pass alone on the golden graph before it gives the golden graph
+ * after it (tests/golden/<pass>/, lower first): .ir -> .ir per pass. */
+static void opt_runs_each_pass_alone(void **state) {
+    (void)state;
+    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b"};
+    int bad = 0;
+    for (int s = 0; s < 3; s++) {
+        const char *before = "lower";
+        for (int p = 0; attnc_pass_name(p); p++) {
+            const char *pass = attnc_pass_name(p);
+            char in[1024];
+            snprintf(in, sizeof in, "%s/%s/%s.ir", GOLDEN, before, specs[s]);
+            attnc_ctx *ctx = attnc_ctx_new();
+            const char *out = opt_of(ctx, specs[s], in, &pass, 1, NULL, 0);
+            if (!out)
+                fail_msg("%s: opt --pass %s on %s failed", specs[s], pass, in);
+            bad += check_golden(pass, specs[s], out);
+            attnc_ctx_free(ctx);
+            before = pass;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* tests/passes/NAME.ir: a graph written or edited by hand, its spec and
+ * passes in leading "; spec:" and "; passes:" lines; NAME.out what opt
+ * prints (written when ATTNC_UPDATE_GOLDEN is set). */
+static void opt_hand_written_graphs(void **state) {
+    (void)state;
+    const char *cases[] = {"dce_dead_views"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char in[1024], want_path[1024], spec[64] = "", passes_line[256] = "";
+        snprintf(in, sizeof in, "%s/tests/passes/%s.ir", ATTNC_SOURCE_DIR, cases[i]);
+        snprintf(want_path, sizeof want_path, "%s/tests/passes/%s.out", ATTNC_SOURCE_DIR, cases[i]);
+        char *src = read_file(in, NULL);
+        assert_non_null(src);
+        const char *sp = strstr(src, "; spec: "), *pp = strstr(src, "; passes: ");
+        assert_true(sp && pp);
+        sscanf(sp + 8, "%63s", spec);
+        snprintf(passes_line, sizeof passes_line, "%.*s", (int)strcspn(pp + 10, "\n"), pp + 10);
+        const char *passes[8];
+        int n = 0;
+        for (char *t = strtok(passes_line, " "); t && n < 8; t = strtok(NULL, " "))
+            passes[n++] = t;
+        attnc_ctx *ctx = attnc_ctx_new();
+        const char *out = opt_of(ctx, spec, in, passes, n, NULL, 0);
+        assert_non_null(out);
+        const char *update = getenv("ATTNC_UPDATE_GOLDEN");
+        if (update && *update && strcmp(update, "0") != 0) {
+            write_file(want_path, out, strlen(out));
+        } else {
+            char *want = read_file(want_path, NULL);
+            assert_non_null(want);
+            if (strcmp(want, out) != 0)
+                fail_msg("%s differs; got:\n%s", want_path, out);
+            free(want);
+        }
+        attnc_ctx_free(ctx);
+        free(src);
+    }
+}
+
+/* Broken IR files: each refused at its line and column, with the reason. */
+static void opt_refuses_broken_ir(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attnc_ctx *ctx = attnc_ctx_new();
+    const char *lowered = ir_of(ctx, "seed", "lower", NULL, 0);
+    char *base = strdup(lowered);
+    attnc_ctx_free(ctx);
+    struct {
+        const char *from, *to, *want;
+    } cases[] = {
+        {"%2 = linear", "%2 = lineaar", "g.ir:4:8: error: unknown op 'lineaar'"},
+        {"%16 = qk %10, %14", "%16 = qk %10, %99", "g.ir:18:17: error: operand %99 is not defined"},
+        {"%17 = scale %16 0.125 : f32[T, S, 12]", "%17 = scale %16 0.125 : f32[T, S, 13]",
+         "g.ir:19:3: error: %17: the printed shape is not what its operands give"},
+        {"%19 = softmax %18 :", "%19 = softmax %18 causal :",
+         "g.ir:21:21: error: 'causal' is not an attribute of softmax"},
+        {"graph seed", "graph other", "g.ir:1:7: error: the graph is 'other'; the spec is 'seed'"},
+        {"%17 = scale %16 0.125", "%17 = scale %16 -0.125", "an attribute is out of range"},
+        {"%13 = cache_append", "%12 = cache_append", "%12 is defined twice"},
+        {"f32[768, S]  ; 4:1\n  %1", "f32[768, S*]  ; 4:1\n  %1", "expected a dim"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *at = strstr(base, cases[i].from);
+        assert_non_null(at);
+        size_t pre = (size_t)(at - base), fl = strlen(cases[i].from);
+        char *text = malloc(strlen(base) + strlen(cases[i].to) + 1);
+        sprintf(text, "%.*s%s%s", (int)pre, base, cases[i].to, at + fl);
+        const char *path = path_in(dir, "g.ir");
+        write_file(path, text, strlen(text));
+        free(text);
+        ctx = attnc_ctx_new();
+        char first[1024];
+        assert_null(opt_of(ctx, "seed", path, NULL, 0, first, sizeof first));
+        if (!strstr(first, cases[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, first, cases[i].want);
+        attnc_ctx_free(ctx);
+    }
+    /* an unknown pass, a missing file */
+    write_file(path_in(dir, "g.ir"), base, strlen(base));
+    ctx = attnc_ctx_new();
+    const char *bogus = "fuse_qvk";
+    char first[1024];
+    assert_null(opt_of(ctx, "seed", path_in(dir, "g.ir"), &bogus, 1, first, sizeof first));
+    assert_non_null(strstr(first, "unknown pass 'fuse_qvk'"));
+    attnc_ctx_free(ctx);
+    ctx = attnc_ctx_new();
+    assert_null(opt_of(ctx, "seed", path_in(dir, "none.ir"), NULL, 0, first, sizeof first));
+    assert_non_null(strstr(first, "cannot open"));
+    attnc_ctx_free(ctx);
+    free(base);
+    tmpdir_remove(dir);
+}
+
 static void ir_stays_valid_with_any_pass_disabled(void **state) {
     (void)state;
     for (size_t i = 0; i < n_shipped_specs; i++) {
@@ -266,6 +429,10 @@ int main(void) {
         cmocka_unit_test(verifier_rejects_use_before_definition),
         cmocka_unit_test(verifier_rejects_stale_use_counts_and_bad_operands),
         cmocka_unit_test(verifier_checks_attributes),
+        cmocka_unit_test(opt_reads_back_what_ir_prints),
+        cmocka_unit_test(opt_runs_each_pass_alone),
+        cmocka_unit_test(opt_hand_written_graphs),
+        cmocka_unit_test(opt_refuses_broken_ir),
         cmocka_unit_test(builder_rejects_inconsistent_operands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

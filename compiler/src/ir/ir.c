@@ -27,6 +27,23 @@ unsigned ir_op_attrs(ir_op op) {
     return ops[op].attrs;
 }
 
+static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
+    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",   "q_proj.bias",
+    "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
+    "q_norm.weight", "k_norm.weight", "sinks",
+};
+
+const char *ir_weight_name(int id) {
+    return id >= 0 && id < ATTN_WEIGHT_COUNT ? weight_names[id] : "?";
+}
+
+int ir_weight_id(const char *name) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
+        if (strcmp(name, weight_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 ir_dim ir_const(int64_t c) {
     return (ir_dim){c, 0, 0, 0};
 }

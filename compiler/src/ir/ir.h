@@ -124,6 +124,17 @@ ATTNC_HIDDEN ir_node *ir_sinks(const ir_node *n);
 
 /* Text of the graph, stable enough for golden files; arena-owned. */
 ATTNC_HIDDEN char *ir_print(ir_graph *g);
+/* The name the printer gives weight id (attn_weight_id), "?" if none;
+ * the id of such a name, -1 if none. */
+ATTNC_HIDDEN const char *ir_weight_name(int id);
+ATTNC_HIDDEN int ir_weight_id(const char *name);
+/* The graph ir_print printed, read back from text (named path in
+ * diagnostics, path:line:col) for the spec's config cfg and key
+ * locations locs (passes need both; the text names the spec's graph):
+ * ids, order, attributes and locations as printed; every node's shape
+ * is inferred again and must be the printed one. Verified. */
+ATTNC_HIDDEN attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                                   const char *path, const char *text, ir_graph **out);
 
 /* Checks shapes, dtypes, order and use counts; each problem becomes a
  * diagnostic (ATTNC_E_SHAPE) naming the node. */

@@ -62,12 +62,6 @@ static void put_dim(text *t, ir_dim d) {
         put(t, "0");
 }
 
-static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
-    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",   "q_proj.bias",
-    "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
-    "q_norm.weight", "k_norm.weight", "sinks",
-};
-
 /* The mask's extent beyond causal: window and chunk. */
 static void put_mask(text *t, const attn_config *c) {
     if (c->sliding_window)
@@ -81,9 +75,7 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     static const char *const styles[] = {"none", "half", "interleaved"};
     static const char *const scalings[] = {"none", "linear", "llama3", "yarn"};
     switch (n->op) {
-    case IR_OP_WEIGHT:
-        put(t, " %s", (unsigned)n->weight < ATTN_WEIGHT_COUNT ? weight_names[n->weight] : "?");
-        break;
+    case IR_OP_WEIGHT: put(t, " %s", ir_weight_name(n->weight)); break;
     case IR_OP_LINEAR:
         if (n->scale_cols)
             put(t, " scale=%.9g cols=%lld", n->scale, (long long)n->scale_cols);

@@ -1,0 +1,350 @@
+/* ir_parse.c: ir_print's text read back into a graph (attnc opt). One
+ * node a line:
+ *   %27 = linear %0, %26, %31 scale=0.0625 cols=4096 : f32[8192, S]  ; 8:1
+ * ids, operands, the attributes ir_ops.def gives the op, dtype, shape and
+ * the spec key's line:col. Attributes the printer takes from the config
+ * (RoPE's base, the mask's window, a flash node's group) are skipped: the
+ * config comes from the spec. Every shape is inferred again and must be
+ * the printed one, so a hand-edited file cannot lie about shapes. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+typedef struct parser {
+    attnc_ctx *ctx;
+    ir_graph *g;
+    const char *path;
+    uint32_t line;
+    ir_node **by_id; /* [cap] */
+    int cap, max_id;
+} parser;
+
+static attnc_status fail(parser *p, const char *at, const char *line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static attnc_status fail(parser *p, const char *at, const char *line, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    uint32_t col = at && line && at >= line ? (uint32_t)(at - line) + 1 : 1;
+    diag_error(p->ctx, ATTNC_E_SPEC, (attnc_loc){p->path, p->line, col}, "%s", msg);
+    return ATTNC_E_SPEC;
+}
+
+static const char *skip_spaces(const char *s) {
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return s;
+}
+
+/* An integer at *s (advanced past it); false if none. */
+static bool int_at(const char **s, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(*s, &end, 10);
+    if (end == *s || errno)
+        return false;
+    *v = x;
+    *s = end;
+    return true;
+}
+
+/* One dim as put_dim prints it: terms c, m*S, S, m*T, S*T joined by + or -. */
+static bool dim_at(const char **s, ir_dim *d) {
+    *d = (ir_dim){0, 0, 0, 0};
+    const char *q = *s;
+    bool any = false;
+    for (;;) {
+        int sign = 1;
+        if (*q == '-' || (*q == '+' && any)) {
+            sign = *q == '-' ? -1 : 1;
+            q++;
+        } else if (any) {
+            break;
+        }
+        int64_t m = 1;
+        bool num = *q >= '0' && *q <= '9';
+        if (num && !int_at(&q, &m))
+            return false;
+        if (num && *q != '*') { /* a constant term */
+            d->c += sign * m;
+        } else {
+            if (num)
+                q++; /* the '*' */
+            int64_t *to = NULL;
+            if (strncmp(q, "S*T", 3) == 0)
+                to = &d->st, q += 3;
+            else if (*q == 'S')
+                to = &d->s, q++;
+            else if (*q == 'T')
+                to = &d->t, q++;
+            if (!to)
+                return false;
+            *to += sign * m;
+        }
+        any = true;
+    }
+    *s = q;
+    return any;
+}
+
+/* A word of the attribute list: up to a space (or the end). */
+static size_t word_len(const char *s) {
+    return strcspn(s, " \t");
+}
+
+static bool word_is(const char *w, size_t n, const char *want) {
+    return strlen(want) == n && strncmp(w, want, n) == 0;
+}
+
+/* "key=" at w: the value after it, or NULL. */
+static const char *value_of(const char *w, size_t n, const char *key) {
+    size_t k = strlen(key);
+    return n > k + 1 && strncmp(w, key, k) == 0 && w[k] == '=' ? w + k + 1 : NULL;
+}
+
+static bool num_value(const char *v, const char *end, double *out) {
+    char *e;
+    errno = 0;
+    double x = strtod(v, &e);
+    if (e != end || errno)
+        return false;
+    *out = x;
+    return true;
+}
+
+static bool int_value(const char *v, const char *end, int64_t *out) {
+    const char *q = v;
+    return int_at(&q, out) && q == end;
+}
+
+/* One attribute word w (n bytes) of node n; false if n's op has no such
+ * attribute. Words the printer derives from the config are accepted and
+ * skipped. */
+static bool attribute(ir_node *n, const char *w, size_t len) {
+    const char *end = w + len, *v;
+    switch (n->op) {
+    case IR_OP_WEIGHT: {
+        char name[64];
+        if (len >= sizeof name)
+            return false;
+        memcpy(name, w, len);
+        name[len] = 0;
+        n->weight = ir_weight_id(name);
+        return n->weight >= 0;
+    }
+    case IR_OP_LINEAR:
+        if ((v = value_of(w, len, "scale")))
+            return num_value(v, end, &n->scale);
+        if ((v = value_of(w, len, "cols")))
+            return int_value(v, end, &n->scale_cols);
+        if ((v = value_of(w, len, "rope_cols")))
+            return int_value(v, end, &n->rope_cols);
+        for (int k = 0; k < 2; k++)
+            if ((v = value_of(w, len, k ? "cache_v" : "cache_k"))) {
+                n->to_cache[k] = true;
+                return int_value(v, end, &n->cache_col[k]);
+            }
+        return false;
+    case IR_OP_SLICE:
+        if ((v = value_of(w, len, "offset")))
+            return int_value(v, end, &n->offset);
+        if ((v = value_of(w, len, "cols")))
+            return int_value(v, end, &n->cols);
+        return false;
+    case IR_OP_CACHE_APPEND:
+        if (word_is(w, len, "k") || word_is(w, len, "v")) {
+            n->cache = *w == 'v';
+            return true;
+        }
+        return word_is(w, len, "stored_by_epilogue") && (n->fused = true);
+    case IR_OP_SCALE: return num_value(w, end, &n->scale);
+    case IR_OP_SOFTCAP: return num_value(w, end, &n->softcap);
+    case IR_OP_FLASH:
+        if ((v = value_of(w, len, "scale")))
+            return num_value(v, end, &n->scale);
+        if ((v = value_of(w, len, "softcap")))
+            return num_value(v, end, &n->softcap);
+        if ((v = value_of(w, len, "split_kv<")))
+            return int_value(v, end, &n->split_tokens);
+        if (word_is(w, len, "causal"))
+            return (n->causal = true);
+        if (word_is(w, len, "alibi"))
+            return (n->alibi = true);
+        return value_of(w, len, "window") || value_of(w, len, "chunk") || value_of(w, len, "group");
+    case IR_OP_QK:
+    case IR_OP_PV: return value_of(w, len, "group") != NULL;
+    case IR_OP_MASK:
+        return word_is(w, len, "causal") || value_of(w, len, "window") || value_of(w, len, "chunk");
+    case IR_OP_ROPE:
+    case IR_OP_ROPE_TABLE:
+        return value_of(w, len, "base") || value_of(w, len, "style") ||
+               value_of(w, len, "rotary_dim") || value_of(w, len, "scaling");
+    case IR_OP_QK_NORM:
+        return word_is(w, len, "rms") || value_of(w, len, "scope") || value_of(w, len, "eps") ||
+               value_of(w, len, "offset");
+    case IR_OP_TEMPERATURE:
+        return value_of(w, len, "floor_scale") || value_of(w, len, "attn_scale");
+    default: return false;
+    }
+}
+
+static ir_op op_named(const char *s, size_t n) {
+    for (int op = 0; op < IR_OP_COUNT; op++)
+        if (word_is(s, n, ir_op_name((ir_op)op)))
+            return (ir_op)op;
+    return IR_OP_COUNT;
+}
+
+static attn_dtype dtype_named(const char *s, size_t n) {
+    for (int t = 0; t < ATTN_DTYPE_COUNT; t++)
+        if (word_is(s, n, attn_dtype_name((attn_dtype)t)))
+            return (attn_dtype)t;
+    return ATTN_DTYPE_COUNT;
+}
+
+/* One node line (its text in line, NUL-terminated). */
+static attnc_status node_line(parser *p, const char *line, const char *spec_path) {
+    const char *s = skip_spaces(line), *start = s;
+    int64_t id;
+    if (*s != '%' || (s++, !int_at(&s, &id)) || id < 0 || id > 1000000)
+        return fail(p, s, line, "expected '%%ID = op ...' (ID a number up to 1000000)");
+    s = skip_spaces(s);
+    if (*s != '=')
+        return fail(p, s, line, "expected '=' after %%%lld", (long long)id);
+    s = skip_spaces(s + 1);
+    size_t n = word_len(s);
+    ir_op op = op_named(s, n);
+    if (op == IR_OP_COUNT)
+        return fail(p, s, line, "unknown op '%.*s'", (int)n, s);
+    s = skip_spaces(s + n);
+    ir_node *args[IR_MAX_ARGS];
+    int nargs = 0;
+    while (*s == '%') {
+        const char *at = s++;
+        int64_t a;
+        if (!int_at(&s, &a) || a < 0 || a >= p->cap || !p->by_id[a])
+            return fail(p, at, line, "operand %.*s is not defined on an earlier line",
+                        (int)strcspn(at, " ,\t"), at);
+        if (nargs == IR_MAX_ARGS)
+            return fail(p, at, line, "more than %d operands", IR_MAX_ARGS);
+        args[nargs++] = p->by_id[a];
+        s = skip_spaces(*s == ',' ? s + 1 : s);
+    }
+    ir_node *node = ir_new(p->g, op, args, nargs, (attnc_loc){spec_path, 0, 0});
+    if (!node)
+        return diag_first_code(p->ctx);
+    node->id = (int)id;
+    while (*s && *s != ':') {
+        size_t len = word_len(s);
+        if (!attribute(node, s, len))
+            return fail(p, s, line, "'%.*s' is not an attribute of %s", (int)len, s,
+                        ir_op_name(op));
+        s = skip_spaces(s + len);
+    }
+    if (*s != ':')
+        return fail(p, s, line, "expected ': dtype[dims]'");
+    s = skip_spaces(s + 1);
+    size_t tl = strcspn(s, "[");
+    attn_dtype dt = dtype_named(s, tl);
+    if (dt == ATTN_DTYPE_COUNT || s[tl] != '[')
+        return fail(p, s, line, "expected a dtype and '[' (f32[...])");
+    s += tl + 1;
+    int ndim = 0;
+    ir_dim dims[IR_MAX_DIMS];
+    while (*s != ']') {
+        if (ndim == IR_MAX_DIMS || !dim_at(&s, &dims[ndim]))
+            return fail(p, s, line, "expected a dim (a number, S, T or S*T terms) or ']'");
+        ndim++;
+        s = skip_spaces(*s == ',' ? s + 1 : s);
+    }
+    s = skip_spaces(s + 1);
+    if (*s == ';') { /* the spec key's line:col */
+        s = skip_spaces(s + 1);
+        int64_t l, c;
+        if (!int_at(&s, &l) || *s != ':' || (s++, !int_at(&s, &c)) || l < 0 || c < 0 ||
+            l > UINT32_MAX || c > UINT32_MAX)
+            return fail(p, s, line, "expected '; line:col'");
+        node->loc.line = (uint32_t)l, node->loc.col = (uint32_t)c;
+        s = skip_spaces(s);
+    }
+    if (*s)
+        return fail(p, s, line, "unexpected '%s' at the end of the line", s);
+    if (node->id < p->cap && p->by_id[node->id])
+        return fail(p, start, line, "%%%d is defined twice", node->id);
+    if (node->id >= p->cap) {
+        int cap = 2 * node->id + 16;
+        ir_node **by_id = arena_alloc(&p->ctx->arena, (size_t)cap * sizeof *by_id);
+        if (!by_id)
+            return diag_first_code(p->ctx);
+        if (p->cap)
+            memcpy(by_id, p->by_id, (size_t)p->cap * sizeof *by_id);
+        p->by_id = by_id, p->cap = cap;
+    }
+    if (!ir_insert(p->g, node, NULL)) /* its shape, inferred */
+        return fail(p, start, line, "%s %%%d: its operands do not fit it (see above)",
+                    ir_op_name(op), node->id);
+    bool same = node->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = ir_dim_eq(node->ne[d], dims[d]);
+    if (!same || node->dt != dt)
+        return fail(p, start, line, "%%%d: the printed shape is not what its operands give",
+                    node->id);
+    p->by_id[node->id] = node;
+    if (node->id > p->max_id)
+        p->max_id = node->id;
+    return ATTNC_OK;
+}
+
+attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
+                      const char *path, const char *text, ir_graph **out) {
+    ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
+    char *copy = text ? arena_strndup(&ctx->arena, text, strlen(text)) : NULL;
+    if (!g || !copy) {
+        diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
+        return ATTNC_E_NOMEM;
+    }
+    g->ctx = ctx;
+    g->cfg = *cfg;
+    g->locs = *locs;
+    parser p = {ctx, g, path, 0, NULL, 0, -1};
+    const char *spec_path = locs->key[0].file;
+    bool header = false;
+    for (char *line = copy, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        p.line++;
+        const char *s = skip_spaces(line);
+        if (!*s || *s == ';')
+            continue;
+        if (!header) {
+            size_t n = strlen(cfg->name);
+            if (strncmp(s, "graph ", 6) != 0)
+                return fail(&p, s, line, "expected 'graph NAME' first");
+            s = skip_spaces(s + 6);
+            if (strncmp(s, cfg->name, n) != 0 || (s[n] && s[n] != ' ' && s[n] != '\t'))
+                return fail(&p, s, line, "the graph is '%.*s'; the spec is '%s'", (int)word_len(s),
+                            s, cfg->name);
+            header = true;
+            continue;
+        }
+        attnc_status st = node_line(&p, line, spec_path);
+        if (st != ATTNC_OK)
+            return st;
+    }
+    if (!header)
+        return fail(&p, NULL, NULL, "no 'graph NAME' line");
+    g->next_id = p.max_id + 1; /* new nodes get ids after the file's, as in the pipeline */
+    ir_recount_uses(g);
+    attnc_status st = ir_verify(g);
+    if (st == ATTNC_OK)
+        *out = g;
+    return st;
+}
