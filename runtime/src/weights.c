@@ -508,33 +508,33 @@ static attn_status convert_part(const attn_weights *w, int i, attn_dtype to, uns
     return ATTN_OK;
 }
 
+/* Tensor i of w in dtype `to` at dst for config c: w's own, or (c a
+ * shard of w's whole block) converted whole, then sliced. */
+static attn_status from_part(const attn_weights *w, const attn_config *c, int i, attn_dtype to,
+                             unsigned char *dst, attn_msg *m) {
+    if (c->shard_count <= 1 || w->cfg.shard_count > 1)
+        return convert_part(w, i, to, dst, m);
+    size_t bytes = attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, i));
+    unsigned char *all = malloc(bytes ? bytes : 1);
+    if (!all)
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", w_names[i]);
+    attn_status st = convert_part(w, i, to, all, m);
+    if (!st)
+        slice_part(&w->cfg, c, i, to, all, dst);
+    free(all);
+    return st;
+}
+
 attn_status rt_weight_from(const attn_weights *w, const attn_config *c, int id, void *dst,
                            attn_msg *m) {
     int parts[3], np = parts_of(id, parts);
     attn_dtype to = rt_weight_dtype(&w->cfg, id);
-    if (c->shard_count > 1 && w->cfg.shard_count <= 1) { /* the whole block's: slice */
-        unsigned char *at = dst;
-        for (int k = 0; k < np; k++) {
-            size_t bytes = attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, parts[k]));
-            unsigned char *all = malloc(bytes ? bytes : 1);
-            if (!all)
-                return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", w_names[parts[k]]);
-            attn_status st = convert_part(w, parts[k], to, all, m);
-            if (!st)
-                slice_part(&w->cfg, c, parts[k], to, all, at);
-            free(all);
-            if (st)
-                return st;
-            at += attn_dtype_bytes(to, (int64_t)w_numel(c, parts[k]));
-        }
-        return ATTN_OK;
-    }
     unsigned char *at = dst;
     for (int k = 0; k < np; k++) {
-        attn_status st = convert_part(w, parts[k], to, at, m);
+        attn_status st = from_part(w, c, parts[k], to, at, m);
         if (st)
             return st;
-        at += attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, parts[k]));
+        at += attn_dtype_bytes(to, (int64_t)w_numel(c, parts[k]));
     }
     return ATTN_OK;
 }
