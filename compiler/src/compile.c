@@ -1,6 +1,5 @@
 /* compile.c: the compiler's public entry points that span stages: spec ->
  * graph IR -> passes (and, for the JIT, codegen and emission). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,28 +98,6 @@ attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_op
     return ATTNC_OK;
 }
 
-/* The file at path, NUL-terminated, in ctx's arena (at most 64 MiB). */
-static char *read_text(attnc_ctx *ctx, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        diag_error(ctx, ATTNC_E_IO, (attnc_loc){path, 0, 0}, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= (64L << 20) &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = arena_alloc(&ctx->arena, (size_t)n + 1)) &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n)
-        buf[n] = 0;
-    else
-        buf = NULL;
-    fclose(f);
-    if (!buf)
-        diag_error(ctx, ATTNC_E_IO, (attnc_loc){path, 0, 0},
-                   n > (64L << 20) ? "larger than 64 MiB" : "cannot read");
-    return buf;
-}
-
 attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *ir_path,
                             const char *const *passes, int n_passes, const char **text) {
     if (!ctx || !spec_path || !ir_path || !text || n_passes < 0 || (n_passes && !passes))
@@ -136,11 +113,15 @@ attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *i
                        passes[i] ? passes[i] : "(null)");
             return ATTNC_E_SPEC;
         }
-    char *src = read_text(ctx, ir_path);
+    char *src;
+    size_t len;
     ir_graph *g;
-    if (!src)
-        return diag_first_code(ctx);
-    if ((st = ir_parse(ctx, &cfg, &locs, ir_path, src, &g)) != ATTNC_OK)
+    if ((st = diag_read_file(ctx, (attnc_loc){ir_path, 0, 0}, ir_path, "IR file", 64u << 20, &src,
+                             &len)) != ATTNC_OK)
+        return st;
+    st = ir_parse(ctx, &cfg, &locs, ir_path, src, &g);
+    free(src);
+    if (st != ATTNC_OK)
         return st;
     for (int i = 0; i < n_passes; i++) {
         bool changed = false;

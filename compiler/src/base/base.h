@@ -41,5 +41,12 @@ ATTNC_HIDDEN void diag_warning(attnc_ctx *ctx, attnc_loc loc, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 /* The code of the first error, or ATTNC_OK. */
 ATTNC_HIDDEN attnc_status diag_first_code(const attnc_ctx *ctx);
+/* The regular file at path into *text, NUL-terminated (malloc'd; *len its
+ * bytes, the NUL not counted); else a diagnostic at `at` ("cannot open
+ * WHAT: ...", "not a regular file", "WHAT is N bytes; the limit is MAX",
+ * "cannot read WHAT") and its code: ATTNC_E_NOMEM out of memory, else
+ * ATTNC_E_IO. */
+ATTNC_HIDDEN attnc_status diag_read_file(attnc_ctx *ctx, attnc_loc at, const char *path,
+                                         const char *what, uint64_t max, char **text, size_t *len);
 
 #endif

@@ -1,11 +1,13 @@
 /* diag.c: the context and its diagnostics. Library code records; only the
  * driver prints. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 
@@ -165,4 +167,39 @@ const char *attnc_suggest(const char *word, const char *const *known, size_t n) 
     }
     size_t limit = len < 6 ? 2 : len / 3 + 1;
     return best_d <= limit ? best : NULL;
+}
+
+attnc_status diag_read_file(attnc_ctx *ctx, attnc_loc at, const char *path, const char *what,
+                            uint64_t max, char **text, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    struct stat sb;
+    if (!fp) {
+        diag_error(ctx, ATTNC_E_IO, at, "cannot open %s: %s", what, strerror(errno));
+        return ATTNC_E_IO;
+    }
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        diag_error(ctx, ATTNC_E_IO, at, "not a regular file");
+        fclose(fp);
+        return ATTNC_E_IO;
+    }
+    if ((uintmax_t)sb.st_size > max) {
+        diag_error(ctx, ATTNC_E_IO, at, "%s is %lld bytes; the limit is %llu", what,
+                   (long long)sb.st_size, (unsigned long long)max);
+        fclose(fp);
+        return ATTNC_E_IO;
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)sb.st_size, fp) : 0;
+    bool bad = !buf || ferror(fp);
+    fclose(fp);
+    if (bad) {
+        attnc_status st = buf ? ATTNC_E_IO : ATTNC_E_NOMEM;
+        diag_error(ctx, st, at, "cannot read %s", what);
+        free(buf);
+        return st;
+    }
+    buf[n] = 0;
+    *text = buf;
+    *len = n;
+    return ATTNC_OK;
 }

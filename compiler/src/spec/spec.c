@@ -1,10 +1,8 @@
 /* spec.c: the spec stage's public entry points: read a file (bounded),
  * parse it (spec_yaml.c), validate it (spec_check.c). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "spec/spec.h"
 
@@ -37,33 +35,12 @@ attnc_status spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out, 
         return ATTNC_E_INVALID;
     const char *file = arena_strndup(&ctx->arena, path, strlen(path));
     attnc_loc at = {file ? file : "<spec>", 0, 0};
-    FILE *fp = fopen(path, "rb");
-    struct stat sb;
-    if (!fp) {
-        diag_error(ctx, ATTNC_E_IO, at, "cannot open spec: %s", strerror(errno));
-        return ATTNC_E_IO;
-    }
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        diag_error(ctx, ATTNC_E_IO, at, "not a regular file");
-        fclose(fp);
-        return ATTNC_E_IO;
-    }
-    if ((uintmax_t)sb.st_size > SPEC_MAX_BYTES) {
-        diag_error(ctx, ATTNC_E_IO, at, "spec is %lld bytes; the limit is %u",
-                   (long long)sb.st_size, SPEC_MAX_BYTES);
-        fclose(fp);
-        return ATTNC_E_IO;
-    }
-    char *text = malloc((size_t)sb.st_size + 1);
-    size_t len = text ? fread(text, 1, (size_t)sb.st_size, fp) : 0;
-    bool bad = !text || ferror(fp);
-    fclose(fp);
-    if (bad) {
-        diag_error(ctx, text ? ATTNC_E_IO : ATTNC_E_NOMEM, at, "cannot read spec");
-        free(text);
-        return text ? ATTNC_E_IO : ATTNC_E_NOMEM;
-    }
-    attnc_status st = load_string(ctx, path, text, len, out, locs);
+    char *text;
+    size_t len;
+    attnc_status st = diag_read_file(ctx, at, path, "spec", SPEC_MAX_BYTES, &text, &len);
+    if (st != ATTNC_OK)
+        return st;
+    st = load_string(ctx, path, text, len, out, locs);
     free(text);
     return st;
 }
