@@ -356,3 +356,103 @@ def test_cross_attention_matches_torch_and_says_what_is_wrong():
         attnc.Block(attnc.compile(GQA), gqa_weights(rng, {"heads": 4, "kv_groups": 2,
                                                           "head_dim": 16, "d_model": 64})
                     ).cache(16).new_seq().set_memory(memory)
+
+
+# ---- multi-head latent attention: the reference engine against transformers'
+# modeling_deepseek_v3.py (DeepseekV3Attention.forward), written out in torch
+
+def mla_spec(q_lora, style, yarn, o_bias):
+    rope = f"rope:\n  base: 10000\n  style: {style}\n"
+    if yarn:  # DeepSeek-V2-Lite's scaling, shrunk to this test's positions
+        rope += ("  scaling:\n    type: yarn\n    factor: 8\n    original_max_position: 4\n"
+                 "    beta_fast: 32\n    beta_slow: 1\n    mscale: 0.707\n"
+                 "    mscale_all_dim: 0.707\n")
+    return (f"name: pymla\nheads: 4\nd_model: 64\ncausal: true\no_bias: {str(o_bias).lower()}\n"
+            f"mla:\n  q_lora_rank: {q_lora}\n  kv_lora_rank: 24\n  qk_nope_head_dim: 12\n"
+            f"  qk_rope_head_dim: 8\n  v_head_dim: 10\n  eps: 1e-5\n{rope}"
+            "kv_cache:\n  max_tokens: 64\n")
+
+
+def torch_yarn_inv_freq(torch, dim, base, factor, orig, beta_fast, beta_slow):
+    """modeling_rope_utils.py, _compute_yarn_parameters (truncate true)."""
+    import math
+
+    def corr(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low, high = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    pos = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    extra = 1 - ramp  # inv_freq_extrapolation_factor
+    return (1 / (factor * pos)) * (1 - extra) + (1 / pos) * extra
+
+
+def torch_mla(w, x, q_lora, style, yarn, H=4, nope=12, rope=8, vd=10, kvl=24, eps=1e-5):
+    torch = pytest.importorskip("torch")
+    import math
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in w.items()}
+    X = torch.tensor(x, dtype=torch.float64)
+    S, hd = X.shape[0], nope + rope
+
+    def rms(v, g):
+        return g * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps))
+    qs = X @ t["q_proj.weight"].T if q_lora == 0 else \
+        rms(X @ t["q_a_proj.weight"].T, t["q_a_layernorm.weight"]) @ t["q_b_proj.weight"].T
+    qs = qs.view(S, H, hd).transpose(0, 1)
+    q_pass, q_rot = qs[..., :nope], qs[..., nope:]
+    ckv = X @ t["kv_a_proj_with_mqa.weight"].T
+    k_pass, k_rot = ckv[:, :kvl], ckv[:, kvl:]
+    kv = (rms(k_pass, t["kv_a_layernorm.weight"]) @ t["kv_b_proj.weight"].T).view(S, H, nope + vd)
+    kv = kv.transpose(0, 1)
+    k_pass, v = kv[..., :nope], kv[..., nope:]
+    k_rot = k_rot.view(1, S, rope)
+    if yarn:
+        inv = torch_yarn_inv_freq(torch, rope, 10000.0, 8.0, 4, 32, 1)
+        m = lambda f, s: 1.0 if f <= 1 else 0.1 * s * math.log(f) + 1.0  # yarn_get_mscale
+        att = m(8, 0.707) / m(8, 0.707)
+        scaling = hd ** -0.5 * m(8, 0.707) ** 2
+    else:
+        inv = 1.0 / (10000.0 ** (torch.arange(0, rope, 2, dtype=torch.float64) / rope))
+        att, scaling = 1.0, hd ** -0.5
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    emb = torch.cat([ang, ang], -1)
+    cos, sin = emb.cos() * att, emb.sin() * att
+
+    def rotate_half(a):
+        return torch.cat([-a[..., rope // 2:], a[..., :rope // 2]], -1)
+
+    def apply(a):
+        if style == "interleaved":  # apply_rotary_pos_emb_interleave's de-interleaving
+            a = a.reshape(*a.shape[:-1], rope // 2, 2).transpose(-1, -2).reshape(a.shape)
+        return a * cos + rotate_half(a) * sin
+    q_rot, k_rot = apply(q_rot), apply(k_rot)
+    q = torch.cat([q_pass, q_rot], -1)
+    k = torch.cat([k_pass, k_rot.expand(H, S, rope)], -1)
+    s = (q @ k.transpose(-1, -2)) * scaling
+    s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    o = (torch.softmax(s, -1) @ v).transpose(0, 1).reshape(S, H * vd) @ t["o_proj.weight"].T
+    if "o_proj.bias" in t:
+        o = o + t["o_proj.bias"]
+    return o.numpy()
+
+
+@pytest.mark.parametrize("q_lora, style, yarn, o_bias", [(0, "interleaved", True, False),
+                                                         (32, "interleaved", False, True),
+                                                         (32, "half", True, False),
+                                                         (0, "half", False, False)])
+def test_mla_reference_matches_torch(tmp_path, q_lora, style, yarn, o_bias):
+    pytest.importorskip("torch")
+    spec = tmp_path / "mla.yaml"
+    spec.write_text(mla_spec(q_lora, style, yarn, o_bias))
+    w, x, y = tmp_path / "w.safetensors", tmp_path / "x.safetensors", tmp_path / "y.safetensors"
+    cli("gen-weights", spec, "-o", w)
+    cli("gen-input", spec, "--tokens", 13, "-o", x)
+    cli("run", spec, "--engine", "reference", "--chunk", 5, "--weights", w, "--input", x, "-o", y)
+    weights = attnc.load_tensors(w)
+    assert ("q_proj.weight" in weights) == (q_lora == 0)
+    assert weights["kv_a_proj_with_mqa.weight"].shape == (24 + 8, 64)
+    assert weights["kv_b_proj.weight"].shape == (4 * (12 + 10), 24)
+    want = torch_mla(weights, attnc.load_tensors(x)["x"], q_lora, style, yarn)
+    got = attnc.load_tensors(y)["y"]
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-6

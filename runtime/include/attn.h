@@ -174,7 +174,27 @@ typedef struct attn_config {
      * block. Its forward gives a partial output: the shards' outputs sum
      * to the whole block's. */
     int64_t shard_index, shard_count;
+    /* Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; spec key mla),
+     * on when mla_kv_lora_rank > 0. Each token's K and V come from one
+     * latent: kv_a_proj_with_mqa(x) = [c; k_pe], c RMS-normalized
+     * (kv_a_layernorm, eps mla_eps) to the cache's c_kv, k_pe (rotated,
+     * shared by all heads) beside it: the cache holds kv_lora_rank +
+     * qk_rope_head_dim values per token. Head h's key is [c_kv .
+     * W_kb[h]^T; k_pe] and its value c_kv . W_vb[h]^T (kv_b_proj's rows
+     * of h: qk_nope_head_dim of K, then v_head_dim of V). Queries come
+     * from q_proj (q_lora_rank 0) or q_b_proj(RMSNorm(q_a_proj(x)));
+     * RoPE turns each head's last qk_rope_head_dim dims. The fields
+     * above then hold: head_dim = qk_nope_head_dim + qk_rope_head_dim
+     * (the q.k dim), kv_groups = heads, rotary_dim = qk_rope_head_dim;
+     * o_proj takes heads * v_head_dim. */
+    int64_t mla_q_lora_rank, mla_kv_lora_rank;
+    int64_t mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_v_head_dim;
+    double mla_eps;
 } attn_config;
+
+/* The dims of one head's value and attention output: v_head_dim with
+ * MLA, else head_dim. */
+ATTN_API int64_t attn_v_head_dim(const attn_config *c);
 
 /* Checks every invariant and limit of c. ATTN_E_INVALID with the first
  * broken rule in msg. */
@@ -203,6 +223,10 @@ ATTN_API double attn_rope_cos_factor(const attn_config *c);
 /* YaRN's default attention factor of c's factor, mscale and
  * mscale_all_dim (Hugging Face _compute_yarn_parameters). */
 ATTN_API double attn_yarn_default_attention_factor(const attn_config *c);
+/* What DeepseekV3Attention multiplies the softmax scale by: with YaRN
+ * and a nonzero mscale_all_dim, yarn_get_mscale(factor,
+ * mscale_all_dim)^2; else 1. The spec's scale: auto includes it for mla. */
+ATTN_API double attn_mla_softmax_mscale(const attn_config *c);
 /* ALiBi slopes slope[h], h < heads, as BLOOM defines them (of a shard:
  * its heads' slopes among all shard_count * heads). */
 ATTN_API void attn_alibi_slopes(const attn_config *c, double *slope);
@@ -373,6 +397,15 @@ typedef struct attn_weights {
     float *q_norm, *k_norm; /* [head_dim] each (qk_norm scope head) or [heads*head_dim],
                                [kv_groups*head_dim] (scope all), if qk_norm with weight */
     float *sinks;           /* [heads] if sinks */
+    /* MLA (attn_config.mla_kv_lora_rank > 0): wq is q_proj when
+     * q_lora_rank is 0 (else NULL); wo is [d_model, heads * v_head_dim];
+     * wk, wv, q/k/v biases and norms are NULL. */
+    float *wq_a;      /* q_a_proj [q_lora_rank, d_model] if q_lora_rank */
+    float *q_a_norm;  /* q_a_layernorm [q_lora_rank] if q_lora_rank */
+    float *wq_b;      /* q_b_proj [heads*head_dim, q_lora_rank] if q_lora_rank */
+    float *wkv_a;     /* kv_a_proj_with_mqa [kv_lora_rank + qk_rope_head_dim, d_model] */
+    float *kv_a_norm; /* kv_a_layernorm [kv_lora_rank] */
+    float *wkv_b;     /* kv_b_proj [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank] */
 } attn_weights;
 
 /* Zero-initialized weights for cfg (checked with attn_config_check). */

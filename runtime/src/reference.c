@@ -14,9 +14,20 @@ struct attn_ref {
     attn_config c;
     int64_t cap, len;
     int64_t mem;      /* cross-attention: memory rows in k, v (0 = none yet) */
-    float *k, *v;     /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype */
+    float *k, *v;     /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype;
+                         MLA: k [cap][kv_lora_rank + qk_rope_head_dim] (c_kv, k_pe), no v */
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
+
+/* Values one token keeps in the reference's k and v. */
+static int64_t k_row(const attn_config *c) {
+    return c->mla_kv_lora_rank > 0 ? c->mla_kv_lora_rank + c->mla_qk_rope_head_dim
+                                   : c->kv_groups * c->head_dim;
+}
+
+static int64_t v_row(const attn_config *c) {
+    return c->mla_kv_lora_rank > 0 ? 0 : c->kv_groups * c->head_dim;
+}
 
 /* YaRN's mscale (Hugging Face modeling_rope_utils.py, get_mscale). */
 static double yarn_mscale(double factor, double m) {
@@ -30,6 +41,15 @@ double attn_yarn_default_attention_factor(const attn_config *c) {
         return yarn_mscale(c->rope_factor, c->rope_mscale) /
                yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
     return yarn_mscale(c->rope_factor, 1.0);
+}
+
+double attn_mla_softmax_mscale(const attn_config *c) {
+    /* modeling_deepseek_v3.py, DeepseekV3Attention.__init__ */
+    if (!c || c->rope_style == ATTN_ROPE_NONE || c->rope_scaling != ATTN_SCALING_YARN ||
+        c->rope_mscale_all_dim == 0)
+        return 1.0;
+    double m = yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    return m * m;
 }
 
 double attn_rope_cos_factor(const attn_config *c) {
@@ -170,7 +190,7 @@ void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads, double *
 
 void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv, const float *k,
                 const float *v, const float *sinks, double *out, double *probs, double *s) {
-    int64_t hd = c->head_dim, group = c->heads / c->kv_groups;
+    int64_t hd = c->head_dim, vd = attn_v_head_dim(c), group = c->heads / c->kv_groups;
     double slopes[ATTN_MAX_HEADS];
     if (c->alibi)
         attn_alibi_slopes(c, slopes);
@@ -203,8 +223,8 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - mx);
             sum += s[j];
         }
-        double *oh = out + h * hd;
-        for (int64_t d = 0; d < hd; d++)
+        double *oh = out + h * vd;
+        for (int64_t d = 0; d < vd; d++)
             oh[d] = 0;
         for (int64_t j = 0; j < n_kv; j++) {
             double p = s[j] / sum;
@@ -212,8 +232,8 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
                 probs[h * n_kv + j] = p;
             if (p == 0)
                 continue;
-            const float *vj = v + (j * c->kv_groups + kvh) * hd;
-            for (int64_t d = 0; d < hd; d++)
+            const float *vj = v + (j * c->kv_groups + kvh) * vd;
+            for (int64_t d = 0; d < vd; d++)
                 oh[d] += p * (double)vj[d];
         }
     }
@@ -249,10 +269,9 @@ attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_re
         return rt_fail(m, ATTN_E_INVALID, "capacity %lld exceeds kv_cache.max_tokens %lld",
                        (long long)cap, (long long)c->kv_max_tokens);
     attn_ref *r = calloc(1, sizeof *r);
-    size_t kvn = (size_t)(cap * c->kv_groups * c->head_dim);
     if (r) {
-        r->k = malloc(kvn * sizeof(float));
-        r->v = malloc(kvn * sizeof(float));
+        r->k = malloc((size_t)(cap * k_row(c)) * sizeof(float));
+        r->v = malloc((size_t)(cap * v_row(c) + 1) * sizeof(float));
         r->inv_freq = malloc((size_t)(c->rotary_dim / 2 + 1) * sizeof(double));
     }
     if (!r || !r->k || !r->v || !r->inv_freq) {
@@ -318,18 +337,99 @@ static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     rt_round_row(c->kv_dtype, vrow, kvd);
 }
 
+/* ---- multi-head latent attention ------------------------------------------
+ * Hugging Face modeling_deepseek_v3.py, DeepseekV3Attention.forward: the
+ * latent c_kv (normalized) and the rotated k_pe are what is cached; each
+ * forward expands every cached token's keys and values per head through
+ * kv_b_proj, as that forward does. RoPE turns pairs of q_pe and k_pe as
+ * ref_rope_apply does (rope_interleave's de-interleaving permutes q_pe
+ * and k_pe alike, so the dot products are the same). */
+
+/* x[n] * rsqrt(mean(x^2) + eps) * w: DeepseekV3RMSNorm. */
+static void rms_norm(const float *w, int64_t n, double eps, double *x) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * r * (double)w[i];
+}
+
+/* One token's latent: kv_a_proj_with_mqa(x) = [c; k_pe], c normalized,
+ * k_pe rotated at pos, rounded to the cache dtype into cache row pos.
+ * tmp holds kv_lora_rank + qk_rope_head_dim + d_model. */
+static void mla_append(attn_ref *r, const float *x, int64_t pos, double *tmp) {
+    const attn_config *c = &r->c;
+    int64_t kvl = c->mla_kv_lora_rank, n = k_row(c);
+    double *xd = tmp + n;
+    widen(x, c->d_model, xd);
+    linear(r->w->wkv_a, NULL, n, c->d_model, xd, tmp);
+    rms_norm(r->w->kv_a_norm, kvl, c->mla_eps, tmp);
+    ref_rope_apply(c, r->inv_freq, pos, tmp + kvl);
+    float *row = r->k + pos * n;
+    for (int64_t i = 0; i < n; i++)
+        row[i] = (float)tmp[i];
+    rt_round_row(c->kv_dtype, row, n);
+}
+
+/* One token's queries q[heads][head_dim], the last qk_rope_head_dim of
+ * each head rotated; tmp holds q_lora_rank doubles. */
+static void mla_query(const attn_ref *r, const double *xd, int64_t pos, double *q, double *tmp) {
+    const attn_config *c = &r->c;
+    const attn_weights *w = r->w;
+    int64_t hd = c->head_dim, qd = c->heads * hd, ql = c->mla_q_lora_rank;
+    if (ql == 0) {
+        linear(w->wq, NULL, qd, c->d_model, xd, q);
+    } else {
+        linear(w->wq_a, NULL, ql, c->d_model, xd, tmp);
+        rms_norm(w->q_a_norm, ql, c->mla_eps, tmp);
+        linear(w->wq_b, NULL, qd, ql, tmp, q);
+    }
+    for (int64_t h = 0; h < c->heads; h++)
+        ref_rope_apply(c, r->inv_freq, pos, q + h * hd + c->mla_qk_nope_head_dim);
+}
+
+/* Every cached token's keys k [n][heads][head_dim] = [W_kb[h] . c_kv;
+ * k_pe] and values v [n][heads][v_head_dim] = W_vb[h] . c_kv, in f32. */
+static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
+    const attn_config *c = &r->c;
+    int64_t kvl = c->mla_kv_lora_rank, nope = c->mla_qk_nope_head_dim, hd = c->head_dim;
+    int64_t vd = c->mla_v_head_dim, H = c->heads;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < n; j++) {
+        const float *lat = r->k + j * k_row(c);
+        for (int64_t h = 0; h < H; h++) {
+            /* kv_b_proj's rows of head h: nope rows of K, then vd of V */
+            const float *wb = r->w->wkv_b + h * (nope + vd) * kvl;
+            for (int64_t o = 0; o < nope + vd; o++) {
+                double acc = 0;
+                for (int64_t i = 0; i < kvl; i++)
+                    acc += (double)wb[o * kvl + i] * (double)lat[i];
+                if (o < nope)
+                    k[(j * H + h) * hd + o] = (float)acc;
+                else
+                    v[(j * H + h) * vd + o - nope] = (float)acc;
+            }
+            for (int64_t i = nope; i < hd; i++) /* k_pe, shared by the heads */
+                k[(j * H + h) * hd + i] = lat[kvl + i - nope];
+        }
+    }
+}
+
 /* K/V rows base.. of rows [n, kv_in] (x or the memory), in parallel. */
 static attn_status project_rows(attn_ref *r, int64_t n, const float *rows, int64_t base,
                                 attn_msg *m) {
     const attn_config *c = &r->c;
-    size_t scratch = (size_t)(c->kv_groups * c->head_dim + kv_in(c));
+    size_t scratch = (size_t)(k_row(c) + c->kv_groups * c->head_dim + kv_in(c));
     bool oom = false;
 #pragma omp parallel
     {
         double *tmp = malloc(scratch * sizeof *tmp);
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n; t++)
-            if (tmp)
+            if (tmp && c->mla_kv_lora_rank > 0)
+                mla_append(r, rows + t * kv_in(c), base + t, tmp);
+            else if (tmp)
                 append_kv(r, rows + t * kv_in(c), base + t, tmp);
         if (!tmp) {
 #pragma omp atomic write
@@ -372,7 +472,9 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
                        (long long)n_tokens, (long long)r->len, (long long)r->cap);
     const attn_config *c = &r->c;
     const attn_weights *w = r->w;
-    int64_t hd = c->head_dim, qd = c->heads * hd, D = c->d_model;
+    bool mla = c->mla_kv_lora_rank > 0;
+    int64_t hd = c->head_dim, qd = c->heads * hd, od = c->heads * attn_v_head_dim(c);
+    int64_t D = c->d_model, ql = c->mla_q_lora_rank;
     /* cross-attention: the keys are the memory's rows */
     int64_t n_kv = cross ? r->mem : r->len + n_tokens, base = r->len;
     bool oom = false;
@@ -381,27 +483,46 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
     attn_status st = cross ? ATTN_OK : project_rows(r, n_tokens, x, base, m);
     if (st)
         return st;
+    /* MLA: every head's keys and values, from the latents */
+    const float *K = r->k, *V = r->v;
+    float *kx = NULL, *vx = NULL;
+    if (mla) {
+        kx = malloc((size_t)(n_kv * qd) * sizeof *kx);
+        vx = malloc((size_t)(n_kv * od) * sizeof *vx);
+        if (!kx || !vx) {
+            free(kx);
+            free(vx);
+            return rt_fail(m, ATTN_E_NOMEM, "out of memory expanding %lld tokens' keys",
+                           (long long)n_kv);
+        }
+        mla_expand(r, n_kv, kx, vx);
+        K = kx, V = vx;
+    }
 
 #pragma omp parallel
     {
-        /* q [qd], o [qd], x and y [D], scores [n_kv] */
-        double *q = malloc((size_t)(2 * qd + 2 * D + n_kv) * sizeof *q);
+        /* q [qd], o [od], x and y [D], scores [n_kv], MLA's q latent [ql] */
+        double *q = malloc((size_t)(qd + od + 2 * D + n_kv + ql) * sizeof *q);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_tokens; t++) {
             if (!q)
                 continue;
             int64_t pos = base + t;
-            double *o = q + qd, *xd = o + qd, *yd = xd + D, *s = yd + D;
+            double *o = q + qd, *xd = o + od, *yd = xd + D, *s = yd + D, *qa = s + n_kv;
             widen(x + t * D, D, xd);
-            linear(w->wq, w->bq, qd, D, xd, q);
-            ref_qk_norm(c, w->q_norm, c->heads, q);
-            for (int64_t h = 0; h < c->heads; h++)
-                ref_rope_apply(c, r->inv_freq, pos, q + h * hd);
+            if (mla) {
+                mla_query(r, xd, pos, q, qa);
+            } else {
+                linear(w->wq, w->bq, qd, D, xd, q);
+                ref_qk_norm(c, w->q_norm, c->heads, q);
+                for (int64_t h = 0; h < c->heads; h++)
+                    ref_rope_apply(c, r->inv_freq, pos, q + h * hd);
+            }
             double temp = attn_query_temperature(c, pos);
             for (int64_t i = 0; temp != 1.0 && i < qd; i++)
                 q[i] *= temp;
-            ref_attend(c, pos, q, n_kv, r->k, r->v, w->sinks, o, NULL, s);
-            linear(w->wo, w->bo, D, qd, o, yd);
+            ref_attend(c, pos, q, n_kv, K, V, w->sinks, o, NULL, s);
+            linear(w->wo, w->bo, D, od, o, yd);
             for (int64_t i = 0; i < D; i++)
                 y[t * D + i] = (float)yd[i];
         }
@@ -411,6 +532,8 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
         }
         free(q);
     }
+    free(kx);
+    free(vx);
     if (oom) /* rows past len may hold new K/V, but len is unchanged */
         return rt_fail(m, ATTN_E_NOMEM, "out of memory for reference scratch");
     r->len = base + n_tokens;

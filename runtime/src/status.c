@@ -83,6 +83,71 @@ static bool in_range(int64_t v, int64_t lo, int64_t hi) {
     return v >= lo && v <= hi;
 }
 
+/* Multi-head latent attention's rules: its dims, what the fields it
+ * defines must hold, and what it does not go with (DeepSeek's attention
+ * has none of it). */
+static attn_status check_mla(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
+    if (c->mla_kv_lora_rank == 0) {
+        if (c->mla_q_lora_rank || c->mla_qk_nope_head_dim || c->mla_qk_rope_head_dim ||
+            c->mla_v_head_dim || c->mla_eps != 0)
+            return rt_fail(m, bad, "mla fields are set but mla_kv_lora_rank is 0 (MLA off)");
+        return ATTN_OK;
+    }
+    int64_t r = c->mla_qk_rope_head_dim, kvl = c->mla_kv_lora_rank;
+    if (!in_range(kvl, 1, ATTN_MAX_HEAD_DIM) ||
+        !in_range(c->mla_q_lora_rank, 0, ATTN_MAX_D_MODEL) ||
+        !in_range(c->mla_qk_nope_head_dim, 1, ATTN_MAX_HEAD_DIM) ||
+        !in_range(r, 2, ATTN_MAX_HEAD_DIM) || r % 2 || !in_range(kvl + r, 1, ATTN_MAX_HEAD_DIM) ||
+        !in_range(c->mla_v_head_dim, 1, ATTN_MAX_HEAD_DIM))
+        return rt_fail(m, bad,
+                       "mla: kv_lora_rank (%lld) + qk_rope_head_dim (%lld, even, >= 2), "
+                       "qk_nope_head_dim (%lld) and v_head_dim (%lld) must be in 1..%d, "
+                       "q_lora_rank (%lld) in 0..%d",
+                       (long long)kvl, (long long)r, (long long)c->mla_qk_nope_head_dim,
+                       (long long)c->mla_v_head_dim, ATTN_MAX_HEAD_DIM,
+                       (long long)c->mla_q_lora_rank, ATTN_MAX_D_MODEL);
+    if (c->heads * c->mla_v_head_dim > ATTN_MAX_QDIM)
+        return rt_fail(m, bad, "mla: heads * v_head_dim (%lld) exceeds %d",
+                       (long long)(c->heads * c->mla_v_head_dim), ATTN_MAX_QDIM);
+    if (!(c->mla_eps >= 0) || !isfinite(c->mla_eps))
+        return rt_fail(m, bad, "mla.eps (%g) must be a finite number >= 0", c->mla_eps);
+    if (c->head_dim != c->mla_qk_nope_head_dim + r || c->kv_groups != c->heads ||
+        c->rope_style == ATTN_ROPE_NONE || c->rotary_dim != r)
+        return rt_fail(m, bad,
+                       "mla: head_dim (%lld) must be qk_nope_head_dim + qk_rope_head_dim "
+                       "(%lld), kv_groups (%lld) heads (%lld), and rope on with rotary_dim "
+                       "(%lld) qk_rope_head_dim",
+                       (long long)c->head_dim, (long long)(c->mla_qk_nope_head_dim + r),
+                       (long long)c->kv_groups, (long long)c->heads, (long long)c->rotary_dim);
+    const char *no = c->qkv_bias                              ? "qkv_bias"
+                     : c->qk_norm != ATTN_QK_NORM_NONE        ? "qk_norm"
+                     : c->sinks                               ? "sinks"
+                     : c->alibi                               ? "alibi"
+                     : c->temp_floor_scale > 0                ? "query_temperature"
+                     : c->memory_dim > 0                      ? "cross_attention"
+                     : c->weights_layout != ATTN_LAYOUT_LLAMA ? "a weights.layout but llama"
+                                                              : NULL;
+    if (no)
+        return rt_fail(m, bad, "mla does not go with %s", no);
+    /* the block formats quantize each matrix's rows along its input */
+    int64_t qin = c->mla_q_lora_rank, oin = c->heads * c->mla_v_head_dim;
+    if (rt_quant_block_bytes(c->dtype) &&
+        (c->d_model % RT_QK || qin % RT_QK || kvl % RT_QK || oin % RT_QK))
+        return rt_fail(m, bad,
+                       "dtype %s needs d_model (%lld), mla q_lora_rank (%lld), kv_lora_rank "
+                       "(%lld) and heads * v_head_dim (%lld) to be multiples of %d",
+                       attn_dtype_name(c->dtype), (long long)c->d_model, (long long)qin,
+                       (long long)kvl, (long long)oin, RT_QK);
+    /* a q8_0 cache quantizes c_kv and k_pe in blocks of 32 */
+    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && (kvl % RT_QK || r % RT_QK))
+        return rt_fail(m, bad,
+                       "kv_cache.dtype q8_0 needs mla kv_lora_rank (%lld) and qk_rope_head_dim "
+                       "(%lld) to be multiples of %d",
+                       (long long)kvl, (long long)r, RT_QK);
+    return ATTN_OK;
+}
+
 attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     const attn_status bad = ATTN_E_INVALID;
     if (!c)
@@ -143,8 +208,8 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
             return rt_fail(m, bad, "original_max_position (%lld) must be in 1..%lld",
                            (long long)c->rope_original_max_position, (long long)ATTN_MAX_TOKENS);
         if (!(c->rope_beta_slow > 0) || !isfinite(c->rope_beta_fast) ||
-            !(c->rope_beta_fast > c->rope_beta_slow))
-            return rt_fail(m, bad, "yarn needs 0 < beta_slow (%g) < beta_fast (%g)",
+            !(c->rope_beta_fast >= c->rope_beta_slow))
+            return rt_fail(m, bad, "yarn needs 0 < beta_slow (%g) <= beta_fast (%g)",
                            c->rope_beta_slow, c->rope_beta_fast);
         if (!isfinite(c->rope_mscale) || !isfinite(c->rope_mscale_all_dim) ||
             !(c->rope_attention_factor > 0) || !isfinite(c->rope_attention_factor))
@@ -194,12 +259,13 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
         return rt_fail(m, bad, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
     /* a q8_0 cache quantizes each head's K and V rows in blocks of 32 */
-    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->head_dim % RT_QK)
+    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank == 0 && c->head_dim % RT_QK)
         return rt_fail(m, bad, "kv_cache.dtype q8_0 needs head_dim (%lld) to be a multiple of %d",
                        (long long)c->head_dim, RT_QK);
     /* the block formats quantize rows of the projections along their
      * inputs, d_model for q/k/v and heads * head_dim for o */
-    if (rt_quant_block_bytes(c->dtype) && (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
+    if (rt_quant_block_bytes(c->dtype) && c->mla_kv_lora_rank == 0 &&
+        (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
         return rt_fail(m, bad,
                        "dtype %s needs d_model (%lld) and heads * head_dim (%lld) to be "
                        "multiples of %d",
@@ -245,7 +311,7 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
         return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
                        (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
-    return ATTN_OK;
+    return check_mla(c, m);
 }
 
 bool rt_config_equal(const attn_config *a, const attn_config *b) {
@@ -270,7 +336,15 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->memory_dim == b->memory_dim && a->scale_auto == b->scale_auto &&
            a->scale == b->scale && a->dtype == b->dtype && a->kv_dtype == b->kv_dtype &&
            a->kv_block_tokens == b->kv_block_tokens && a->kv_max_tokens == b->kv_max_tokens &&
-           a->shard_index == b->shard_index && a->shard_count == b->shard_count;
+           a->shard_index == b->shard_index && a->shard_count == b->shard_count &&
+           a->mla_q_lora_rank == b->mla_q_lora_rank && a->mla_kv_lora_rank == b->mla_kv_lora_rank &&
+           a->mla_qk_nope_head_dim == b->mla_qk_nope_head_dim &&
+           a->mla_qk_rope_head_dim == b->mla_qk_rope_head_dim &&
+           a->mla_v_head_dim == b->mla_v_head_dim && a->mla_eps == b->mla_eps;
+}
+
+int64_t attn_v_head_dim(const attn_config *c) {
+    return c && c->mla_kv_lora_rank > 0 ? c->mla_v_head_dim : c ? c->head_dim : 0;
 }
 
 attn_status attn_config_shard(const attn_config *full, int64_t index, int64_t count,

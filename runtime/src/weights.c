@@ -11,23 +11,85 @@
 #include "attn_kernels.h"
 #include "rt.h"
 
-enum { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, N_Q, N_K, SINKS, W_COUNT };
+/* The logical tensors; MLA's (Q_A..KV_B) after the others. */
+enum {
+    W_Q,
+    W_K,
+    W_V,
+    W_O,
+    B_Q,
+    B_K,
+    B_V,
+    B_O,
+    N_Q,
+    N_K,
+    SINKS,
+    Q_A,
+    Q_A_NORM,
+    Q_B,
+    KV_A,
+    KV_A_NORM,
+    KV_B,
+    W_COUNT
+};
 
 static const char *const w_names[W_COUNT] = {
-    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-    "q_proj.bias",   "k_proj.bias",   "v_proj.bias",   "o_proj.bias",
-    "q_norm.weight", "k_norm.weight", "sinks",
+    "q_proj.weight",
+    "k_proj.weight",
+    "v_proj.weight",
+    "o_proj.weight",
+    "q_proj.bias",
+    "k_proj.bias",
+    "v_proj.bias",
+    "o_proj.bias",
+    "q_norm.weight",
+    "k_norm.weight",
+    "sinks",
+    /* modeling_deepseek_v3.py, DeepseekV3Attention */
+    "q_a_proj.weight",
+    "q_a_layernorm.weight",
+    "q_b_proj.weight",
+    "kv_a_proj_with_mqa.weight",
+    "kv_a_layernorm.weight",
+    "kv_b_proj.weight",
 };
 
 static float **slot(attn_weights *w, int i) {
-    float **s[W_COUNT] = {&w->wq, &w->wk, &w->wv,     &w->wo,     &w->bq,   &w->bk,
-                          &w->bv, &w->bo, &w->q_norm, &w->k_norm, &w->sinks};
+    float **s[W_COUNT] = {&w->wq,       &w->wk,   &w->wv,     &w->wo,        &w->bq,    &w->bk,
+                          &w->bv,       &w->bo,   &w->q_norm, &w->k_norm,    &w->sinks, &w->wq_a,
+                          &w->q_a_norm, &w->wq_b, &w->wkv_a,  &w->kv_a_norm, &w->wkv_b};
     return s[i];
+}
+
+/* The MLA tensors' shapes; 0 dims if absent. */
+static int mla_shape(const attn_config *c, int i, int64_t shape[2]) {
+    int64_t ql = c->mla_q_lora_rank, kvl = c->mla_kv_lora_rank, D = c->d_model;
+    switch (i) {
+    case W_Q: shape[0] = c->heads * c->head_dim, shape[1] = D; return ql ? 0 : 2;
+    case W_O: shape[0] = D, shape[1] = c->heads * c->mla_v_head_dim; return 2;
+    case B_O: shape[0] = D; return c->o_bias;
+    case Q_A: shape[0] = ql, shape[1] = D; return ql ? 2 : 0;
+    case Q_A_NORM: shape[0] = ql; return ql ? 1 : 0;
+    case Q_B: shape[0] = c->heads * c->head_dim, shape[1] = ql; return ql ? 2 : 0;
+    case KV_A: shape[0] = kvl + c->mla_qk_rope_head_dim, shape[1] = D; return 2;
+    case KV_A_NORM: shape[0] = kvl; return 1;
+    case KV_B:
+        shape[0] = c->heads * (c->mla_qk_nope_head_dim + c->mla_v_head_dim), shape[1] = kvl;
+        return 2;
+    }
+    return 0;
+}
+
+static bool is_matrix(int i) {
+    return i == W_Q || i == W_K || i == W_V || i == W_O || i == Q_A || i == Q_B || i == KV_A ||
+           i == KV_B;
 }
 
 /* Shape of tensor i for c (Linear layout [out, in]); 0 dims if absent. */
 static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     int64_t q = c->heads * c->head_dim, kv = c->kv_groups * c->head_dim;
+    if (c->mla_kv_lora_rank > 0)
+        return mla_shape(c, i, shape);
     switch (i) {
     case W_Q: shape[0] = q, shape[1] = c->d_model; return 2;
     case W_K: /* cross-attention: K and V from the memory */
@@ -48,9 +110,13 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
 
 /* The longest row of the projection matrices. */
 static int64_t w_cols_max(const attn_config *c) {
-    int64_t q = c->heads * c->head_dim,
-            in = c->d_model > c->memory_dim ? c->d_model : c->memory_dim;
-    return q > in ? q : in;
+    int64_t most = 1;
+    for (int i = 0; i < W_COUNT; i++) {
+        int64_t sh[2] = {0, 0};
+        if (is_matrix(i) && w_shape(c, i, sh) == 2 && sh[1] > most)
+            most = sh[1];
+    }
+    return most;
 }
 
 static size_t w_numel(const attn_config *c, int i) {
@@ -63,8 +129,10 @@ static size_t w_numel(const attn_config *c, int i) {
  * in dtype dt: q, k, v and their biases and sinks by rows of the shard's
  * heads; o_proj by its columns; the o bias in shard 0 (zero elsewhere);
  * norm weights per head as they are (attn_config_check refuses a norm
- * over the whole projection). A block format's rows are cut only at
- * multiples of 32 (attn_config_check: heads * head_dim). */
+ * over the whole projection). MLA: q_b_proj and kv_b_proj by rows of the
+ * shard's heads, the latents' projections and norms whole. A block
+ * format's rows are cut only at multiples of 32 (attn_config_check:
+ * heads * head_dim, heads * v_head_dim). */
 static void slice_part(const attn_config *F, const attn_config *S, int i, attn_dtype dt,
                        const unsigned char *src, unsigned char *dst) {
     int64_t fs[2] = {1, 1}, ss[2] = {1, 1};
@@ -85,6 +153,10 @@ static void slice_part(const attn_config *F, const attn_config *S, int i, attn_d
         else
             memset(dst, 0, (size_t)rows * row);
         return;
+    case Q_A: /* MLA: what every head reads, whole in every shard */
+    case Q_A_NORM:
+    case KV_A:
+    case KV_A_NORM: memcpy(dst, src, (size_t)rows * row); return;
     case N_Q:
     case N_K:
         if (F->qk_norm == ATTN_QK_NORM_HEAD) {
@@ -177,9 +249,10 @@ void attn_weights_round(attn_weights *w) {
     attn_dtype dt = w->cfg.dtype;
     if (rt_quant_block_bytes(dt)) { /* the matrices' rows through their blocks */
         unsigned char *blk = malloc(attn_dtype_bytes(dt, w_cols_max(&w->cfg)));
-        for (int i = W_Q; blk && i <= W_O; i++) {
+        for (int i = 0; blk && i < W_COUNT; i++) {
             int64_t sh[2];
-            w_shape(&w->cfg, i, sh);
+            if (!is_matrix(i) || w_shape(&w->cfg, i, sh) != 2)
+                continue;
             for (int64_t r = 0; r < sh[0]; r++) {
                 float *row = *slot(w, i) + r * sh[1];
                 if (rt_quant_row_exact(dt, row, blk, sh[1]) < 0) /* non-finite rows stay */
@@ -225,11 +298,12 @@ attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, attn_weig
         /* variance 1/fan_in for weights keeps activations O(1); norm
          * weights around 1 (their factor, with offset 1 too), sinks in
          * [-1, 1] */
-        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : i == SINKS ? 1.0 : i >= N_Q ? 0.5 : 0.1;
+        bool norm = i == N_Q || i == N_K || i == Q_A_NORM || i == KV_A_NORM;
+        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : i == SINKS ? 1.0 : norm ? 0.5 : 0.1;
         float *p = *slot(w, i);
         size_t n = w_numel(cfg, i);
         attn_random_uniform(&s, p, n, a);
-        for (size_t j = 0; (i == N_Q || i == N_K) && cfg->qk_norm_offset == 0 && j < n; j++)
+        for (size_t j = 0; norm && cfg->qk_norm_offset == 0 && j < n; j++)
             p[j] += 1.0f;
     }
     attn_weights_round(w);
@@ -287,16 +361,15 @@ static int64_t qkv_row(const attn_config *c, bool gguf, int which, int64_t r) {
  * prefix, and whether it is the fused q/k/v tensor (which: 0 q, 1 k, 2 v). */
 static const char *source_name(const attn_config *c, bool gguf, int i, bool fused_gguf,
                                int *which) {
-    static const char *const plain[W_COUNT] = {
-        "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-        "q_proj.bias",   "k_proj.bias",   "v_proj.bias",   "o_proj.bias",
-        "q_norm.weight", "k_norm.weight", "sinks",
-    };
-    /* llama.cpp's names (llama-arch.cpp LLM_TENSOR_ATTN_*) */
+    /* llama.cpp's names (llama-arch.cpp LLM_TENSOR_ATTN_*; MLA: deepseek2's,
+     * kv_b unsplit, as its converter wrote DeepSeek-V2 files) */
     static const char *const ggml[W_COUNT] = {
-        "attn_q.weight",      "attn_k.weight",      "attn_v.weight",     "attn_output.weight",
-        "attn_q.bias",        "attn_k.bias",        "attn_v.bias",       "attn_output.bias",
-        "attn_q_norm.weight", "attn_k_norm.weight", "attn_sinks.weight",
+        "attn_q.weight",         "attn_k.weight",     "attn_v.weight",
+        "attn_output.weight",    "attn_q.bias",       "attn_k.bias",
+        "attn_v.bias",           "attn_output.bias",  "attn_q_norm.weight",
+        "attn_k_norm.weight",    "attn_sinks.weight", "attn_q_a.weight",
+        "attn_q_a_norm.weight",  "attn_q_b.weight",   "attn_kv_a_mqa.weight",
+        "attn_kv_a_norm.weight", "attn_kv_b.weight",
     };
     bool qkv = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
     bool bias = i >= B_Q && i <= B_O;
@@ -310,18 +383,18 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     switch (c->weights_layout) {
     case ATTN_LAYOUT_GPTJ:
         *which = -1;
-        return i == W_O ? "out_proj.weight" : i == B_O ? "out_proj.bias" : plain[i];
+        return i == W_O ? "out_proj.weight" : i == B_O ? "out_proj.bias" : w_names[i];
     case ATTN_LAYOUT_NEOX:
     case ATTN_LAYOUT_FALCON:
     case ATTN_LAYOUT_BLOOM:
         if (qkv)
             return bias ? "query_key_value.bias" : "query_key_value.weight";
-        return i == W_O ? "dense.weight" : i == B_O ? "dense.bias" : plain[i];
+        return i == W_O ? "dense.weight" : i == B_O ? "dense.bias" : w_names[i];
     case ATTN_LAYOUT_PHI3:
         if (qkv)
             return bias ? "qkv_proj.bias" : "qkv_proj.weight";
-        return plain[i];
-    default: *which = -1; return plain[i];
+        return w_names[i];
+    default: *which = -1; return w_names[i];
     }
 }
 

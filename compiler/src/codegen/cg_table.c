@@ -51,6 +51,10 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     cfg.kv_block_tokens = c->kv_block_tokens, cfg.kv_max_tokens = c->kv_max_tokens;
     cfg.no_k_bias = c->no_k_bias, cfg.memory_dim = c->memory_dim;
     cfg.shard_index = c->shard_index, cfg.shard_count = c->shard_count;
+    cfg.mla_q_lora_rank = c->mla_q_lora_rank, cfg.mla_kv_lora_rank = c->mla_kv_lora_rank;
+    cfg.mla_qk_nope_head_dim = c->mla_qk_nope_head_dim;
+    cfg.mla_qk_rope_head_dim = c->mla_qk_rope_head_dim;
+    cfg.mla_v_head_dim = c->mla_v_head_dim, cfg.mla_eps = c->mla_eps;
 
     attn_buffer_desc bufs[ATTN_MAX_BUFFERS];
     memset(bufs, 0, sizeof bufs);

@@ -43,6 +43,12 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     g->cfg = *cfg;
     g->locs = *locs;
     const attnc_loc *L = locs->key;
+    if (cfg->mla_kv_lora_rank > 0) { /* refused, not lowered as another block */
+        diag_error(ctx, ATTNC_E_SPEC, L[SPEC_K_MLA],
+                   "mla: kernels for multi-head latent attention are not generated yet; the "
+                   "reference engine runs it (attnc run --engine reference)");
+        return ATTNC_E_SPEC;
+    }
     bool qkv_b = cfg->qkv_bias;
 
     ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);

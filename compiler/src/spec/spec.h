@@ -54,6 +54,7 @@ typedef enum spec_key {
     SPEC_K_WEIGHTS,
     SPEC_K_K_BIAS,
     SPEC_K_CROSS,
+    SPEC_K_MLA,
     SPEC_K_COUNT
 } spec_key;
 

@@ -39,6 +39,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     "weights",
     "k_bias",
     "cross_attention",
+    "mla",
 };
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
@@ -80,6 +81,11 @@ static const char *const temp_keys[T_COUNT] = {"floor_scale", "attn_scale"};
 
 enum { X_MEMORY_DIM, X_COUNT };
 static const char *const cross_keys[X_COUNT] = {"memory_dim"};
+
+enum { M_Q_LORA, M_KV_LORA, M_NOPE, M_ROPE, M_V, M_EPS, M_COUNT };
+static const char *const mla_keys[M_COUNT] = {
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "eps",
+};
 
 enum { W_LAYOUT, W_COUNT };
 static const char *const weights_keys[W_COUNT] = {"layout"};
@@ -373,9 +379,10 @@ static void check_scaling(checker *ck, const ynode *v, attn_config *c) {
                                                     0, true, &c->rope_beta_fast);
         bool slow_ok = !val[S_BETA_SLOW] || get_num(ck, val[S_BETA_SLOW], "rope.scaling.beta_slow",
                                                     0, true, &c->rope_beta_slow);
-        if (fast_ok && slow_ok && !(c->rope_beta_fast > c->rope_beta_slow))
+        /* equal is what Kimi K2 ships (1 and 1): the ramp is then one dim wide */
+        if (fast_ok && slow_ok && !(c->rope_beta_fast >= c->rope_beta_slow))
             err(ck, (val[S_BETA_FAST] ? val[S_BETA_FAST] : val[S_BETA_SLOW])->loc,
-                "rope.scaling.beta_fast (%g) must be greater than beta_slow (%g)",
+                "rope.scaling.beta_fast (%g) must not be less than beta_slow (%g)",
                 c->rope_beta_fast, c->rope_beta_slow);
         bool ms_ok = !val[S_MSCALE] ||
                      get_num(ck, val[S_MSCALE], "rope.scaling.mscale", 0, false, &c->rope_mscale);
@@ -499,6 +506,101 @@ static void check_rope(checker *ck, const ynode *v, attn_config *c, const ynode 
         check_scaling(ck, val[R_SCALING], c);
 }
 
+/* mla: {q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+ * v_head_dim, eps (default 1e-6)} (Hugging Face DeepseekV3Config's
+ * names). The q.k head dim it defines goes to head_dim, every head its
+ * own K/V to kv_groups. False if a key is missing or bad. */
+static bool check_mla(checker *ck, const ynode *v, attn_config *c) {
+    char buf[128];
+    if (v->kind != YNODE_MAP) {
+        err(ck, v->loc,
+            "mla: expected a mapping {q_lora_rank, kv_lora_rank, qk_nope_head_dim, "
+            "qk_rope_head_dim, v_head_dim}, found %s",
+            found(v, buf, sizeof buf));
+        return false;
+    }
+    const ynode *val[M_COUNT], *key[M_COUNT];
+    take_map(ck, v, "mla.", mla_keys, M_COUNT, val, key);
+    int64_t *dst[M_EPS] = {&c->mla_q_lora_rank, &c->mla_kv_lora_rank, &c->mla_qk_nope_head_dim,
+                           &c->mla_qk_rope_head_dim, &c->mla_v_head_dim};
+    bool ok = true;
+    for (int i = 0; i < M_EPS; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "mla.%s", mla_keys[i]);
+        if (!val[i]) {
+            err(ck, v->loc, "mla: missing required key '%s'%s", mla_keys[i],
+                i == M_Q_LORA ? " (0: a plain q_proj)" : "");
+            ok = false;
+        } else {
+            ok &= get_int(ck, val[i], name, i == M_Q_LORA ? 0 : 1,
+                          i == M_Q_LORA ? ATTN_MAX_D_MODEL : ATTN_MAX_HEAD_DIM, dst[i]);
+        }
+    }
+    if (val[M_ROPE] && c->mla_qk_rope_head_dim % 2) {
+        err(ck, val[M_ROPE]->loc, "mla.qk_rope_head_dim: expected an even number, found %lld",
+            (long long)c->mla_qk_rope_head_dim);
+        ok = false;
+    }
+    if (ok && c->mla_qk_nope_head_dim + c->mla_qk_rope_head_dim > ATTN_MAX_HEAD_DIM) {
+        err(ck, v->loc, "mla: qk_nope_head_dim + qk_rope_head_dim (%lld) exceeds the limit %d",
+            (long long)(c->mla_qk_nope_head_dim + c->mla_qk_rope_head_dim), ATTN_MAX_HEAD_DIM);
+        ok = false;
+    }
+    if (ok && c->mla_kv_lora_rank + c->mla_qk_rope_head_dim > ATTN_MAX_HEAD_DIM) {
+        err(ck, v->loc,
+            "mla: kv_lora_rank + qk_rope_head_dim (%lld values cached per token) exceeds the "
+            "limit %d",
+            (long long)(c->mla_kv_lora_rank + c->mla_qk_rope_head_dim), ATTN_MAX_HEAD_DIM);
+        ok = false;
+    }
+    c->mla_eps = 1e-6; /* DeepseekV3RMSNorm's default */
+    if (val[M_EPS])
+        ok &= get_num(ck, val[M_EPS], "mla.eps", 0, false, &c->mla_eps);
+    if (!ok) /* MLA stays off: the rules of its dims would only repeat these errors */
+        c->mla_q_lora_rank = c->mla_kv_lora_rank = c->mla_qk_nope_head_dim = 0,
+        c->mla_qk_rope_head_dim = c->mla_v_head_dim = 0, c->mla_eps = 0;
+    return ok;
+}
+
+/* What MLA defines itself or leaves out: each such key given is an error
+ * at that key. */
+static void check_mla_with(checker *ck, const ynode *const *val, const ynode *const *key,
+                           const attn_config *c, const ynode *rotary_at) {
+    attnc_loc at = key[SPEC_K_MLA]->loc;
+    const struct {
+        int k;
+        bool on;
+        const char *why;
+    } no[] = {
+        {SPEC_K_KV_GROUPS, true, "every head has its own K and V, expanded from the latent"},
+        {SPEC_K_KV_HEADS, true, "every head has its own K and V, expanded from the latent"},
+        {SPEC_K_HEAD_DIM, true, "head_dim is qk_nope_head_dim + qk_rope_head_dim"},
+        {SPEC_K_QKV_BIAS, c->qkv_bias, "DeepSeek's q and kv projections have no bias"},
+        {SPEC_K_K_BIAS, c->qkv_bias, "DeepSeek's q and kv projections have no bias"},
+        {SPEC_K_QK_NORM, c->qk_norm != ATTN_QK_NORM_NONE, "its norms are mla's own"},
+        {SPEC_K_SINKS, c->sinks, "it is not defined for mla"},
+        {SPEC_K_ALIBI, c->alibi, "mla rotates qk_rope_head_dim dims of each head"},
+        {SPEC_K_QUERY_TEMP, c->temp_floor_scale > 0, "it is not defined for mla"},
+        {SPEC_K_CROSS, c->memory_dim > 0, "mla's latent is projected from x"},
+        {SPEC_K_WEIGHTS, c->weights_layout != ATTN_LAYOUT_LLAMA,
+         "mla's tensors have their own names (layout llama)"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (val[no[i].k] && no[i].on)
+            err(ck, key[no[i].k]->loc, "%s does not go with mla (given at %u:%u): %s",
+                top_keys[no[i].k], at.line, at.col, no[i].why);
+    if (c->rope_style == ATTN_ROPE_NONE)
+        err(ck, val[SPEC_K_ROPE] ? key[SPEC_K_ROPE]->loc : at,
+            "mla needs rope (half or interleaved): it rotates qk_rope_head_dim dims of each head");
+    if (rotary_at)
+        err(ck, rotary_at->loc,
+            "rope.rotary_dim does not go with mla (given at %u:%u): RoPE turns the "
+            "qk_rope_head_dim dims",
+            at.line, at.col);
+    if (!val[SPEC_K_D_MODEL])
+        err(ck, at, "mla needs d_model (the config's hidden_size)");
+}
+
 /* cross_attention: none, or {memory_dim} (default d_model). */
 static void check_cross(checker *ck, const ynode *v, attn_config *c) {
     char buf[128];
@@ -570,7 +672,14 @@ static void check_cache(checker *ck, const ynode *v, attn_config *c) {
     if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 4, &dt)) {
         c->kv_dtype = (attn_dtype)dt;
         /* head_dim is known here when it is valid (0 otherwise) */
-        if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->head_dim > 0 && c->head_dim % 32)
+        if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0 &&
+            (c->mla_kv_lora_rank % 32 || c->mla_qk_rope_head_dim % 32))
+            err(ck, val[C_DTYPE]->loc,
+                "kv_cache.dtype q8_0 quantizes the cached latent in blocks of 32: "
+                "mla.kv_lora_rank (%lld) and mla.qk_rope_head_dim (%lld) must be multiples of 32",
+                (long long)c->mla_kv_lora_rank, (long long)c->mla_qk_rope_head_dim);
+        else if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank == 0 && c->head_dim > 0 &&
+                 c->head_dim % 32)
             err(ck, val[C_DTYPE]->loc,
                 "kv_cache.dtype q8_0 quantizes each head's K and V in blocks of 32: head_dim "
                 "(%lld) must be a multiple of 32",
@@ -639,7 +748,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     };
     static const char *const required[] = {"name", "heads", "head_dim"};
     static const int required_idx[] = {SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_HEAD_DIM};
-    for (int i = 0; i < 3; i++)
+    bool mla = val[SPEC_K_MLA] != NULL; /* it defines head_dim itself */
+    for (int i = 0; i < (mla ? 2 : 3); i++)
         if (!val[required_idx[i]])
             err(ck, root->loc, "missing required key '%s'", required[i]);
 
@@ -655,8 +765,13 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     }
     bool heads_ok =
         val[SPEC_K_HEADS] && get_int(ck, val[SPEC_K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
-    bool hd_ok = val[SPEC_K_HEAD_DIM] &&
+    bool hd_ok = !mla && val[SPEC_K_HEAD_DIM] &&
                  get_int(ck, val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
+    bool mla_ok = mla && check_mla(ck, val[SPEC_K_MLA], &c);
+    if (mla_ok) {
+        c.head_dim = c.mla_qk_nope_head_dim + c.mla_qk_rope_head_dim;
+        hd_ok = true;
+    }
 
     const ynode *kv = val[SPEC_K_KV_GROUPS];
     const char *kv_key = "kv_groups";
@@ -668,6 +783,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         else
             kv = val[SPEC_K_KV_HEADS], kv_key = "kv_heads";
     }
+    if (mla)
+        kv = NULL; /* refused below (check_mla_with) */
     bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c.kv_groups);
     if (!kv && heads_ok)
         c.kv_groups = c.heads; /* MHA */
@@ -693,7 +810,9 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     const ynode *rotary_at = NULL;
     if (val[SPEC_K_ROPE])
         check_rope(ck, val[SPEC_K_ROPE], &c, &rotary_at);
-    if (c.rope_style != ATTN_ROPE_NONE) {
+    if (mla) {
+        c.rotary_dim = c.mla_qk_rope_head_dim;
+    } else if (c.rope_style != ATTN_ROPE_NONE) {
         if (!rotary_at && hd_ok)
             c.rotary_dim = c.head_dim;
         if (rotary_at && c.rotary_dim % 2)
@@ -732,12 +851,24 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     }
     if (c.scale_auto && hd_ok)
         c.scale = 1.0 / sqrt((double)c.head_dim);
+    /* DeepseekV3Attention: YaRN with mscale_all_dim scales the softmax by
+     * yarn_get_mscale(factor, mscale_all_dim)^2 (attn_mla_softmax_mscale) */
+    if (c.scale_auto && mla_ok)
+        c.scale *= attn_mla_softmax_mscale(&c);
     int dt;
     if (val[SPEC_K_DTYPE] && get_enum(ck, val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt)) {
         c.dtype = (attn_dtype)dt;
         /* ggml's blocks of 32 run along each projection's input */
-        if (attn_dtype_block(c.dtype) > 1 && heads_ok && hd_ok &&
-            (c.d_model % 32 || (c.heads * c.head_dim) % 32))
+        int64_t oin = c.heads * attn_v_head_dim(&c); /* o_proj's input */
+        if (attn_dtype_block(c.dtype) > 1 && mla_ok && heads_ok &&
+            (c.d_model % 32 || c.mla_q_lora_rank % 32 || c.mla_kv_lora_rank % 32 || oin % 32))
+            err(ck, val[SPEC_K_DTYPE]->loc,
+                "dtype %s quantizes blocks of 32 inputs: d_model (%lld), mla.q_lora_rank (%lld), "
+                "mla.kv_lora_rank (%lld) and heads * mla.v_head_dim (%lld) must be multiples of 32",
+                attn_dtype_name(c.dtype), (long long)c.d_model, (long long)c.mla_q_lora_rank,
+                (long long)c.mla_kv_lora_rank, (long long)oin);
+        else if (attn_dtype_block(c.dtype) > 1 && !mla && heads_ok && hd_ok &&
+                 (c.d_model % 32 || (c.heads * c.head_dim) % 32))
             err(ck, val[SPEC_K_DTYPE]->loc,
                 "dtype %s quantizes blocks of 32 inputs: d_model (%lld) and heads * head_dim "
                 "(%lld) must be multiples of 32",
@@ -787,6 +918,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
                 c.no_k_bias = true;
         }
     }
+    if (mla)
+        check_mla_with(ck, val, key, &c, rotary_at);
     if (val[SPEC_K_CROSS]) {
         check_cross(ck, val[SPEC_K_CROSS], &c);
         if (c.memory_dim > 0)

@@ -71,15 +71,26 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     char a[40], b[40], d[40];
     put(&o, "name: %s\n", c->name);
     put(&o, "heads: %lld\n", (long long)c->heads);
-    put(&o, "kv_groups: %lld\n", (long long)c->kv_groups);
-    put(&o, "head_dim: %lld\n", (long long)c->head_dim);
+    bool mla = c->mla_kv_lora_rank > 0; /* it defines kv_groups, head_dim, rotary_dim */
+    if (mla)
+        put(&o,
+            "mla:\n  q_lora_rank: %lld\n  kv_lora_rank: %lld\n  qk_nope_head_dim: %lld\n"
+            "  qk_rope_head_dim: %lld\n  v_head_dim: %lld\n  eps: %s\n",
+            (long long)c->mla_q_lora_rank, (long long)c->mla_kv_lora_rank,
+            (long long)c->mla_qk_nope_head_dim, (long long)c->mla_qk_rope_head_dim,
+            (long long)c->mla_v_head_dim, num(c->mla_eps, a, sizeof a));
+    else
+        put(&o, "kv_groups: %lld\nhead_dim: %lld\n", (long long)c->kv_groups,
+            (long long)c->head_dim);
     put(&o, "d_model: %lld\n", (long long)c->d_model);
     put(&o, "causal: %s\n", yn(c->causal));
     if (c->rope_style == ATTN_ROPE_NONE || (unsigned)c->rope_style >= ATTN_ROPE_COUNT) {
         put(&o, "rope: none\n");
     } else {
-        put(&o, "rope:\n  base: %s\n  style: %s\n  rotary_dim: %lld\n",
-            num(c->rope_base, a, sizeof a), styles[c->rope_style], (long long)c->rotary_dim);
+        put(&o, "rope:\n  base: %s\n  style: %s\n", num(c->rope_base, a, sizeof a),
+            styles[c->rope_style]);
+        if (!mla)
+            put(&o, "  rotary_dim: %lld\n", (long long)c->rotary_dim);
         switch (c->rope_scaling) {
         case ATTN_SCALING_NONE:
         case ATTN_SCALING_COUNT: put(&o, "  scaling: none\n"); break;
@@ -131,7 +142,10 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         put(&o, "cross_attention:\n  memory_dim: %lld\n", (long long)c->memory_dim);
     else
         put(&o, "cross_attention: none\n");
-    if (c->scale_auto)
+    if (c->scale_auto && mla)
+        put(&o, "scale: auto  # 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) * mscale^2 = %s\n",
+            num(c->scale, a, sizeof a));
+    else if (c->scale_auto)
         put(&o, "scale: auto  # 1/sqrt(head_dim) = %s\n", num(c->scale, a, sizeof a));
     else
         put(&o, "scale: %s\n", num(c->scale, a, sizeof a));

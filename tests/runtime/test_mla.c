@@ -1,0 +1,401 @@
+/* test_mla.c: multi-head latent attention (spec key mla): the shipped
+ * specs and what their keys derive, the config's rules, weights under
+ * their Hugging Face names, and the reference engine against a second
+ * implementation in this file that computes the absorbed form (queries
+ * taken into latent space, scores against the cached latent, no
+ * expanded K or V), over a randomized sweep; decode token by token ==
+ * one-shot prefill; shards sum to the whole block. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attnc.h"
+#include "reference.h"
+#include "support.h"
+
+static attn_config load_spec(const char *path) {
+    attnc_ctx *ctx = attnc_ctx_new();
+    attn_config c;
+    attnc_status st = attnc_spec_load_file(ctx, path, &c);
+    char buf[1024];
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        print_error("%s\n", buf);
+    }
+    attnc_ctx_free(ctx);
+    assert_int_equal(st, ATTNC_OK);
+    return c;
+}
+
+static void shipped_specs_derive_the_block(void **state) {
+    (void)state;
+    attn_config c = load_spec(spec_path("deepseek_v3"));
+    assert_int_equal(c.heads, 128);
+    assert_int_equal(c.kv_groups, 128);
+    assert_int_equal(c.head_dim, 192);
+    assert_int_equal(c.rotary_dim, 64);
+    assert_int_equal(c.d_model, 7168);
+    assert_int_equal(c.mla_q_lora_rank, 1536);
+    assert_int_equal(c.mla_kv_lora_rank, 512);
+    assert_int_equal(c.mla_qk_nope_head_dim, 128);
+    assert_int_equal(c.mla_qk_rope_head_dim, 64);
+    assert_int_equal(c.mla_v_head_dim, 128);
+    assert_int_equal(attn_v_head_dim(&c), 128);
+    assert_true(c.mla_eps == 1e-6 && c.scale_auto);
+    assert_int_equal(c.rope_style, ATTN_ROPE_INTERLEAVED);
+    /* DeepseekV3Attention: 192^-0.5 * (0.1 * 1.0 * ln 40 + 1)^2 */
+    double m = 0.1 * log(40.0) + 1;
+    assert_true(fabs(c.scale - m * m / sqrt(192.0)) < 1e-15);
+    assert_true(fabs(attn_rope_cos_factor(&c) - 1.0) < 1e-15);
+
+    c = load_spec(spec_path("deepseek_v2_lite"));
+    assert_int_equal(c.heads, 16);
+    assert_int_equal(c.mla_q_lora_rank, 0);
+    m = 0.1 * 0.707 * log(40.0) + 1;
+    assert_true(fabs(c.scale - m * m / sqrt(192.0)) < 1e-15);
+
+    c = load_spec(spec_path("kimi_k2"));
+    assert_int_equal(c.heads, 64);
+    assert_true(c.rope_base == 50000 && c.rope_factor == 32);
+    assert_true(c.rope_beta_fast == 1 && c.rope_beta_slow == 1); /* equal: a ramp one dim wide */
+
+    const char *names[] = {"deepseek_v2_lite", "deepseek_v3", "kimi_k2"};
+    for (int i = 0; i < 3; i++) { /* printed back, the same config */
+        attn_config a = load_spec(spec_path(names[i]));
+        char *y = attnc_spec_to_yaml(&a);
+        assert_non_null(strstr(y, "mla:\n  q_lora_rank: "));
+        assert_null(strstr(y, "head_dim: 192"));
+        attnc_ctx *ctx = attnc_ctx_new();
+        attn_config b;
+        assert_int_equal(attnc_spec_load_string(ctx, names[i], y, strlen(y), &b), ATTNC_OK);
+        attnc_ctx_free(ctx);
+        assert_memory_equal(&a, &b, sizeof a);
+        free(y);
+    }
+}
+
+/* A small MLA config, valid. */
+static attn_config mla_config(int64_t heads, int64_t d_model, int64_t q_lora, int64_t kv_lora,
+                              int64_t nope, int64_t rope, int64_t vd) {
+    attn_config c = config_small(heads, heads, nope + rope, d_model);
+    c.mla_q_lora_rank = q_lora, c.mla_kv_lora_rank = kv_lora;
+    c.mla_qk_nope_head_dim = nope, c.mla_qk_rope_head_dim = rope, c.mla_v_head_dim = vd;
+    c.mla_eps = 1e-6;
+    c.rope_style = ATTN_ROPE_INTERLEAVED, c.rope_base = 10000, c.rotary_dim = rope;
+    c.kv_max_tokens = 256;
+    return c;
+}
+
+static void expect_invalid(const attn_config *c, const char *want) {
+    attn_msg m;
+    assert_int_equal(attn_config_check(c, &m), ATTN_E_INVALID);
+    if (!strstr(m.text, want))
+        fail_msg("'%s' lacks '%s'", m.text, want);
+}
+
+static void config_rules(void **state) {
+    (void)state;
+    attn_config ok = mla_config(4, 64, 32, 32, 16, 8, 12), c;
+    attn_msg m;
+    assert_int_equal(attn_config_check(&ok, &m), ATTN_OK);
+    c = ok, c.head_dim = 16;
+    expect_invalid(&c, "head_dim (16) must be qk_nope_head_dim + qk_rope_head_dim (24)");
+    c = ok, c.kv_groups = 2;
+    expect_invalid(&c, "kv_groups (2) heads (4)");
+    c = ok, c.rotary_dim = 4;
+    expect_invalid(&c, "rotary_dim (4) qk_rope_head_dim");
+    c = ok, c.mla_qk_rope_head_dim = 7, c.rotary_dim = 7, c.head_dim = 23;
+    expect_invalid(&c, "even");
+    c = ok, c.mla_kv_lora_rank = 0;
+    expect_invalid(&c, "mla fields are set but mla_kv_lora_rank is 0");
+    c = ok, c.sinks = true;
+    expect_invalid(&c, "mla does not go with sinks");
+    c = ok, c.weights_layout = ATTN_LAYOUT_PHI3;
+    expect_invalid(&c, "mla does not go with a weights.layout but llama");
+    c = ok, c.kv_dtype = ATTN_DTYPE_Q8_0, c.mla_qk_rope_head_dim = 8;
+    expect_invalid(&c, "kv_cache.dtype q8_0 needs mla kv_lora_rank (32) and qk_rope_head_dim (8)");
+    c = ok, c.dtype = ATTN_DTYPE_Q8_0; /* heads * v_head_dim = 48 */
+    expect_invalid(&c, "heads * v_head_dim (48) to be multiples of 32");
+    c = ok, c.mla_eps = -1;
+    expect_invalid(&c, "mla.eps (-1)");
+    /* an MLA block shards by heads: the latent is every shard's */
+    attn_config sh;
+    assert_int_equal(attn_config_shard(&ok, 1, 2, &sh, &m), ATTN_OK);
+    assert_int_equal(sh.heads, 2);
+    assert_int_equal(sh.kv_groups, 2);
+    assert_int_equal(attn_v_head_dim(&sh), 12);
+}
+
+/* ---- the absorbed form, written out ---------------------------------------- */
+
+static double dot_fd(const float *w, const double *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)w[i] * x[i];
+    return s;
+}
+
+static void rms(const float *g, int64_t n, double eps, double *x) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] / sqrt(ss / (double)n + eps) * (double)g[i];
+}
+
+/* y [S, D] of a causal prefill of x [S, D] from position 0, computed with
+ * kv_b_proj absorbed: q_lat[h] = W_kb[h]^T q_nope[h], s = q_lat . c_kv +
+ * q_pe . k_pe, o[h] = W_vb[h] . sum p c_kv. The latent is rounded to the
+ * cache dtype as the reference caches it. */
+static void absorbed(const attn_weights *w, int64_t S, const float *x, float *y) {
+    const attn_config *c = &w->cfg;
+    int64_t H = c->heads, D = c->d_model, kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim;
+    int64_t nope = c->mla_qk_nope_head_dim, hd = c->head_dim, vd = c->mla_v_head_dim;
+    int64_t ql = c->mla_q_lora_rank, L = kvl + r;
+    double *inv = malloc((size_t)r * sizeof *inv), *xd = malloc((size_t)D * sizeof *xd);
+    double *lat = malloc((size_t)(S * L) * sizeof *lat), *q = malloc((size_t)hd * sizeof *q);
+    double *qa = malloc((size_t)(ql + 1) * sizeof *qa), *ql_ = malloc((size_t)L * sizeof *ql_);
+    double *s = malloc((size_t)S * sizeof *s), *ol = malloc((size_t)kvl * sizeof *ol);
+    double *o = malloc((size_t)(H * vd) * sizeof *o),
+           *qall = malloc((size_t)(H * hd) * sizeof *qall);
+    float *row = malloc((size_t)L * sizeof *row);
+    attn_rope_inv_freq(c, inv);
+    for (int64_t t = 0; t < S; t++) { /* the latent cache */
+        for (int64_t i = 0; i < D; i++)
+            xd[i] = x[t * D + i];
+        double *l = lat + t * L;
+        for (int64_t i = 0; i < L; i++)
+            l[i] = dot_fd(w->wkv_a + i * D, xd, D);
+        rms(w->kv_a_norm, kvl, c->mla_eps, l);
+        ref_rope_apply(c, inv, t, l + kvl);
+        for (int64_t i = 0; i < L; i++)
+            row[i] = (float)l[i];
+        rt_round_row(c->kv_dtype, row, L);
+        for (int64_t i = 0; i < L; i++)
+            l[i] = row[i];
+    }
+    for (int64_t t = 0; t < S; t++) {
+        for (int64_t i = 0; i < D; i++)
+            xd[i] = x[t * D + i];
+        if (ql) {
+            for (int64_t i = 0; i < ql; i++)
+                qa[i] = dot_fd(w->wq_a + i * D, xd, D);
+            rms(w->q_a_norm, ql, c->mla_eps, qa);
+        }
+        for (int64_t i = 0; i < H * hd; i++)
+            qall[i] = ql ? dot_fd(w->wq_b + i * ql, qa, ql) : dot_fd(w->wq + i * D, xd, D);
+        for (int64_t h = 0; h < H; h++) {
+            memcpy(q, qall + h * hd, (size_t)hd * sizeof *q);
+            ref_rope_apply(c, inv, t, q + nope);
+            const float *wb = w->wkv_b + h * (nope + vd) * kvl;
+            for (int64_t i = 0; i < kvl; i++) { /* q_lat = W_kb[h]^T q_nope */
+                ql_[i] = 0;
+                for (int64_t n = 0; n < nope; n++)
+                    ql_[i] += q[n] * (double)wb[n * kvl + i];
+            }
+            for (int64_t i = 0; i < r; i++)
+                ql_[kvl + i] = q[nope + i];
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= t; j++) {
+                s[j] = 0;
+                for (int64_t i = 0; i < L; i++)
+                    s[j] += ql_[i] * lat[j * L + i];
+                s[j] *= c->scale;
+                if (c->softcap > 0)
+                    s[j] = c->softcap * tanh(s[j] / c->softcap);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int64_t i = 0; i < kvl; i++)
+                ol[i] = 0;
+            for (int64_t j = 0; j <= t; j++) {
+                double p = exp(s[j] - mx);
+                sum += p;
+                for (int64_t i = 0; i < kvl; i++)
+                    ol[i] += p * lat[j * L + i];
+            }
+            for (int64_t v = 0; v < vd; v++) /* W_vb[h] . o_lat */
+                o[h * vd + v] = dot_fd(wb + (nope + v) * kvl, ol, kvl) / sum;
+        }
+        for (int64_t i = 0; i < D; i++)
+            y[t * D + i] = (float)(dot_fd(w->wo + i * H * vd, o, H * vd) + (w->bo ? w->bo[i] : 0));
+    }
+    free(inv), free(xd), free(lat), free(q), free(qa), free(ql_), free(s), free(ol), free(o);
+    free(qall), free(row);
+}
+
+static float *ref_run(const attn_weights *w, int64_t S, const float *x, int64_t chunk) {
+    attn_ref *r;
+    attn_msg m;
+    assert_int_equal(attn_ref_new(w, S, &r, &m), ATTN_OK);
+    int64_t D = w->cfg.d_model;
+    float *y = malloc((size_t)(S * D) * sizeof *y);
+    for (int64_t t = 0; t < S; t += chunk) {
+        int64_t n = S - t < chunk ? S - t : chunk;
+        assert_int_equal(attn_ref_forward(r, n, x + t * D, y + t * D, &m), ATTN_OK);
+    }
+    attn_ref_free(r);
+    return y;
+}
+
+/* A random small MLA config of sweep case i. */
+static attn_config sweep_config(int i, uint64_t *rs) {
+    int64_t heads = 1 + (int64_t)((rnd_unit(rs) + 1) * 2.5);    /* 1..5 */
+    int64_t rope = 2 * (1 + (int64_t)((rnd_unit(rs) + 1) * 4)); /* 2..18 */
+    int64_t nope = 1 + (int64_t)((rnd_unit(rs) + 1) * 12);      /* 1..25 */
+    int64_t kvl = 1 + (int64_t)((rnd_unit(rs) + 1) * 20);       /* 1..41 */
+    int64_t vd = 1 + (int64_t)((rnd_unit(rs) + 1) * 10);        /* 1..21 */
+    int64_t ql = i % 2 ? 8 + (int64_t)((rnd_unit(rs) + 1) * 10) : 0;
+    int64_t D = 8 + (int64_t)((rnd_unit(rs) + 1) * 30);
+    attn_config c = mla_config(heads, D, ql, kvl, nope, rope, vd);
+    c.rope_style = i % 3 == 0 ? ATTN_ROPE_HALF : ATTN_ROPE_INTERLEAVED;
+    c.o_bias = i % 4 == 1;
+    c.softcap = i % 5 == 2 ? 3.0 : 0;
+    c.mla_eps = i % 2 ? 1e-6 : 1e-5;
+    c.kv_dtype = i % 6 == 3 ? ATTN_DTYPE_BF16 : i % 6 == 4 ? ATTN_DTYPE_F16 : ATTN_DTYPE_F32;
+    if (i % 7 == 5) { /* DeepSeek's YaRN, mscale_all_dim into the softmax scale */
+        c.rope_scaling = ATTN_SCALING_YARN, c.rope_factor = 40, c.rope_original_max_position = 8;
+        c.rope_beta_fast = 32, c.rope_beta_slow = 1, c.rope_mscale = 0.707;
+        c.rope_mscale_all_dim = 0.707, c.rope_truncate = true;
+        c.rope_attention_factor = attn_yarn_default_attention_factor(&c);
+    }
+    c.scale = 1.0 / sqrt((double)c.head_dim) * attn_mla_softmax_mscale(&c);
+    if (i % 8 == 6) { /* q8_0: the latent's blocks of 32 */
+        c = mla_config(heads, 64, 32, 64, nope, 32, vd);
+        c.kv_dtype = ATTN_DTYPE_Q8_0;
+    }
+    if (i % 9 == 7)
+        c.dtype = ATTN_DTYPE_BF16;
+    attn_msg m;
+    if (attn_config_check(&c, &m) != ATTN_OK)
+        fail_msg("sweep case %d: %s", i, m.text);
+    return c;
+}
+
+static void reference_equals_absorbed_form_and_decode_equals_prefill(void **state) {
+    (void)state;
+    uint64_t rs = 26;
+    const char *n = getenv("ATTNC_SWEEP");
+    int cases = n ? atoi(n) : 40;
+    for (int i = 0; i < cases; i++) {
+        attn_config c = sweep_config(i, &rs);
+        attn_weights *w;
+        attn_msg m;
+        assert_int_equal(attn_weights_random(&c, 100 + (uint64_t)i, &w, &m), ATTN_OK);
+        int64_t S = 3 + i % 17, D = c.d_model;
+        float *x = random_floats((size_t)(S * D), 200 + (uint64_t)i);
+        float *want = malloc((size_t)(S * D) * sizeof *want);
+        absorbed(w, S, x, want);
+        float *once = ref_run(w, S, x, S), *steps = ref_run(w, S, x, 1),
+              *chunks = ref_run(w, S, x, 4);
+        double e = rel_err(once, want, (size_t)(S * D));
+        if (!(e < 1e-5))
+            fail_msg("case %d (heads %lld, kv_lora %lld, nope %lld, rope %lld, v %lld, q_lora "
+                     "%lld, kv %s): reference vs absorbed form %g",
+                     i, (long long)c.heads, (long long)c.mla_kv_lora_rank,
+                     (long long)c.mla_qk_nope_head_dim, (long long)c.mla_qk_rope_head_dim,
+                     (long long)c.mla_v_head_dim, (long long)c.mla_q_lora_rank,
+                     attn_dtype_name(c.kv_dtype), e);
+        /* the same keys expanded the same way in every call */
+        assert_memory_equal(once, steps, (size_t)(S * D) * sizeof *once);
+        assert_memory_equal(once, chunks, (size_t)(S * D) * sizeof *once);
+        free(x), free(want), free(once), free(steps), free(chunks);
+        attn_weights_free(w);
+    }
+}
+
+static void weights_under_their_names(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    for (int q = 0; q < 2; q++) {
+        attn_config c = mla_config(4, 64, q ? 32 : 0, 32, 16, 8, 12);
+        c.dtype = ATTN_DTYPE_BF16;
+        attn_weights *w, *back;
+        attn_msg m;
+        assert_int_equal(attn_weights_random(&c, 7, &w, &m), ATTN_OK);
+        assert_true(q ? w->wq == NULL && w->wq_a && w->q_a_norm && w->wq_b
+                      : w->wq != NULL && !w->wq_a);
+        assert_true(w->wk == NULL && w->wv == NULL && w->wkv_a && w->kv_a_norm && w->wkv_b);
+        const char *path = path_in(dir, "mla.safetensors");
+        assert_int_equal(
+            attn_weights_save(w, path, ATTN_DTYPE_BF16, "model.layers.3.self_attn.", &m), ATTN_OK);
+        attn_st *f;
+        assert_int_equal(attn_st_open(path, &f, &m), ATTN_OK);
+        const attn_st_info *t = attn_st_find(f, "model.layers.3.self_attn.kv_b_proj.weight");
+        assert_non_null(t);
+        assert_true(t->ndim == 2 && t->shape[0] == 4 * (16 + 12) && t->shape[1] == 32);
+        t = attn_st_find(f, "model.layers.3.self_attn.kv_a_proj_with_mqa.weight");
+        assert_true(t && t->shape[0] == 32 + 8 && t->shape[1] == 64);
+        t = attn_st_find(f, "model.layers.3.self_attn.o_proj.weight");
+        assert_true(t && t->shape[0] == 64 && t->shape[1] == 4 * 12);
+        assert_true((attn_st_find(f, "model.layers.3.self_attn.q_a_layernorm.weight") != NULL) ==
+                    (q == 1));
+        attn_st_close(f);
+        assert_int_equal(attn_weights_load(&c, path, "model.layers.3.self_attn.", &back, &m),
+                         ATTN_OK);
+        assert_memory_equal(back->wkv_b, w->wkv_b, 4 * 28 * 32 * sizeof(float));
+        assert_memory_equal(back->kv_a_norm, w->kv_a_norm, 32 * sizeof(float));
+        assert_memory_equal(back->wo, w->wo, 64 * 48 * sizeof(float));
+        if (q)
+            assert_memory_equal(back->wq_b, w->wq_b, 96 * 32 * sizeof(float));
+        attn_weights_free(back);
+        /* the other q path's config: the tensor it needs is missing */
+        attn_config other = mla_config(4, 64, q ? 0 : 32, 32, 16, 8, 12);
+        assert_int_equal(attn_weights_check(&other, path, "model.layers.3.self_attn.", &m),
+                         ATTN_E_FORMAT);
+        if (!strstr(m.text, q ? "missing tensor 'model.layers.3.self_attn.q_proj.weight'"
+                              : "missing tensor 'model.layers.3.self_attn.q_a_proj.weight'"))
+            fail_msg("%s", m.text);
+        attn_weights_free(w);
+    }
+    tmpdir_remove(dir);
+}
+
+static void shards_sum_to_the_whole_block(void **state) {
+    (void)state;
+    attn_config c = mla_config(4, 32, 16, 20, 6, 4, 5);
+    c.o_bias = true;
+    attn_weights *w, *part;
+    attn_msg m;
+    assert_int_equal(attn_weights_random(&c, 3, &w, &m), ATTN_OK);
+    int64_t S = 9, D = c.d_model;
+    float *x = random_floats((size_t)(S * D), 4), *want = ref_run(w, S, x, S);
+    for (int n = 2; n <= 4; n *= 2) {
+        float *sum = calloc((size_t)(S * D), sizeof *sum);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(attn_weights_shard(w, i, n, &part, &m), ATTN_OK);
+            float *y = ref_run(part, S, x, 3);
+            for (int64_t k = 0; k < S * D; k++)
+                sum[k] += y[k];
+            free(y);
+            attn_weights_free(part);
+        }
+        assert_true(rel_err(sum, want, (size_t)(S * D)) < 1e-5);
+        free(sum);
+    }
+    free(x), free(want);
+    attn_weights_free(w);
+}
+
+static void compiler_refuses_until_it_generates_mla(void **state) {
+    cli_fixture *f = *state;
+    const char *argv[] = {
+        ATTNC_BIN, "compile", spec_path("deepseek_v3"), "-o", path_in(f->dir, "x.o"), NULL};
+    assert_int_equal(run_cmd(argv, f->out, f->err), 2);
+    assert_file_has(f->err, "deepseek_v3.yaml:14:1: error: mla: kernels for multi-head latent "
+                            "attention are not generated yet");
+    assert_int_equal(dir_count(f->dir), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(shipped_specs_derive_the_block),
+        cmocka_unit_test(config_rules),
+        cmocka_unit_test(reference_equals_absorbed_form_and_decode_equals_prefill),
+        cmocka_unit_test(weights_under_their_names),
+        cmocka_unit_test(shards_sum_to_the_whole_block),
+        cmocka_unit_test_setup_teardown(compiler_refuses_until_it_generates_mla, cli_fixture_setup,
+                                        cli_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
