@@ -80,6 +80,12 @@ static const char bench_usage[] =
     "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
     "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
     "  bytes block = core + weights (spec dtype; q8_0 34 and q4_0 18 bytes per 32) + x, y\n"
+    "MLA (L = kv_lora_rank, r = qk_rope_head_dim, absorbed: one latent per key):\n"
+    "  flops core  = 2 * (2L + r) * H * pairs (scores over L + r, values over L)\n"
+    "  bytes core  = the visible keys' latents (L + r each, cache dtype) + q, out\n"
+    "  core leaves out the linears, q_a's norm and the products with kv_b_proj\n"
+    "  (mla_query, mla_output), which --part block adds with their weights\n"
+    "  (kv_b_proj in f32)\n"
     "GFLOP/s and GB/s are these over the median time; %peak is against the FMA\n"
     "peak of the roofline; %read is the median over the runs of each run's GB/s\n"
     "against the read just before it (a shared machine's bandwidth can change\n"
@@ -343,6 +349,22 @@ static void work(const bench *b, double *flops, double *bytes) {
         pairs = S * (double)b->memory, kv_keys = (double)b->memory;
     *flops = 4 * hd * H * pairs;
     *bytes = 2 * kv_keys * (double)attn_dtype_bytes(c->kv_dtype, (int64_t)kv) + 2 * S * qd * 4;
+    if (c->mla_kv_lora_rank > 0) { /* attention over the latent (absorbed) */
+        double L = (double)c->mla_kv_lora_rank, r = (double)c->mla_qk_rope_head_dim;
+        double n = (double)c->mla_qk_nope_head_dim, dv = (double)c->mla_v_head_dim;
+        double ql = (double)c->mla_q_lora_rank, lat = L + r;
+        *flops = 2 * (2 * L + r) * H * pairs;
+        *bytes =
+            kv_keys * (double)attn_dtype_bytes(c->kv_dtype, (int64_t)lat) + S * H * (lat + L) * 4;
+        if (b->core)
+            return;
+        double wq = ql > 0 ? D * ql + ql * qd : D * qd, wo = H * dv * D;
+        *flops += 2 * S * (wq + D * lat + H * n * L + H * L * dv + wo);
+        /* kv_b_proj is kept in f32 */
+        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(wq + D * lat + wo)) +
+                  H * (n + dv) * L * 4 + 2 * S * D * 4;
+        return;
+    }
     if (!b->core && b->memory) { /* K and V were projected with the memory */
         *flops += 4 * S * D * qd;
         *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(2 * qd * D)) + 2 * S * D * 4;
@@ -352,6 +374,19 @@ static void work(const bench *b, double *flops, double *bytes) {
         *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D)) +
                   2 * S * D * 4;
     }
+}
+
+/* A step --part core leaves out: the linears, and MLA's products with
+ * kv_b_proj and q_a's norm (its projections' share). */
+static bool is_projection(const char *step) {
+    static const char *const ends[] = {"_linear", "_rms_norm", "_mla_query", "_mla_output"};
+    size_t n = strlen(step);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        size_t m = strlen(ends[i]);
+        if (n >= m && strcmp(step + n - m, ends[i]) == 0)
+            return true;
+    }
+    return false;
 }
 
 static double tolerance(attn_dtype kv) {
@@ -571,7 +606,7 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
             const double *sec = attn_cache_step_seconds(r->cache, &ns);
             dt = 0;
             for (uint32_t i = 0; i < ns; i++)
-                if (!strstr(k->steps[i].name, "_linear"))
+                if (!is_projection(k->steps[i].name))
                     dt += sec[i];
         }
         if (run >= 0)

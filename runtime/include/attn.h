@@ -195,6 +195,10 @@ typedef struct attn_config {
 /* The dims of one head's value and attention output: v_head_dim with
  * MLA, else head_dim. */
 ATTN_API int64_t attn_v_head_dim(const attn_config *c);
+/* Values one token keeps in the K (which 0) or V (1) half of a cache:
+ * kv_groups * head_dim; with MLA kv_lora_rank + qk_rope_head_dim in K
+ * (the latent) and none in V. */
+ATTN_API int64_t attn_cache_columns(const attn_config *c, int which);
 
 /* Checks every invariant and limit of c. ATTN_E_INVALID with the first
  * broken rule in msg. */

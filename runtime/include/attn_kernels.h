@@ -82,6 +82,13 @@ typedef enum attn_weight_id {
     ATTN_W_Q_NORM, /* qk_norm weights (f32, as stored) */
     ATTN_W_K_NORM,
     ATTN_W_SINKS, /* [heads] */
+    /* multi-head latent attention (attn_config.mla_*) */
+    ATTN_W_Q_A,       /* q_a_proj */
+    ATTN_W_Q_A_NORM,  /* q_a_layernorm (f32) */
+    ATTN_W_Q_B,       /* q_b_proj */
+    ATTN_W_KV_A,      /* kv_a_proj_with_mqa */
+    ATTN_W_KV_A_NORM, /* kv_a_layernorm (f32) */
+    ATTN_W_KV_B,      /* kv_b_proj, f32 (the MLA kernels read it as it is) */
     ATTN_WEIGHT_COUNT
 } attn_weight_id;
 
@@ -92,7 +99,9 @@ typedef enum attn_buf_role {
                          W_O, W_QKV) in the config's dtype, the others f32 */
     ATTN_BUF_CACHE_K, /* the block pool, kv_dtype: [blocks, kv_groups * head_dim, block_tokens]
                          (in a block, each column's tokens side by side) */
-    ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim] */
+    ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim]
+                         (MLA: the K pool holds each token's latent [c_kv; k_pe],
+                         attn_cache_columns; no V pool) */
     ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
                          its new tokens) or, if per_sequence, of one sequence, whose T
                          then counts keys from the first visible one: T - attn_first_key(P)

@@ -27,13 +27,13 @@ typedef struct seq {
 struct attn_cache {
     attn_block *b; /* borrowed */
     attn_config cfg;
-    int64_t bt;         /* tokens per block */
-    int64_t n_blocks;   /* in the pool */
-    int64_t max_blocks; /* per sequence: ceil(max_tokens / bt) */
-    size_t row_bytes;   /* one token's K (or V): kv_groups * head_dim * dtype */
-    void *k, *v;        /* owned pools [n_blocks * bt rows] */
-    int32_t *refs;      /* owned [n_blocks] */
-    int32_t *free_list; /* owned stack of free blocks */
+    int64_t bt;          /* tokens per block */
+    int64_t n_blocks;    /* in the pool */
+    int64_t max_blocks;  /* per sequence: ceil(max_tokens / bt) */
+    size_t row_bytes[2]; /* one token's K and V: attn_cache_columns * dtype */
+    void *k, *v;         /* owned pools [n_blocks * bt rows] */
+    int32_t *refs;       /* owned [n_blocks] */
+    int32_t *free_list;  /* owned stack of free blocks */
     int64_t n_free;
     seq *seqs; /* owned, n_seqs slots (dead ones reused) */
     int32_t n_seqs;
@@ -92,14 +92,16 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
     c->max_blocks = (c->cfg.kv_max_tokens + c->bt - 1) / c->bt;
     /* q8_0: a block is its bt * kvd int8 values, then their f16 scales
      * (codegen cg_cache_scale), 34 bytes per 32 values either way */
-    c->row_bytes = attn_dtype_bytes(c->cfg.kv_dtype, c->cfg.kv_groups * c->cfg.head_dim);
-    size_t pool = (size_t)(c->n_blocks * c->bt) * c->row_bytes;
-    if (c->n_blocks > INT32_MAX || pool / c->row_bytes / (size_t)c->bt != (size_t)c->n_blocks) {
+    for (int i = 0; i < 2; i++)
+        c->row_bytes[i] = attn_dtype_bytes(c->cfg.kv_dtype, attn_cache_columns(&c->cfg, i));
+    size_t pool = (size_t)(c->n_blocks * c->bt) * c->row_bytes[0];
+    if (c->n_blocks > INT32_MAX || pool / c->row_bytes[0] / (size_t)c->bt != (size_t)c->n_blocks) {
         free(c);
         return ATTN_E_INVALID;
     }
     c->k = rt_alloc_large(pool);
-    c->v = rt_alloc_large(pool);
+    /* MLA has no V pool: a byte keeps the pointer non-NULL */
+    c->v = rt_alloc_large(c->row_bytes[1] ? (size_t)(c->n_blocks * c->bt) * c->row_bytes[1] : 1);
     c->refs = calloc((size_t)c->n_blocks, sizeof *c->refs);
     c->free_list = malloc((size_t)c->n_blocks * sizeof *c->free_list);
     if (!c->k || !c->v || !c->refs || !c->free_list) {
@@ -347,13 +349,12 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
         int32_t old = s->table[last], fresh = take_block(c);
         /* V's first rows; K's tokens are spread over the block (a column's
          * tokens side by side: attn_kernels.h), so all of it */
-        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes,
-               block = (size_t)c->bt * c->row_bytes;
+        size_t kb = (size_t)c->bt * c->row_bytes[0], vb = (size_t)c->bt * c->row_bytes[1];
+        size_t bytes = (size_t)(s->len % c->bt) * c->row_bytes[1];
         if (attn_dtype_block(c->cfg.kv_dtype) > 1) /* V's scales follow all its rows */
-            bytes = block;
-        size_t from = (size_t)old * block, to = (size_t)fresh * block;
-        memcpy((char *)c->k + to, (char *)c->k + from, block);
-        memcpy((char *)c->v + to, (char *)c->v + from, bytes);
+            bytes = vb;
+        memcpy((char *)c->k + (size_t)fresh * kb, (char *)c->k + (size_t)old * kb, kb);
+        memcpy((char *)c->v + (size_t)fresh * vb, (char *)c->v + (size_t)old * vb, bytes);
         put_block(c, old);
         s->table[last] = fresh;
     }

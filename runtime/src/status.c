@@ -343,6 +343,14 @@ bool rt_config_equal(const attn_config *a, const attn_config *b) {
            a->mla_v_head_dim == b->mla_v_head_dim && a->mla_eps == b->mla_eps;
 }
 
+int64_t attn_cache_columns(const attn_config *c, int which) {
+    if (!c)
+        return 0;
+    if (c->mla_kv_lora_rank > 0)
+        return which ? 0 : c->mla_kv_lora_rank + c->mla_qk_rope_head_dim;
+    return c->kv_groups * c->head_dim;
+}
+
 int64_t attn_v_head_dim(const attn_config *c) {
     return c && c->mla_kv_lora_rank > 0 ? c->mla_v_head_dim : c ? c->head_dim : 0;
 }

@@ -526,13 +526,20 @@ static int parts_of(int id, int parts[3]) {
     case ATTN_W_Q_NORM: parts[0] = N_Q; return 1;
     case ATTN_W_K_NORM: parts[0] = N_K; return 1;
     case ATTN_W_SINKS: parts[0] = SINKS; return 1;
+    case ATTN_W_Q_A: parts[0] = Q_A; return 1;
+    case ATTN_W_Q_A_NORM: parts[0] = Q_A_NORM; return 1;
+    case ATTN_W_Q_B: parts[0] = Q_B; return 1;
+    case ATTN_W_KV_A: parts[0] = KV_A; return 1;
+    case ATTN_W_KV_A_NORM: parts[0] = KV_A_NORM; return 1;
+    case ATTN_W_KV_B: parts[0] = KV_B; return 1;
     default: parts[0] = id; return id >= 0 && id <= B_O;
     }
 }
 
 attn_dtype rt_weight_dtype(const attn_config *c, int id) {
-    bool matrix =
-        id == ATTN_W_Q || id == ATTN_W_K || id == ATTN_W_V || id == ATTN_W_O || id == ATTN_W_QKV;
+    /* the linears' matrices; kv_b_proj stays f32 for the MLA kernels */
+    bool matrix = id == ATTN_W_Q || id == ATTN_W_K || id == ATTN_W_V || id == ATTN_W_O ||
+                  id == ATTN_W_QKV || id == ATTN_W_Q_A || id == ATTN_W_Q_B || id == ATTN_W_KV_A;
     return matrix ? c->dtype : ATTN_DTYPE_F32;
 }
 

@@ -358,6 +358,9 @@ const char *const shipped_specs[] = {
     "phi3_mini",
     "whisper_large_v3_cross",
     "mllama_11b_cross",
+    "deepseek_v2_lite",
+    "deepseek_v3",
+    "kimi_k2",
 };
 const size_t n_shipped_specs = sizeof shipped_specs / sizeof shipped_specs[0];
 

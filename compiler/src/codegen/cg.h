@@ -309,6 +309,13 @@ ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
+/* 1 / sqrt(sumsq / len + eps) (f32 sumsq, in double, as f32): RMS norms (cg_norm.c) */
+ATTNC_HIDDEN LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, double eps);
+/* multi-head latent attention's own kernels (cg_mla.c) */
+ATTNC_HIDDEN void cg_emit_rms_norm(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_latent(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_query(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_output(cg *c, const ir_node *n, const char *name);
 /* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
  * hidden from rows at positions pos (i32 vector) by n's causal mask and
  * window, or already by `beyond`. */

@@ -253,16 +253,17 @@ LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head) {
 }
 
 void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, int64_t *tok_stride) {
-    int64_t kvd = cfg->kv_groups * cfg->head_dim;
+    int64_t kvd = attn_cache_columns(cfg, which);
     *col_stride = which ? 1 : cfg->kv_block_tokens;
     *tok_stride = which ? kvd : 1;
 }
 
-/* The elements of one pool block: bt * kvd values; a q8_0 block holds
- * their bt * kvd int8 q, then their bt * kvd / 32 f16 d (cg_cache_scale),
- * counted in bytes (q8_0's element). */
+/* The elements of one pool block: bt * kvd values (K's and V's kvd are
+ * equal, MLA has K only); a q8_0 block holds their bt * kvd int8 q, then
+ * their bt * kvd / 32 f16 d (cg_cache_scale), counted in bytes (q8_0's
+ * element). */
 static int64_t cache_block_elems(const attn_config *cfg) {
-    int64_t n = cfg->kv_block_tokens * cfg->kv_groups * cfg->head_dim;
+    int64_t n = cfg->kv_block_tokens * attn_cache_columns(cfg, 0);
     return cfg->kv_dtype == ATTN_DTYPE_Q8_0 ? n + n / 16 : n;
 }
 
@@ -275,7 +276,7 @@ static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t t
 
 LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     const attn_config *cfg = &c->g->cfg;
-    int64_t bt = cfg->kv_block_tokens, data = bt * cfg->kv_groups * cfg->head_dim,
+    int64_t bt = cfg->kv_block_tokens, data = bt * attn_cache_columns(cfg, 0),
             bb = cache_block_elems(cfg);
     LLVMTypeRef pty = LLVMTypeOf(p), ity = like(pty, c->i64);
     bool vec = LLVMGetTypeKind(pty) == LLVMVectorTypeKind;
@@ -288,7 +289,7 @@ LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     /* K [kvd][bt]: column w / bt, token w % bt; V [bt][kvd]: token w /
      * kvd, column w % kvd; d of both at (column / 32) * bt + token: a
      * block's tokens side by side, as K's values are */
-    int64_t kvd = cfg->kv_groups * cfg->head_dim;
+    int64_t kvd = attn_cache_columns(cfg, which);
     LLVMValueRef col = which ? LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)kvd), "")
                              : LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)bt), "");
     LLVMValueRef tok = which ? LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)kvd), "")

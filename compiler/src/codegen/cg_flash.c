@@ -28,10 +28,10 @@ enum { FLASH_SLACK = 8 };
 
 typedef struct flash {
     const ir_node *n, *q, *k, *v;
-    int64_t hd, group, hpi, tiles_q, chunks; /* heads per item, token tiles.. */
-    int lanes, rv, rows, bk, bks, dc;        /* keys per tile, per score pass */
+    int64_t hd, vd, group, hpi, tiles_q, chunks; /* q.k and value dims, heads per item.. */
+    int lanes, rv, rows, bk, bks, dc;            /* keys per tile, per score pass */
     LLVMTypeRef qt_ty, pb_ty;
-    LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [hd*rows], [bk*rows], [rows], [rows] */
+    LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
     LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
 } flash;
@@ -134,7 +134,7 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
     int dc = f->dc;
     while (guarded && dc > 1 && dc * f->rv + 2 * f->rv + 2 > c->target.regs)
         dc /= 2;
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / dc), "dchunk");
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / dc), "dchunk");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, dc), "");
     /* p through a pointer made in each trip: else the bk x rv vectors of
      * p (the same in every trip) were hoisted out of the loop, spilled
@@ -366,7 +366,7 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
                   LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha[v], ""), lp);
         cg_vstore(c, ATTN_DTYPE_F32, mnew, at_f32(c, f->m, cg_i64(c, (int64_t)v * f->lanes)));
     }
-    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "rescale_d");
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd), "rescale_d");
     for (int v = 0; v < f->rv; v++) {
         LLVMValueRef at = line_ptr(c, f, f->ot, lr.i, v);
         cg_vstore(c, ATTN_DTYPE_F32,
@@ -407,7 +407,8 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
 void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     const attn_config *cfg = &c->g->cfg;
     flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
-    f.hd = cfg->head_dim;
+    f.hd = f.q->ne[0].c; /* head_dim; MLA: its latent and rope dims, its values the latent */
+    f.vd = f.v->ne[0].c;
     f.group = cfg->heads / f.k->ne[1].c;
     f.lanes = c->target.lanes;
     f.rv = c->target.flash_rv;
@@ -418,16 +419,17 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.chunks = (f.group + f.hpi - 1) / f.hpi;
     int64_t bq = f.rows / f.hpi; /* tokens per item */
     f.dc = c->target.flash_dc;   /* the largest power of two up to it dividing head_dim */
-    while (f.hd % f.dc)
+    while (f.vd % f.dc)
         f.dc /= 2;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
 
     cg_kernel_begin(c, name);
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
+    LLVMTypeRef outt = LLVMArrayType2(c->f32, (uint64_t)(f.vd * f.rows));
     LLVMTypeRef pbt = LLVMArrayType2(c->f32, (uint64_t)(f.bk * f.rows));
     LLVMTypeRef rowt = LLVMArrayType2(c->f32, (uint64_t)f.rows);
     f.qt = cg_slot(c, big, NULL);
-    f.ot = cg_slot(c, big, NULL);
+    f.ot = cg_slot(c, outt, NULL);
     f.pb = cg_slot(c, pbt, NULL);
     f.m = cg_slot(c, rowt, NULL);
     f.l = cg_slot(c, rowt, NULL);
@@ -500,8 +502,13 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef line =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
     LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""), at_f32(c, f.qt, line));
-    LLVMBuildStore(c->b, cg_f32(c, 0), at_f32(c, f.ot, line));
     cg_for_end(c, &ld);
+    cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
+    LLVMBuildStore(
+        c->b, cg_f32(c, 0),
+        at_f32(c, f.ot,
+               LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lz.i, cg_i64(c, f.rows), ""), lr.i, "")));
+    cg_for_end(c, &lz);
     /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
     const ir_node *sinks = ir_sinks(n);
     LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
@@ -557,7 +564,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMPositionBuilderAtEnd(c->b, store);
     LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1),
                                      LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
-    cg_loop lo_d = cg_for(c, cg_i64(c, 0), cg_i64(c, f.hd), "d");
+    cg_loop lo_d = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
     LLVMValueRef src =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lo_d.i, cg_i64(c, f.rows), ""), lo.i, "");
     LLVMValueRef oi[3] = {lo_d.i, hh, tok};

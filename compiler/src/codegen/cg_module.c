@@ -23,6 +23,10 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_FLASH: cg_emit_flash(c, n, name); break;
     case IR_OP_ROPE_TABLE: cg_emit_rope_table(c, n, name); break;
     case IR_OP_PV: cg_emit_pv(c, n, name); break;
+    case IR_OP_RMS_NORM: cg_emit_rms_norm(c, n, name); break;
+    case IR_OP_MLA_LATENT: cg_emit_mla_latent(c, n, name); break;
+    case IR_OP_MLA_QUERY: cg_emit_mla_query(c, n, name); break;
+    case IR_OP_MLA_OUTPUT: cg_emit_mla_output(c, n, name); break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:
     case IR_OP_ALIBI:

@@ -6,6 +6,16 @@
  * results depend on the vector width, never on the thread count. */
 #include "codegen/cg.h"
 
+LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, double eps) {
+    /* in double, as the reference's rsqrt is exact */
+    LLVMValueRef mean = LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, sumsq, c->f64, ""),
+                                      LLVMConstReal(c->f64, (double)len), "");
+    LLVMValueRef rs = cg_intrinsic(c, "llvm.sqrt", c->f64,
+                                   LLVMBuildFAdd(c->b, mean, LLVMConstReal(c->f64, eps), ""), NULL);
+    return LLVMBuildFPTrunc(c->b, LLVMBuildFDiv(c->b, LLVMConstReal(c->f64, 1), rs, ""), c->f32,
+                            "rms");
+}
+
 void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
     const attn_config *cfg = &c->g->cfg;
     const ir_node *x = n->args[0], *w = n->nargs > 1 ? n->args[1] : NULL;
@@ -28,15 +38,7 @@ void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef e = cg_load(c, x->dt, cg_addr(c, x, xi));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_fmul(c, e, e)), acc);
     cg_for_end(c, &li);
-    /* 1 / sqrt(mean + eps), in double as the reference's rsqrt is exact */
-    LLVMValueRef mean =
-        LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, LLVMBuildLoad2(c->b, c->f32, acc, ""), c->f64, ""),
-                      LLVMConstReal(c->f64, (double)len), "");
-    LLVMValueRef rs =
-        cg_intrinsic(c, "llvm.sqrt", c->f64,
-                     LLVMBuildFAdd(c->b, mean, LLVMConstReal(c->f64, cfg->qk_norm_eps), ""), NULL);
-    LLVMValueRef r = LLVMBuildFPTrunc(c->b, LLVMBuildFDiv(c->b, LLVMConstReal(c->f64, 1), rs, ""),
-                                      c->f32, "rms");
+    LLVMValueRef r = cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, cfg->qk_norm_eps);
     cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, len), "i");
     LLVMValueRef hj = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lu.i, cg_i64(c, per), ""),
                                    LLVMBuildSDiv(c->b, lj.i, cg_i64(c, hd), ""), "");

@@ -168,7 +168,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         case IR_OP_MERGE_HEADS:
             /* heads must lie back to back: [hd, H] contiguous */
             ATTNC_ASSERT(ir_dim_eq(a->nb[0], ir_const(1)) &&
-                         ir_dim_eq(a->nb[1], ir_const(c->head_dim)));
+                         ir_dim_eq(a->nb[1], n->args[0]->ne[0]));
             *v = *a;
             v->nb[1] = a->nb[2];
             v->nb[2] = ir_const(0);
@@ -183,7 +183,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
                 int64_t cs, ts;
                 cg_cache_strides(c, n->cache, &cs, &ts);
                 v->nb[0] = ir_const(cs);
-                v->nb[1] = ir_const(c->head_dim * cs);
+                v->nb[1] = ir_const(n->ne[0].c * cs);
                 v->nb[2] = ir_const(ts);
             }
             p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
@@ -195,6 +195,10 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;
+        case IR_OP_RMS_NORM:
+        case IR_OP_MLA_LATENT:
+        case IR_OP_MLA_QUERY:
+        case IR_OP_MLA_OUTPUT:
         case IR_OP_ROPE:
         case IR_OP_QK_NORM:
         case IR_OP_TEMPERATURE:

@@ -28,9 +28,25 @@ unsigned ir_op_attrs(ir_op op) {
 }
 
 static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
-    "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",   "q_proj.bias",
-    "k_proj.bias",   "v_proj.bias",   "o_proj.bias",   "qkv_proj.weight", "qkv_proj.bias",
-    "q_norm.weight", "k_norm.weight", "sinks",
+    "q_proj.weight",
+    "k_proj.weight",
+    "v_proj.weight",
+    "o_proj.weight",
+    "q_proj.bias",
+    "k_proj.bias",
+    "v_proj.bias",
+    "o_proj.bias",
+    "qkv_proj.weight",
+    "qkv_proj.bias",
+    "q_norm.weight",
+    "k_norm.weight",
+    "sinks",
+    "q_a_proj.weight",
+    "q_a_layernorm.weight",
+    "q_b_proj.weight",
+    "kv_a_proj_with_mqa.weight",
+    "kv_a_layernorm.weight",
+    "kv_b_proj.weight",
 };
 
 const char *ir_weight_name(int id) {
@@ -77,14 +93,26 @@ static void set_shape(ir_node *n, int ndim, ir_dim a, ir_dim b, ir_dim c) {
 /* Shape of weight w for config c: [in, out] for matrices, [out] for biases. */
 static void weight_shape(const attn_config *c, ir_node *n) {
     int64_t D = c->d_model, qd = c->heads * c->head_dim, kvd = c->kv_groups * c->head_dim;
+    int64_t od = c->heads * attn_v_head_dim(c), ql = c->mla_q_lora_rank;
+    int64_t kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim;
     ir_dim z = ir_const(0);
+    bool mla = kvl > 0;
     switch ((attn_weight_id)n->weight) {
     case ATTN_W_Q: set_shape(n, 2, ir_const(D), ir_const(qd), z); break;
+    case ATTN_W_Q_A: set_shape(n, mla ? 2 : 0, ir_const(D), ir_const(ql), z); break;
+    case ATTN_W_Q_A_NORM: set_shape(n, mla ? 1 : 0, ir_const(ql), z, z); break;
+    case ATTN_W_Q_B: set_shape(n, mla ? 2 : 0, ir_const(ql), ir_const(qd), z); break;
+    case ATTN_W_KV_A: set_shape(n, mla ? 2 : 0, ir_const(D), ir_const(kvl + r), z); break;
+    case ATTN_W_KV_A_NORM: set_shape(n, mla ? 1 : 0, ir_const(kvl), z, z); break;
+    case ATTN_W_KV_B:
+        set_shape(n, mla ? 2 : 0, ir_const(kvl),
+                  ir_const(c->heads * (c->mla_qk_nope_head_dim + c->mla_v_head_dim)), z);
+        break;
     case ATTN_W_K:
     case ATTN_W_V: /* cross-attention: K and V from the memory */
         set_shape(n, 2, ir_const(c->memory_dim > 0 ? c->memory_dim : D), ir_const(kvd), z);
         break;
-    case ATTN_W_O: set_shape(n, 2, ir_const(qd), ir_const(D), z); break;
+    case ATTN_W_O: set_shape(n, 2, ir_const(od), ir_const(D), z); break;
     case ATTN_W_QKV: set_shape(n, 2, ir_const(D), ir_const(qd + 2 * kvd), z); break;
     case ATTN_B_Q: set_shape(n, 1, ir_const(qd), z, z); break;
     case ATTN_B_K:
@@ -115,6 +143,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     ir_dim S = ir_sym_s(), T = ir_sym_t(), z = ir_const(0);
     ir_dim hd = ir_const(c->head_dim);
     ir_node *a = n->args[0], *b = n->args[1];
+    bool mla = c->mla_kv_lora_rank > 0;
     int64_t v = 0, w = 0;
     if (n->nargs < ops[n->op].lo || n->nargs > ops[n->op].hi)
         return WHY("%s takes %d to %d operands, has %d", ops[n->op].name, ops[n->op].lo,
@@ -162,13 +191,13 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         set_shape(n, 2, b->ne[1], S, z);
         return true;
     case IR_OP_SLICE:
-        if (!want_ndim(a, 2, why, why_len))
+        if (a->ndim != 3 && !want_ndim(a, 2, why, why_len))
             return false;
         if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 ||
             n->offset + n->cols > v)
             return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
                        (long long)(n->offset + n->cols), (long long)v);
-        set_shape(n, 2, ir_const(n->cols), a->ne[1], z);
+        set_shape(n, a->ndim, ir_const(n->cols), a->ne[1], a->ne[2]);
         return true;
     case IR_OP_SPLIT_HEADS:
         if (!want_ndim(a, 2, why, why_len))
@@ -204,22 +233,27 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("the spec has no rope");
         set_shape(n, 2, ir_const(c->rotary_dim), S, z);
         return true;
-    case IR_OP_CACHE_APPEND:
+    case IR_OP_CACHE_APPEND: {
         if (!want_ndim(a, 3, why, why_len))
             return false;
-        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->kv_groups)) ||
-            !ir_dim_eq(a->ne[2], S))
-            return WHY("operand %%%d is not [head_dim, kv_groups, S]", a->id);
-        set_shape(n, 3, hd, a->ne[1], T);
+        /* a K/V head per group, or MLA's one latent per token in K */
+        ir_dim row = mla ? ir_const(attn_cache_columns(c, 0)) : hd;
+        ir_dim groups = ir_const(mla ? 1 : c->kv_groups);
+        if (!ir_dim_eq(a->ne[0], row) || !ir_dim_eq(a->ne[1], groups) || !ir_dim_eq(a->ne[2], S) ||
+            (mla && n->cache != 0))
+            return WHY("operand %%%d is not [%s, S] of cache %s", a->id,
+                       mla ? "latent, 1" : "head_dim, kv_groups", mla ? "K" : "K or V");
+        set_shape(n, 3, row, a->ne[1], T);
         n->dt = c->kv_dtype;
         return true;
+    }
     case IR_OP_GQA_EXPAND:
         if (!want_ndim(a, 3, why, why_len))
             return false;
-        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_is_const(a->ne[1], &v) || c->heads % v ||
+        if (!ir_dim_is_const(a->ne[0], &w) || !ir_dim_is_const(a->ne[1], &v) || c->heads % v ||
             !ir_dim_eq(a->ne[2], T))
-            return WHY("operand %%%d is not [head_dim, kv heads dividing heads, T]", a->id);
-        set_shape(n, 3, hd, ir_const(c->heads), T); /* widened to f32 */
+            return WHY("operand %%%d is not [dims, kv heads dividing heads, T]", a->id);
+        set_shape(n, 3, a->ne[0], ir_const(c->heads), T); /* widened to f32 */
         return true;
     case IR_OP_QK:
     case IR_OP_PV:
@@ -229,17 +263,22 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return false;
         if (n->op == IR_OP_FLASH && n->nargs == 4 && !ir_sinks(n))
             return WHY("operand %%%d is not the sinks [heads]", n->args[3]->id);
+        /* the q.k dims are q's (head_dim; MLA's latent + rope), the
+         * values' their own (head_dim; MLA's latent) */
+        ir_dim qkd = q ? q->ne[0] : hd,
+               vd = n->op == IR_OP_QK ? hd : n->args[n->op == IR_OP_PV ? 1 : 2]->ne[0];
         for (int i = 1; i < n->nargs && i < 3; i++) {
             const ir_node *kv = n->args[i];
+            bool is_v = n->op == IR_OP_PV || i == 2;
             if (!want_ndim(kv, 3, why, why_len))
                 return false;
-            if (!ir_dim_eq(kv->ne[0], hd) || !ir_dim_eq(kv->ne[2], T) ||
-                !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
+            if (!ir_dim_eq(kv->ne[0], is_v ? vd : qkd) || !ir_dim_is_const(kv->ne[0], &v) ||
+                !ir_dim_eq(kv->ne[2], T) || !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
                 (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
-                return WHY("keys/values %%%d are not [head_dim, kv heads, T]", kv->id);
+                return WHY("keys/values %%%d are not [head dims, kv heads, T]", kv->id);
         }
-        if (q && (!ir_dim_eq(q->ne[0], hd) || !ir_dim_eq(q->ne[1], ir_const(c->heads)) ||
-                  !ir_dim_eq(q->ne[2], S)))
+        if (q && (!ir_dim_is_const(q->ne[0], &v) || (!mla && !ir_dim_eq(q->ne[0], hd)) ||
+                  !ir_dim_eq(q->ne[1], ir_const(c->heads)) || !ir_dim_eq(q->ne[2], S)))
             return WHY("queries %%%d are not [head_dim, heads, S]", q->id);
         if (p && (!ir_dim_eq(p->ne[0], T) || !ir_dim_eq(p->ne[1], S) ||
                   !ir_dim_eq(p->ne[2], ir_const(c->heads))))
@@ -247,7 +286,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         if (n->op == IR_OP_QK)
             set_shape(n, 3, T, S, ir_const(c->heads));
         else
-            set_shape(n, 3, hd, ir_const(c->heads), S);
+            set_shape(n, 3, vd, ir_const(c->heads), S);
         return true;
     }
     case IR_OP_SCALE:
@@ -271,6 +310,46 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
         set_shape(n, 2, ir_const(v * w), S, z);
         return true;
+    case IR_OP_RMS_NORM:
+        if (!mla || !want_ndim(a, 2, why, why_len) || !want_ndim(b, 1, why, why_len))
+            return mla ? false : WHY("the spec has no mla");
+        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || b->op != IR_OP_WEIGHT)
+            return WHY("operand %%%d is not [m, S] with the m of norm weight %%%d", a->id, b->id);
+        set_shape(n, 2, a->ne[0], S, z);
+        return true;
+    case IR_OP_MLA_LATENT:
+    case IR_OP_MLA_QUERY:
+    case IR_OP_MLA_OUTPUT: {
+        if (!mla)
+            return WHY("the spec has no mla");
+        int64_t kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim, H = c->heads;
+        const ir_node *tab = n->nargs > 2 ? n->args[2] : NULL;
+        if (tab && tab->op != IR_OP_ROPE_TABLE)
+            return WHY("operand %%%d is not a rope table", tab->id);
+        int want_w = n->op == IR_OP_MLA_LATENT ? ATTN_W_KV_A_NORM : ATTN_W_KV_B;
+        if (b->op != IR_OP_WEIGHT || b->weight != want_w)
+            return WHY("operand %%%d is not weight %s", b->id, ir_weight_name(want_w));
+        if (n->op == IR_OP_MLA_LATENT) {
+            if (!want_ndim(a, 2, why, why_len))
+                return false;
+            if (!ir_dim_eq(a->ne[0], ir_const(kvl + r)) || !ir_dim_eq(a->ne[1], S))
+                return WHY("operand %%%d is not [kv_lora_rank + qk_rope_head_dim, S]", a->id);
+            set_shape(n, 3, a->ne[0], ir_const(1), S);
+            return true;
+        }
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        ir_dim in = n->op == IR_OP_MLA_QUERY ? hd : ir_const(kvl);
+        if (!ir_dim_eq(a->ne[0], in) || !ir_dim_eq(a->ne[1], ir_const(H)) ||
+            !ir_dim_eq(a->ne[2], S))
+            return WHY("operand %%%d is not [%s, heads, S]", a->id,
+                       n->op == IR_OP_MLA_QUERY ? "head_dim" : "kv_lora_rank");
+        if (n->op == IR_OP_MLA_QUERY)
+            set_shape(n, 3, ir_const(kvl + r), ir_const(H), S);
+        else
+            set_shape(n, 2, ir_const(H * c->mla_v_head_dim), S, z);
+        return true;
+    }
     case IR_OP_OUTPUT:
         if (!want_ndim(a, 2, why, why_len))
             return false;

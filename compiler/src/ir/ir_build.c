@@ -32,6 +32,97 @@ static ir_node *norm(ir_graph *g, ir_node *x, attn_weight_id w, attnc_loc loc) {
     return args[1] ? ir_add(g, IR_OP_QK_NORM, args, 2, loc) : NULL;
 }
 
+/* The attention of q [d, heads, S] over the cached keys k [d, g, T] and
+ * values v [dv, g, T]: GQA expansion, q.k^T, scale, softcap, ALiBi,
+ * mask, softmax (with sinks), p.v -> [dv, heads, S]. */
+static ir_node *attend(ir_graph *g, ir_node *q, ir_node *k, ir_node *v) {
+    const attn_config *cfg = &g->cfg;
+    const attnc_loc *L = g->locs.key;
+    if (k && v && k->ne[1].c != cfg->heads) {
+        k = unary(g, IR_OP_GQA_EXPAND, k, L[SPEC_K_KV_GROUPS]);
+        v = unary(g, IR_OP_GQA_EXPAND, v, L[SPEC_K_KV_GROUPS]);
+    }
+    ir_node *s = NULL;
+    if (q && k) {
+        ir_node *qk[2] = {q, k};
+        s = ir_add(g, IR_OP_QK, qk, 2, L[SPEC_K_HEAD_DIM]);
+    }
+    if (s) {
+        ir_node *sc = ir_new(g, IR_OP_SCALE, &s, 1, L[SPEC_K_SCALE]);
+        if (sc)
+            sc->scale = cfg->scale;
+        s = ir_insert(g, sc, NULL);
+    }
+    if (s && cfg->softcap > 0) {
+        ir_node *cap = ir_new(g, IR_OP_SOFTCAP, &s, 1, L[SPEC_K_SOFTCAP]);
+        if (cap)
+            cap->softcap = cfg->softcap;
+        s = ir_insert(g, cap, NULL);
+    }
+    if (cfg->alibi)
+        s = unary(g, IR_OP_ALIBI, s, L[SPEC_K_ALIBI]);
+    if (cfg->causal)
+        s = unary(g, IR_OP_MASK, s,
+                  L[cfg->chunk            ? SPEC_K_CHUNKED
+                    : cfg->sliding_window ? SPEC_K_SLIDING_WINDOW
+                                          : SPEC_K_CAUSAL]);
+    if (s && cfg->sinks) {
+        ir_node *sm[2] = {s, weight(g, ATTN_W_SINKS, L[SPEC_K_SINKS])};
+        s = sm[1] ? ir_add(g, IR_OP_SOFTMAX, sm, 2, L[SPEC_K_SINKS]) : NULL;
+    } else {
+        s = unary(g, IR_OP_SOFTMAX, s, L[SPEC_K_CAUSAL]);
+    }
+    ir_node *pv[2] = {s, v};
+    return s && v ? ir_add(g, IR_OP_PV, pv, 2, L[SPEC_K_HEAD_DIM]) : NULL;
+}
+
+/* Multi-head latent attention in its absorbed form (modeling_deepseek_v3.py
+ * computes the same scores and outputs with K and V expanded per head):
+ * the cache keeps each token's latent [c_kv; k_pe] (mla_latent); queries
+ * are taken into latent space through kv_b_proj's K rows (mla_query), so
+ * the scores are one MQA over the latent, whose first kv_lora_rank dims
+ * are the values; the latent outputs leave through kv_b_proj's V rows
+ * (mla_output), then o_proj. */
+static attnc_status mla_build(ir_graph *g, ir_graph **out) {
+    const attn_config *cfg = &g->cfg;
+    const attnc_loc *L = g->locs.key, at = L[SPEC_K_MLA];
+    ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);
+    ir_node *table = ir_add(g, IR_OP_ROPE_TABLE, NULL, 0, L[SPEC_K_ROPE]);
+    ir_node *q;
+    if (cfg->mla_q_lora_rank > 0) {
+        q = project(g, x, ATTN_W_Q_A, 0, false, at);
+        ir_node *nq[2] = {q, weight(g, ATTN_W_Q_A_NORM, at)};
+        q = q && nq[1] ? ir_add(g, IR_OP_RMS_NORM, nq, 2, at) : NULL;
+        q = q ? project(g, q, ATTN_W_Q_B, 0, false, at) : NULL;
+    } else {
+        q = x ? project(g, x, ATTN_W_Q, 0, false, L[SPEC_K_HEADS]) : NULL;
+    }
+    q = unary(g, IR_OP_SPLIT_HEADS, q, L[SPEC_K_HEADS]);
+    ir_node *kvb = weight(g, ATTN_W_KV_B, at);
+    ir_node *mq[3] = {q, kvb, table};
+    q = q && kvb && table ? ir_add(g, IR_OP_MLA_QUERY, mq, 3, at) : NULL;
+    ir_node *lat = x ? project(g, x, ATTN_W_KV_A, 0, false, at) : NULL;
+    ir_node *ml[3] = {lat, weight(g, ATTN_W_KV_A_NORM, at), table};
+    lat = lat && ml[1] && table ? ir_add(g, IR_OP_MLA_LATENT, ml, 3, at) : NULL;
+    ir_node *k = lat ? ir_new(g, IR_OP_CACHE_APPEND, &lat, 1, L[SPEC_K_KV_CACHE]) : NULL;
+    k = ir_insert(g, k, NULL); /* cache 0: K */
+    ir_node *v = k ? ir_new(g, IR_OP_SLICE, &k, 1, at) : NULL;
+    if (v) /* the values: c_kv, the latent's first kv_lora_rank dims */
+        v->offset = 0, v->cols = cfg->mla_kv_lora_rank;
+    v = ir_insert(g, v, NULL);
+    ir_node *o = attend(g, q, k, v);
+    ir_node *mo[2] = {o, kvb};
+    o = o ? ir_add(g, IR_OP_MLA_OUTPUT, mo, 2, at) : NULL;
+    ir_node *y = o ? project(g, o, ATTN_W_O, ATTN_B_O, cfg->o_bias, L[SPEC_K_D_MODEL]) : NULL;
+    y = unary(g, IR_OP_OUTPUT, y, L[SPEC_K_D_MODEL]);
+    attnc_status st = diag_first_code(g->ctx);
+    if (st == ATTNC_OK && !y)
+        st = ATTNC_E_SHAPE;
+    if (st == ATTNC_OK)
+        *out = g;
+    return st;
+}
+
 attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                       ir_graph **out) {
     ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
@@ -43,12 +134,14 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     g->cfg = *cfg;
     g->locs = *locs;
     const attnc_loc *L = locs->key;
-    if (cfg->mla_kv_lora_rank > 0) { /* refused, not lowered as another block */
-        diag_error(ctx, ATTNC_E_SPEC, L[SPEC_K_MLA],
-                   "mla: kernels for multi-head latent attention are not generated yet; the "
-                   "reference engine runs it (attnc run --engine reference)");
+    if (cfg->mla_kv_lora_rank > 0 && attn_dtype_block(cfg->dtype) > 1) {
+        diag_error(ctx, ATTNC_E_SPEC, L[SPEC_K_DTYPE],
+                   "mla: kernels for dtype %s weights are not generated yet (f32, f16 or bf16)",
+                   attn_dtype_name(cfg->dtype));
         return ATTNC_E_SPEC;
     }
+    if (cfg->mla_kv_lora_rank > 0)
+        return mla_build(g, out);
     bool qkv_b = cfg->qkv_bias;
 
     ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);
@@ -84,45 +177,7 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     }
     k = ir_insert(g, kc, NULL);
     v = ir_insert(g, vc, NULL);
-    if (cfg->kv_groups != cfg->heads) {
-        k = unary(g, IR_OP_GQA_EXPAND, k, L[SPEC_K_KV_GROUPS]);
-        v = unary(g, IR_OP_GQA_EXPAND, v, L[SPEC_K_KV_GROUPS]);
-    }
-    ir_node *s = NULL;
-    if (q && k) {
-        ir_node *qk[2] = {q, k};
-        s = ir_add(g, IR_OP_QK, qk, 2, L[SPEC_K_HEAD_DIM]);
-    }
-    if (s) {
-        ir_node *sc = ir_new(g, IR_OP_SCALE, &s, 1, L[SPEC_K_SCALE]);
-        if (sc)
-            sc->scale = cfg->scale;
-        s = ir_insert(g, sc, NULL);
-    }
-    if (s && cfg->softcap > 0) {
-        ir_node *cap = ir_new(g, IR_OP_SOFTCAP, &s, 1, L[SPEC_K_SOFTCAP]);
-        if (cap)
-            cap->softcap = cfg->softcap;
-        s = ir_insert(g, cap, NULL);
-    }
-    if (cfg->alibi)
-        s = unary(g, IR_OP_ALIBI, s, L[SPEC_K_ALIBI]);
-    if (cfg->causal)
-        s = unary(g, IR_OP_MASK, s,
-                  L[cfg->chunk            ? SPEC_K_CHUNKED
-                    : cfg->sliding_window ? SPEC_K_SLIDING_WINDOW
-                                          : SPEC_K_CAUSAL]);
-    if (s && cfg->sinks) {
-        ir_node *sm[2] = {s, weight(g, ATTN_W_SINKS, L[SPEC_K_SINKS])};
-        s = sm[1] ? ir_add(g, IR_OP_SOFTMAX, sm, 2, L[SPEC_K_SINKS]) : NULL;
-    } else {
-        s = unary(g, IR_OP_SOFTMAX, s, L[SPEC_K_CAUSAL]);
-    }
-    ir_node *o = NULL;
-    if (s && v) {
-        ir_node *pv[2] = {s, v};
-        o = ir_add(g, IR_OP_PV, pv, 2, L[SPEC_K_HEAD_DIM]);
-    }
+    ir_node *o = attend(g, q, k, v);
     o = unary(g, IR_OP_MERGE_HEADS, o, L[SPEC_K_HEADS]);
     ir_node *y = o ? project(g, o, ATTN_W_O, ATTN_B_O, cfg->o_bias, L[SPEC_K_D_MODEL]) : NULL;
     y = unary(g, IR_OP_OUTPUT, y, L[SPEC_K_D_MODEL]);

@@ -142,6 +142,10 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_SOFTMAX:
     case IR_OP_ALIBI:
     case IR_OP_MERGE_HEADS:
+    case IR_OP_RMS_NORM:
+    case IR_OP_MLA_LATENT:
+    case IR_OP_MLA_QUERY:
+    case IR_OP_MLA_OUTPUT:
     case IR_OP_OUTPUT:
     case IR_OP_COUNT: break;
     }

@@ -16,6 +16,10 @@ enum { SPLIT_MAX_TOKENS = 8, SPLIT_STACK_BYTES = 256 * 1024 };
 
 attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     (void)ctx;
+    /* MLA's values are a view of its cached latent (K's layout), which
+     * the split kernel does not read: its decode takes the flash path */
+    if (g->cfg.mla_kv_lora_rank > 0)
+        return ATTNC_OK;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *f = g->nodes[i];
         if (f->dead || f->op != IR_OP_FLASH || f->split_tokens)

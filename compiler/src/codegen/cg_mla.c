@@ -1,0 +1,187 @@
+/* cg_mla.c: the kernels of multi-head latent attention (spec key mla)
+ * around its linears and its attention: the RMS norm of q_a, the latent
+ * each token caches (c normalized, k_pe rotated), the queries taken into
+ * latent space through kv_b_proj's K rows (q_pe rotated beside them), and
+ * the latent outputs taken out of it through its V rows. kv_b_proj is
+ * f32, [heads * (n + dv), L] as Hugging Face stores it: head h's K rows
+ * are h * (n + dv) + i (i < n), its V rows follow. Sums of squares and
+ * dot products are reductions the vectorizer may reassociate; threads
+ * split tokens (or heads x token blocks), so results never depend on the
+ * thread count. */
+#include "codegen/cg.h"
+
+/* Tokens of one work item of the per-head products: kv_b's rows are read
+ * once per block of them. */
+enum { MLA_TOKENS = 16 };
+
+/* Pointer to element (d, h, t) of n: [d, t] when n is 2-D. */
+static LLVMValueRef at3(cg *c, const ir_node *n, LLVMValueRef d, LLVMValueRef h, LLVMValueRef t) {
+    LLVMValueRef i3[3] = {d, h, t}, i2[2] = {d, t};
+    return cg_addr(c, n, n->ndim == 3 ? i3 : i2);
+}
+
+static LLVMValueRef ld3(cg *c, const ir_node *n, LLVMValueRef d, LLVMValueRef h, LLVMValueRef t) {
+    return cg_load(c, n->dt, at3(c, n, d, h, t));
+}
+
+static LLVMValueRef add(cg *c, LLVMValueRef a, int64_t b) {
+    return LLVMBuildAdd(c->b, a, cg_i64(c, b), "");
+}
+
+/* 1 / sqrt(mean of the squares of x[0..len) of head h, token t + eps),
+ * the mean in double (as the reference's). */
+static LLVMValueRef rms_factor(cg *c, const ir_node *x, LLVMValueRef h, LLVMValueRef t,
+                               int64_t len) {
+    LLVMValueRef acc = cg_slot(c, c->f32, NULL);
+    LLVMBuildStore(c->b, cg_f32(c, 0), acc);
+    cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, len), "i");
+    LLVMValueRef e = ld3(c, x, li.i, h, t);
+    LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_fmul(c, e, e)), acc);
+    cg_for_end(c, &li);
+    return cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, c->g->cfg.mla_eps);
+}
+
+/* y[out0 + i, h, t] = x[in0 + i, h, t] * r * w[i], i < len. */
+static void scale_by(cg *c, const ir_node *x, int64_t in0, const ir_node *w, LLVMValueRef r,
+                     const ir_node *y, int64_t out0, LLVMValueRef h, LLVMValueRef t, int64_t len) {
+    cg_loop li = cg_for(c, cg_i64(c, 0), cg_i64(c, len), "i");
+    LLVMValueRef wi[1] = {li.i};
+    LLVMValueRef v = LLVMBuildFMul(c->b, ld3(c, x, add(c, li.i, in0), h, t), r, "");
+    v = LLVMBuildFMul(c->b, v, cg_load(c, w->dt, cg_addr(c, w, wi)), "");
+    cg_store(c, y->dt, v, at3(c, y, add(c, li.i, out0), h, t));
+    cg_for_end(c, &li);
+}
+
+/* y[out0 + .., h, t] = x[in0 + .., h, t] rotated by the rope table tab
+ * (cos of each pair, then sin) of token t: the spec's style over
+ * qk_rope_head_dim dims, as cg_rope.c turns a head. */
+static void rotate(cg *c, const ir_node *tab, const ir_node *x, int64_t in0, const ir_node *y,
+                   int64_t out0, LLVMValueRef h, LLVMValueRef t) {
+    int64_t half = c->g->cfg.mla_qk_rope_head_dim / 2;
+    bool is_half = c->g->cfg.rope_style == ATTN_ROPE_HALF;
+    cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "pair");
+    LLVMValueRef ci[2] = {lp.i, t}, si[2] = {add(c, lp.i, half), t};
+    LLVMValueRef cs = cg_load(c, tab->dt, cg_addr(c, tab, ci));
+    LLVMValueRef sn = cg_load(c, tab->dt, cg_addr(c, tab, si));
+    LLVMValueRef ia = is_half ? lp.i : LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
+    LLVMValueRef ib = add(c, ia, is_half ? half : 1);
+    LLVMValueRef a = ld3(c, x, add(c, ia, in0), h, t), b = ld3(c, x, add(c, ib, in0), h, t);
+    LLVMValueRef ra =
+        LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    LLVMValueRef rb =
+        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    cg_store(c, y->dt, ra, at3(c, y, add(c, ia, out0), h, t));
+    cg_store(c, y->dt, rb, at3(c, y, add(c, ib, out0), h, t));
+    cg_for_end(c, &lp);
+}
+
+void cg_emit_rms_norm(cg *c, const ir_node *n, const char *name) {
+    const ir_node *x = n->args[0], *w = n->args[1];
+    int64_t len = n->ne[0].c;
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi, z = cg_i64(c, 0);
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    scale_by(c, x, 0, w, rms_factor(c, x, z, lt.i, len), n, 0, z, lt.i, len);
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}
+
+void cg_emit_mla_latent(cg *c, const ir_node *n, const char *name) {
+    const ir_node *x = n->args[0], *w = n->args[1], *tab = n->args[2];
+    int64_t kvl = c->g->cfg.mla_kv_lora_rank;
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi, z = cg_i64(c, 0);
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    scale_by(c, x, 0, w, rms_factor(c, x, z, lt.i, kvl), n, 0, z, lt.i, kvl);
+    rotate(c, tab, x, kvl, n, kvl, z, lt.i);
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}
+
+/* Work items of the per-head products: (head, block of MLA_TOKENS
+ * tokens); this thread's share, with the item's head and tokens. */
+typedef struct head_items {
+    cg_loop li;
+    LLVMValueRef h, t0, t1;
+} head_items;
+
+static head_items head_items_begin(cg *c) {
+    head_items it;
+    LLVMValueRef blocks =
+        LLVMBuildSDiv(c->b, add(c, c->S, MLA_TOKENS - 1), cg_i64(c, MLA_TOKENS), "blocks");
+    LLVMValueRef lo, hi;
+    cg_share(c, LLVMBuildMul(c->b, blocks, cg_i64(c, c->g->cfg.heads), ""), &lo, &hi);
+    it.li = cg_for(c, lo, hi, "item");
+    it.h = LLVMBuildSRem(c->b, it.li.i, cg_i64(c, c->g->cfg.heads), "h");
+    it.t0 = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, it.li.i, cg_i64(c, c->g->cfg.heads), ""),
+                         cg_i64(c, MLA_TOKENS), "t0");
+    it.t1 = cg_intrinsic(c, "llvm.smin", c->i64, add(c, it.t0, MLA_TOKENS), c->S);
+    return it;
+}
+
+/* Element (row, col) of kv_b_proj [heads * (n + dv), L]. */
+static LLVMValueRef kvb_at(cg *c, const ir_node *w, LLVMValueRef row, LLVMValueRef col) {
+    LLVMValueRef i[2] = {col, row}; /* weights are [in, out] */
+    return cg_addr(c, w, i);
+}
+
+void cg_emit_mla_query(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    const ir_node *q = n->args[0], *w = n->args[1], *tab = n->args[2];
+    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
+    int64_t per = nope + cfg->mla_v_head_dim;
+    cg_kernel_begin(c, name);
+    head_items it = head_items_begin(c);
+    /* q_lat[c] = sum_i q_nope[i] W_kb[h][i][c]: each of kv_b's rows once
+     * for the block's tokens, added into the output row by row */
+    cg_loop lt = cg_for(c, it.t0, it.t1, "t");
+    cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, kvl), "c");
+    cg_store(c, n->dt, cg_f32(c, 0), at3(c, n, lz.i, it.h, lt.i));
+    cg_for_end(c, &lz);
+    rotate(c, tab, q, nope, n, kvl, it.h, lt.i);
+    cg_for_end(c, &lt);
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, nope), "i");
+    LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it.h, cg_i64(c, per), ""), lr.i, "");
+    cg_loop lt2 = cg_for(c, it.t0, it.t1, "t");
+    LLVMValueRef qi = ld3(c, q, lr.i, it.h, lt2.i);
+    cg_loop lc = cg_for(c, cg_i64(c, 0), cg_i64(c, kvl), "c");
+    LLVMValueRef yp = at3(c, n, lc.i, it.h, lt2.i);
+    LLVMValueRef y = cg_fadd(c, cg_load(c, n->dt, yp),
+                             cg_fmul(c, qi, cg_load(c, w->dt, kvb_at(c, w, row, lc.i))));
+    cg_store(c, n->dt, y, yp);
+    cg_for_end(c, &lc);
+    cg_for_end(c, &lt2);
+    cg_for_end(c, &lr);
+    cg_for_end(c, &it.li);
+    cg_kernel_end(c);
+}
+
+void cg_emit_mla_output(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    const ir_node *o = n->args[0], *w = n->args[1];
+    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
+    int64_t dv = cfg->mla_v_head_dim, per = nope + dv;
+    cg_kernel_begin(c, name);
+    head_items it = head_items_begin(c);
+    /* out[h * dv + v] = sum_c o_lat[c] W_vb[h][v][c] */
+    LLVMValueRef acc = cg_slot(c, c->f32, NULL);
+    cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, dv), "v");
+    LLVMValueRef row =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it.h, cg_i64(c, per), ""), add(c, lv.i, nope), "");
+    cg_loop lt = cg_for(c, it.t0, it.t1, "t");
+    LLVMBuildStore(c->b, cg_f32(c, 0), acc);
+    cg_loop lc = cg_for(c, cg_i64(c, 0), cg_i64(c, kvl), "c");
+    LLVMValueRef x =
+        cg_fmul(c, ld3(c, o, lc.i, it.h, lt.i), cg_load(c, w->dt, kvb_at(c, w, row, lc.i)));
+    LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), x), acc);
+    cg_for_end(c, &lc);
+    LLVMValueRef oi[2] = {LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it.h, cg_i64(c, dv), ""), lv.i, ""),
+                          lt.i};
+    cg_store(c, n->dt, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_addr(c, n, oi));
+    cg_for_end(c, &lt);
+    cg_for_end(c, &lv);
+    cg_for_end(c, &it.li);
+    cg_kernel_end(c);
+}
