@@ -462,6 +462,34 @@ static void jit_equals_reference(void **state) {
     tmpdir_remove(dir);
 }
 
+/* More heads than a flash item's rows (48 with AVX-512, 24 with AVX2):
+ * odd numbers of items per token, which calls of few tokens split into
+ * smaller ones (cg_flash.c): both paths == the reference. */
+static void many_heads(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = mla_config(100, 64, 0, 40, 8, 8, 6);
+    snprintf(c.name, sizeof c.name, "mla_heads");
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
+    int64_t S = 21, D = c.d_model;
+    float *x = random_floats((size_t)(S * D), 10), *want = ref_run(w, S, x, S);
+    attnc_jit *jit = compile_config(dir, &c, false);
+    const int64_t chunks[] = {1, 5, 21}; /* few tokens a call, and many */
+    for (int i = 0; i < 3; i++) {
+        int64_t chunk = chunks[i];
+        float *got = jit_run(jit, w, S, x, chunk, 2);
+        double e = rel_err(got, want, (size_t)(S * D));
+        if (!(e < 1e-4))
+            fail_msg("chunks of %lld: %g", (long long)chunk, e);
+        free(got);
+    }
+    attnc_jit_free(jit);
+    free(x), free(want);
+    attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
 /* deepseek_v2_lite as shipped (16 heads of 128 + 64, latent 512): JIT ==
  * reference, a prefill of 16 tokens, then 3 more. */
 static void shipped_spec_runs(void **state) {
@@ -503,6 +531,7 @@ int main(void) {
         cmocka_unit_test(weights_under_their_names),
         cmocka_unit_test(shards_sum_to_the_whole_block),
         cmocka_unit_test(jit_equals_reference),
+        cmocka_unit_test(many_heads),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,
                                         cli_fixture_teardown),
