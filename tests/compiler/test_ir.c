@@ -73,9 +73,9 @@ static void ir_matches_golden_after_lowering_and_pipeline(void **state) {
 static void ir_matches_golden_after_each_pass(void **state) {
     (void)state;
     int bad = 0;
-    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b"};
+    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b", "deepseek_v2_lite"};
     for (int p = 0; attnc_pass_name(p); p++) {
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 4; s++) {
             attnc_ctx *ctx = attnc_ctx_new();
             bad += check_golden(attnc_pass_name(p), specs[s],
                                 ir_of(ctx, specs[s], attnc_pass_name(p), NULL, 0));
@@ -136,9 +136,9 @@ static void opt_reads_back_what_ir_prints(void **state) {
  * after it (tests/golden/<pass>/, lower first): .ir -> .ir per pass. */
 static void opt_runs_each_pass_alone(void **state) {
     (void)state;
-    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b"};
+    const char *specs[] = {"llama3_8b", "qwen2_7b", "gemma2_9b", "deepseek_v2_lite"};
     int bad = 0;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         const char *before = "lower";
         for (int p = 0; attnc_pass_name(p); p++) {
             const char *pass = attnc_pass_name(p);
@@ -259,7 +259,7 @@ static void ir_stays_valid_with_any_pass_disabled(void **state) {
             attnc_ctx_free(ctx);
         }
         attnc_ctx *ctx = attnc_ctx_new();
-        const char *all[8];
+        const char *all[16];
         int n = 0;
         for (; attnc_pass_name(n); n++)
             all[n] = attnc_pass_name(n);

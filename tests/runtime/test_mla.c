@@ -380,13 +380,14 @@ static void shards_sum_to_the_whole_block(void **state) {
 
 /* ---- the JIT kernels ---------------------------------------------------- */
 
-static attnc_jit *compile_config(const char *dir, const attn_config *c, bool unfused) {
+/* Compiled with pass `off` disabled (NULL: none): flash_attention gives
+ * the unfused attention, mla_absorb the expanded form. */
+static attnc_jit *compile_config(const char *dir, const attn_config *c, const char *off) {
     attnc_jit *jit = NULL;
     char *err = NULL;
     attnc_options o = attnc_options_default();
-    const char *off[] = {"flash_attention"};
-    if (unfused)
-        o.disabled_passes = off, o.n_disabled_passes = 1;
+    if (off)
+        o.disabled_passes = &off, o.n_disabled_passes = 1;
     if (attnc_jit_compile_file(write_spec(dir, c, "mla.yaml"), &o, &jit, &err) != ATTNC_OK)
         fail_msg("compiling %s: %s", c->name, err ? err : "?");
     free(err);
@@ -438,8 +439,9 @@ static void jit_equals_reference(void **state) {
         int64_t S = 2 + i % 37, D = c.d_model, chunk = 1 + i % 7;
         float *x = random_floats((size_t)(S * D), 400 + (uint64_t)i);
         float *want = ref_run(w, S, x, S);
-        bool unfused = i % 6 == 5;
-        attnc_jit *jit = compile_config(dir, &c, unfused);
+        /* the absorbed form, flash or unfused; every third case expanded */
+        const char *off = i % 3 == 1 ? "mla_absorb" : i % 6 == 5 ? "flash_attention" : NULL;
+        attnc_jit *jit = compile_config(dir, &c, off);
         float *once = jit_run(jit, w, S, x, S, 2), *steps = jit_run(jit, w, S, x, chunk, 1);
         double e1 = rel_err(once, want, (size_t)(S * D));
         double e2 = rel_err(steps, want, (size_t)(S * D));
@@ -449,12 +451,12 @@ static void jit_equals_reference(void **state) {
         double tol = c.kv_dtype == ATTN_DTYPE_Q8_0 ? 1e-2 : kv_tolerance(c.kv_dtype);
         if (!(e1 < tol) || !(e2 < tol))
             fail_msg("case %d (heads %lld, kv_lora %lld, nope %lld, rope %lld, v %lld, q_lora "
-                     "%lld, cache %s, weights %s%s): one shot %g, chunks of %lld %g",
+                     "%lld, cache %s, weights %s, without %s): one shot %g, chunks of %lld %g",
                      i, (long long)c.heads, (long long)c.mla_kv_lora_rank,
                      (long long)c.mla_qk_nope_head_dim, (long long)c.mla_qk_rope_head_dim,
                      (long long)c.mla_v_head_dim, (long long)c.mla_q_lora_rank,
-                     attn_dtype_name(c.kv_dtype), attn_dtype_name(c.dtype),
-                     unfused ? ", unfused" : "", e1, (long long)chunk, e2);
+                     attn_dtype_name(c.kv_dtype), attn_dtype_name(c.dtype), off ? off : "nothing",
+                     e1, (long long)chunk, e2);
         attnc_jit_free(jit);
         free(x), free(want), free(once), free(steps);
         attn_weights_free(w);
@@ -474,7 +476,7 @@ static void many_heads(void **state) {
     assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
     int64_t S = 21, D = c.d_model;
     float *x = random_floats((size_t)(S * D), 10), *want = ref_run(w, S, x, S);
-    attnc_jit *jit = compile_config(dir, &c, false);
+    attnc_jit *jit = compile_config(dir, &c, NULL);
     const int64_t chunks[] = {1, 5, 21}; /* few tokens a call, and many */
     for (int i = 0; i < 3; i++) {
         int64_t chunk = chunks[i];
@@ -487,6 +489,44 @@ static void many_heads(void **state) {
     attnc_jit_free(jit);
     free(x), free(want);
     attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
+/* The absorbed form (mla_absorb) gives what the expanded form gives, the
+ * modeling file's way: prefill and decode, every cache dtype. */
+static void absorbed_equals_expanded(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    const attn_dtype kvs[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    for (int i = 0; i < 4; i++) {
+        attn_config c = mla_config(6, 96, i % 2 ? 32 : 0, 64, 24, 32, 20);
+        snprintf(c.name, sizeof c.name, "mla_forms_%d", i);
+        c.kv_dtype = kvs[i];
+        c.sliding_window = i == 2 ? 9 : 0; /* keys before the window released */
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 11 + (uint64_t)i, &w, NULL), ATTN_OK);
+        int64_t S = 23, D = c.d_model;
+        float *x = random_floats((size_t)(S * D), 12 + (uint64_t)i);
+        attnc_jit *ab = compile_config(dir, &c, NULL), *ex = compile_config(dir, &c, "mla_absorb");
+        const attn_kernels *ka = attnc_jit_kernels(ab), *ke = attnc_jit_kernels(ex);
+        bool has_query = false, has_keys = false;
+        for (uint32_t k = 0; k < ka->n_steps; k++)
+            has_query |= strstr(ka->steps[k].name, "_mla_query") != NULL;
+        for (uint32_t k = 0; k < ke->n_steps; k++)
+            has_keys |= strstr(ke->steps[k].name, "_mla_keys") != NULL;
+        assert_true(has_query && has_keys);
+        for (int64_t chunk = 1; chunk <= S; chunk += 22) { /* decode, then one shot */
+            float *ya = jit_run(ab, w, S, x, chunk, 2), *ye = jit_run(ex, w, S, x, chunk, 2);
+            double e = rel_err(ya, ye, (size_t)(S * D));
+            if (!(e < 1e-5))
+                fail_msg("cache %s, chunks of %lld: absorbed vs expanded %g",
+                         attn_dtype_name(c.kv_dtype), (long long)chunk, e);
+            free(ya), free(ye);
+        }
+        attnc_jit_free(ab), attnc_jit_free(ex);
+        free(x);
+        attn_weights_free(w);
+    }
     tmpdir_remove(dir);
 }
 
@@ -531,6 +571,7 @@ int main(void) {
         cmocka_unit_test(weights_under_their_names),
         cmocka_unit_test(shards_sum_to_the_whole_block),
         cmocka_unit_test(jit_equals_reference),
+        cmocka_unit_test(absorbed_equals_expanded),
         cmocka_unit_test(many_heads),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,

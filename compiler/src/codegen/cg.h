@@ -315,6 +315,8 @@ ATTNC_HIDDEN LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, 
 ATTNC_HIDDEN void cg_emit_rms_norm(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_latent(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_query(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_rope(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_output(cg *c, const ir_node *n, const char *name);
 /* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
  * hidden from rows at positions pos (i32 vector) by n's causal mask and

@@ -185,3 +185,85 @@ void cg_emit_mla_output(cg *c, const ir_node *n, const char *name) {
     cg_for_end(c, &it.li);
     cg_kernel_end(c);
 }
+
+/* ---- the expanded form (mla_absorb disabled) ---------------------------- */
+
+void cg_emit_mla_rope(cg *c, const ir_node *n, const char *name) {
+    const ir_node *q = n->args[0], *tab = n->args[1];
+    int64_t nope = c->g->cfg.mla_qk_nope_head_dim;
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, c->S, &lo, &hi);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, c->g->cfg.heads), "h");
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, nope), "d");
+    cg_store(c, n->dt, ld3(c, q, ld.i, lh.i, lt.i), at3(c, n, ld.i, lh.i, lt.i));
+    cg_for_end(c, &ld);
+    rotate(c, tab, q, nope, n, nope, lh.i, lt.i);
+    cg_for_end(c, &lh);
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}
+
+/* Every visible key's K (mla_keys: [c_kv . W_kb[h]; k_pe]) or V
+ * (mla_values: c_kv . W_vb[h]) for every head, as the modeling file
+ * expands them: blocks of MLA_TOKENS keys, their latents widened to f32
+ * once, each of kv_b's rows read once per block. */
+void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name) {
+    const attn_config *cfg = &c->g->cfg;
+    const ir_node *lat = n->args[0], *w = n->args[1];
+    bool keys = n->op == IR_OP_MLA_KEYS;
+    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
+    int64_t per = nope + cfg->mla_v_head_dim, rows = keys ? nope : cfg->mla_v_head_dim;
+    LLVMValueRef z = cg_i64(c, 0);
+    cg_kernel_begin(c, name);
+    LLVMValueRef buf = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(MLA_TOKENS * kvl)), NULL);
+    LLVMValueRef acc = cg_slot(c, c->f32, NULL);
+    /* keys no query of this call sees may be released: from jlo on */
+    LLVMValueRef nkeys = LLVMBuildSub(c->b, c->T, c->jlo, "");
+    LLVMValueRef blocks =
+        LLVMBuildSDiv(c->b, add(c, nkeys, MLA_TOKENS - 1), cg_i64(c, MLA_TOKENS), "blocks");
+    LLVMValueRef lo, hi;
+    cg_share(c, blocks, &lo, &hi);
+    cg_loop lb = cg_for(c, lo, hi, "block");
+    LLVMValueRef j0 =
+        LLVMBuildAdd(c->b, c->jlo, LLVMBuildMul(c->b, lb.i, cg_i64(c, MLA_TOKENS), ""), "j0");
+    LLVMValueRef j1 = cg_intrinsic(c, "llvm.smin", c->i64, add(c, j0, MLA_TOKENS), c->T);
+    cg_loop lj = cg_for(c, j0, j1, "j");
+    LLVMValueRef row0 = LLVMBuildMul(c->b, LLVMBuildSub(c->b, lj.i, j0, ""), cg_i64(c, kvl), "");
+    cg_loop li = cg_for(c, z, cg_i64(c, kvl), "i");
+    LLVMValueRef src[3] = {li.i, z, lj.i};
+    LLVMBuildStore(c->b, cg_load_elem(c, lat, cg_addr(c, lat, src)),
+                   cg_gep(c, c->f32, buf, LLVMBuildAdd(c->b, row0, li.i, "")));
+    cg_for_end(c, &li);
+    if (keys) { /* k_pe, the same for every head */
+        cg_loop lh = cg_for(c, z, cg_i64(c, cfg->heads), "h");
+        cg_loop lr = cg_for(c, z, cg_i64(c, cfg->mla_qk_rope_head_dim), "r");
+        LLVMValueRef pe[3] = {add(c, lr.i, kvl), z, lj.i};
+        cg_store(c, n->dt, cg_load_elem(c, lat, cg_addr(c, lat, pe)),
+                 at3(c, n, add(c, lr.i, nope), lh.i, lj.i));
+        cg_for_end(c, &lr);
+        cg_for_end(c, &lh);
+    }
+    cg_for_end(c, &lj);
+    cg_loop lh = cg_for(c, z, cg_i64(c, cfg->heads), "h");
+    cg_loop lo2 = cg_for(c, z, cg_i64(c, rows), "o");
+    LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lh.i, cg_i64(c, per), ""),
+                                    add(c, lo2.i, keys ? 0 : nope), "");
+    cg_loop lk = cg_for(c, j0, j1, "j");
+    LLVMValueRef at0 = LLVMBuildMul(c->b, LLVMBuildSub(c->b, lk.i, j0, ""), cg_i64(c, kvl), "");
+    LLVMBuildStore(c->b, cg_f32(c, 0), acc);
+    cg_loop lc = cg_for(c, z, cg_i64(c, kvl), "c");
+    LLVMValueRef x = cg_fmul(
+        c,
+        LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, buf, LLVMBuildAdd(c->b, at0, lc.i, "")), ""),
+        cg_load(c, w->dt, kvb_at(c, w, row, lc.i)));
+    LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), x), acc);
+    cg_for_end(c, &lc);
+    cg_store(c, n->dt, LLVMBuildLoad2(c->b, c->f32, acc, ""), at3(c, n, lo2.i, lh.i, lk.i));
+    cg_for_end(c, &lk);
+    cg_for_end(c, &lo2);
+    cg_for_end(c, &lh);
+    cg_for_end(c, &lb);
+    cg_kernel_end(c);
+}

@@ -26,6 +26,9 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_RMS_NORM: cg_emit_rms_norm(c, n, name); break;
     case IR_OP_MLA_LATENT: cg_emit_mla_latent(c, n, name); break;
     case IR_OP_MLA_QUERY: cg_emit_mla_query(c, n, name); break;
+    case IR_OP_MLA_ROPE: cg_emit_mla_rope(c, n, name); break;
+    case IR_OP_MLA_KEYS:
+    case IR_OP_MLA_VALUES: cg_emit_mla_expand(c, n, name); break;
     case IR_OP_MLA_OUTPUT: cg_emit_mla_output(c, n, name); break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:

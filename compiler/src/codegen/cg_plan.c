@@ -115,6 +115,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             continue;
         /* attention proper runs per sequence; everything else over the batch */
         bool per_seq = n->op == IR_OP_GQA_EXPAND || n->op == IR_OP_QK || n->op == IR_OP_PV ||
+                       n->op == IR_OP_MLA_KEYS || n->op == IR_OP_MLA_VALUES ||
                        n->op == IR_OP_FLASH || (ir_op_flags(n->op) & IR_INPLACE);
         /* cross-attention: what is computed from the memory runs in the
          * memory phase (once per sequence), up to its cache stores */
@@ -197,6 +198,9 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
             break;
         case IR_OP_RMS_NORM:
         case IR_OP_MLA_LATENT:
+        case IR_OP_MLA_ROPE:
+        case IR_OP_MLA_KEYS:
+        case IR_OP_MLA_VALUES:
         case IR_OP_MLA_QUERY:
         case IR_OP_MLA_OUTPUT:
         case IR_OP_ROPE:

@@ -317,6 +317,31 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             return WHY("operand %%%d is not [m, S] with the m of norm weight %%%d", a->id, b->id);
         set_shape(n, 2, a->ne[0], S, z);
         return true;
+    case IR_OP_MLA_ROPE:
+        if (!mla)
+            return WHY("the spec has no mla");
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->heads)) ||
+            !ir_dim_eq(a->ne[2], S) || b->op != IR_OP_ROPE_TABLE)
+            return WHY("operands %%%d, %%%d are not [head_dim, heads, S] and a rope table", a->id,
+                       b->id);
+        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+        return true;
+    case IR_OP_MLA_KEYS:
+    case IR_OP_MLA_VALUES:
+        if (!mla)
+            return WHY("the spec has no mla");
+        if (!want_ndim(a, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], ir_const(attn_cache_columns(c, 0))) ||
+            !ir_dim_eq(a->ne[1], ir_const(1)) || !ir_dim_eq(a->ne[2], T))
+            return WHY("operand %%%d is not the cached latents [latent, 1, T]", a->id);
+        if (b->op != IR_OP_WEIGHT || b->weight != ATTN_W_KV_B)
+            return WHY("operand %%%d is not weight kv_b_proj.weight", b->id);
+        set_shape(n, 3, n->op == IR_OP_MLA_KEYS ? hd : ir_const(c->mla_v_head_dim),
+                  ir_const(c->heads), T);
+        return true;
     case IR_OP_MLA_LATENT:
     case IR_OP_MLA_QUERY:
     case IR_OP_MLA_OUTPUT: {

@@ -76,21 +76,20 @@ static ir_node *attend(ir_graph *g, ir_node *q, ir_node *k, ir_node *v) {
     return s && v ? ir_add(g, IR_OP_PV, pv, 2, L[SPEC_K_HEAD_DIM]) : NULL;
 }
 
-/* Multi-head latent attention in its absorbed form (modeling_deepseek_v3.py
- * computes the same scores and outputs with K and V expanded per head):
- * the cache keeps each token's latent [c_kv; k_pe] (mla_latent); queries
- * are taken into latent space through kv_b_proj's K rows (mla_query), so
- * the scores are one MQA over the latent, whose first kv_lora_rank dims
- * are the values; the latent outputs leave through kv_b_proj's V rows
- * (mla_output), then o_proj. */
+/* Multi-head latent attention as modeling_deepseek_v3.py computes it: the
+ * cache keeps each token's latent [c_kv; k_pe] (mla_latent); every
+ * visible key's K and V are expanded per head through kv_b_proj
+ * (mla_keys, mla_values); q_pe is rotated (mla_rope); attention; heads
+ * merged; o_proj. The mla_absorb pass turns it into the absorbed form. */
 static attnc_status mla_build(ir_graph *g, ir_graph **out) {
     const attn_config *cfg = &g->cfg;
     const attnc_loc *L = g->locs.key, at = L[SPEC_K_MLA];
     ir_node *x = ir_add(g, IR_OP_INPUT, NULL, 0, L[SPEC_K_D_MODEL]);
     ir_node *table = ir_add(g, IR_OP_ROPE_TABLE, NULL, 0, L[SPEC_K_ROPE]);
+    ir_node *kvb = weight(g, ATTN_W_KV_B, at);
     ir_node *q;
     if (cfg->mla_q_lora_rank > 0) {
-        q = project(g, x, ATTN_W_Q_A, 0, false, at);
+        q = x ? project(g, x, ATTN_W_Q_A, 0, false, at) : NULL;
         ir_node *nq[2] = {q, weight(g, ATTN_W_Q_A_NORM, at)};
         q = q && nq[1] ? ir_add(g, IR_OP_RMS_NORM, nq, 2, at) : NULL;
         q = q ? project(g, q, ATTN_W_Q_B, 0, false, at) : NULL;
@@ -98,21 +97,18 @@ static attnc_status mla_build(ir_graph *g, ir_graph **out) {
         q = x ? project(g, x, ATTN_W_Q, 0, false, L[SPEC_K_HEADS]) : NULL;
     }
     q = unary(g, IR_OP_SPLIT_HEADS, q, L[SPEC_K_HEADS]);
-    ir_node *kvb = weight(g, ATTN_W_KV_B, at);
-    ir_node *mq[3] = {q, kvb, table};
-    q = q && kvb && table ? ir_add(g, IR_OP_MLA_QUERY, mq, 3, at) : NULL;
+    ir_node *mq[2] = {q, table};
+    q = q && table ? ir_add(g, IR_OP_MLA_ROPE, mq, 2, L[SPEC_K_ROPE]) : NULL;
     ir_node *lat = x ? project(g, x, ATTN_W_KV_A, 0, false, at) : NULL;
     ir_node *ml[3] = {lat, weight(g, ATTN_W_KV_A_NORM, at), table};
     lat = lat && ml[1] && table ? ir_add(g, IR_OP_MLA_LATENT, ml, 3, at) : NULL;
-    ir_node *k = lat ? ir_new(g, IR_OP_CACHE_APPEND, &lat, 1, L[SPEC_K_KV_CACHE]) : NULL;
-    k = ir_insert(g, k, NULL); /* cache 0: K */
-    ir_node *v = k ? ir_new(g, IR_OP_SLICE, &k, 1, at) : NULL;
-    if (v) /* the values: c_kv, the latent's first kv_lora_rank dims */
-        v->offset = 0, v->cols = cfg->mla_kv_lora_rank;
-    v = ir_insert(g, v, NULL);
+    ir_node *c = lat ? ir_new(g, IR_OP_CACHE_APPEND, &lat, 1, L[SPEC_K_KV_CACHE]) : NULL;
+    c = ir_insert(g, c, NULL); /* cache 0: K */
+    ir_node *ck[2] = {c, kvb};
+    ir_node *k = c && kvb ? ir_add(g, IR_OP_MLA_KEYS, ck, 2, at) : NULL;
+    ir_node *v = c && kvb ? ir_add(g, IR_OP_MLA_VALUES, ck, 2, at) : NULL;
     ir_node *o = attend(g, q, k, v);
-    ir_node *mo[2] = {o, kvb};
-    o = o ? ir_add(g, IR_OP_MLA_OUTPUT, mo, 2, at) : NULL;
+    o = unary(g, IR_OP_MERGE_HEADS, o, L[SPEC_K_HEADS]);
     ir_node *y = o ? project(g, o, ATTN_W_O, ATTN_B_O, cfg->o_bias, L[SPEC_K_D_MODEL]) : NULL;
     y = unary(g, IR_OP_OUTPUT, y, L[SPEC_K_D_MODEL]);
     attnc_status st = diag_first_code(g->ctx);

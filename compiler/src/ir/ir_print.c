@@ -144,6 +144,9 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_MERGE_HEADS:
     case IR_OP_RMS_NORM:
     case IR_OP_MLA_LATENT:
+    case IR_OP_MLA_ROPE:
+    case IR_OP_MLA_KEYS:
+    case IR_OP_MLA_VALUES:
     case IR_OP_MLA_QUERY:
     case IR_OP_MLA_OUTPUT:
     case IR_OP_OUTPUT:

@@ -25,6 +25,7 @@ ATTNC_HIDDEN const attnc_pass *pass_find(const char *name);
 /* Runs the pipeline over g; an unknown name in o is an error. */
 ATTNC_HIDDEN attnc_status pass_run_pipeline(ir_graph *g, const pass_options *o);
 
+ATTNC_HIDDEN attnc_status pass_mla_absorb(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_fold_scale(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed);

@@ -6,6 +6,10 @@
 #include "pass/pass.h"
 
 static const attnc_pass pipeline[] = {
+    {"mla_absorb",
+     "multi-head latent attention scores the cached latent itself: queries go into latent space, "
+     "outputs come out of it; no per-head K or V",
+     pass_mla_absorb},
     {"fuse_qkv", "q, k and v projections become one linear over packed weights", pass_fuse_qkv},
     {"fold_scale", "the score scale moves into the q projection's epilogue", pass_fold_scale},
     {"rope_epilogue",
