@@ -456,3 +456,20 @@ def test_mla_reference_matches_torch(tmp_path, q_lora, style, yarn, o_bias):
     want = torch_mla(weights, attnc.load_tensors(x)["x"], q_lora, style, yarn)
     got = attnc.load_tensors(y)["y"]
     assert np.abs(got - want).max() / np.abs(want).max() < 2e-6
+
+
+def test_mla_kernels_match_torch_through_the_python_api(tmp_path):
+    pytest.importorskip("torch")
+    spec = tmp_path / "mla.yaml"
+    spec.write_text(mla_spec(32, "interleaved", True, True))
+    w = tmp_path / "w.safetensors"
+    cli("gen-weights", spec, "-o", w)
+    weights = attnc.load_tensors(w)
+    x = np.random.default_rng(26).standard_normal((13, 64)).astype(np.float32)
+    block = attnc.Block(attnc.compile(spec), w)
+    cache = block.cache(64)
+    seq = cache.new_seq()
+    got = np.concatenate([block.forward(cache, seq, x[:9])] +
+                         [block.forward(cache, seq, x[i])[None] for i in range(9, 13)])
+    want = torch_mla(weights, x, 32, "interleaved", True)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
