@@ -273,7 +273,8 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             if (!want_ndim(kv, 3, why, why_len))
                 return false;
             if (!ir_dim_eq(kv->ne[0], is_v ? vd : qkd) || !ir_dim_is_const(kv->ne[0], &v) ||
-                !ir_dim_eq(kv->ne[2], T) || !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
+                (!mla && !ir_dim_eq(kv->ne[0], hd)) || !ir_dim_eq(kv->ne[2], T) ||
+                !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
                 (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
                 return WHY("keys/values %%%d are not [head dims, kv heads, T]", kv->id);
         }

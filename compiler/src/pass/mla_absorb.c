@@ -22,7 +22,7 @@ static ir_node *find(ir_graph *g, ir_op op) {
     return NULL;
 }
 
-/* The node using n (in operand slot `slot`, -1: any) of op, if n's only user. */
+/* n's only user, when it is of op; else NULL. */
 static ir_node *only_user(ir_graph *g, const ir_node *n, ir_op op) {
     ir_node *user = NULL;
     for (int i = 0; i < g->n_nodes; i++) {
