@@ -492,6 +492,41 @@ static void many_heads(void **state) {
     tmpdir_remove(dir);
 }
 
+/* JIT shards (attnc compile --shard) from the whole block's weights sum
+ * to the whole block's output. */
+static void jit_shards_sum_to_the_whole_block(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = mla_config(4, 64, 32, 32, 16, 8, 12);
+    snprintf(c.name, sizeof c.name, "mla_tp");
+    c.o_bias = true;
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 13, &w, NULL), ATTN_OK);
+    int64_t S = 10, D = c.d_model;
+    float *x = random_floats((size_t)(S * D), 14), *want = ref_run(w, S, x, S);
+    float *sum = calloc((size_t)(S * D), sizeof *sum);
+    const char *spec = write_spec(dir, &c, "tp.yaml");
+    for (int i = 0; i < 2; i++) {
+        attnc_options o = attnc_options_default();
+        o.shard_index = i, o.shard_count = 2;
+        attnc_jit *jit = NULL;
+        char *err = NULL;
+        if (attnc_jit_compile_file(spec, &o, &jit, &err) != ATTNC_OK)
+            fail_msg("shard %d: %s", i, err);
+        float *y = jit_run(jit, w, S, x, 3, 2); /* the whole block's weights */
+        for (int64_t k = 0; k < S * D; k++)
+            sum[k] += y[k];
+        free(y);
+        attnc_jit_free(jit);
+    }
+    double e = rel_err(sum, want, (size_t)(S * D));
+    if (!(e < 1e-4))
+        fail_msg("shards vs whole: %g", e);
+    free(x), free(want), free(sum);
+    attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
 /* The absorbed form (mla_absorb) gives what the expanded form gives, the
  * modeling file's way: prefill and decode, every cache dtype. */
 static void absorbed_equals_expanded(void **state) {
@@ -572,6 +607,7 @@ int main(void) {
         cmocka_unit_test(shards_sum_to_the_whole_block),
         cmocka_unit_test(jit_equals_reference),
         cmocka_unit_test(absorbed_equals_expanded),
+        cmocka_unit_test(jit_shards_sum_to_the_whole_block),
         cmocka_unit_test(many_heads),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,
