@@ -492,6 +492,58 @@ static void many_heads(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The latent cache forks (copy on write of a shared partial block) and
+ * truncates as every cache does: two sequences continuing one prefix,
+ * and one rolled back and continued, each == the reference. */
+static void forks_and_truncation(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = mla_config(4, 64, 0, 32, 16, 32, 12);
+    snprintf(c.name, sizeof c.name, "mla_fork");
+    c.kv_dtype = ATTN_DTYPE_Q8_0; /* its scales follow the block's values */
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 15, &w, NULL), ATTN_OK);
+    int64_t P = 10, N = 4, D = c.d_model; /* a prefix inside the first block of 16 */
+    float *x = random_floats((size_t)((P + 2 * N) * D), 16);
+    attnc_jit *jit = compile_config(dir, &c, NULL);
+    attn_block *b;
+    attn_cache *cache;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, 64, &cache), ATTN_OK);
+    int32_t s0, s1, np = (int32_t)P, n1 = 1;
+    float *y = malloc((size_t)((P + N) * D) * sizeof *y);
+    assert_int_equal(attn_seq_new(cache, &s0), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s0, &np, x, y), ATTN_OK);
+    assert_int_equal(attn_seq_fork(cache, s0, &s1), ATTN_OK);
+    /* s0 continues with tokens P.., s1 with the next N after them */
+    float *want0 = ref_run(w, P + N, x, P + N);
+    float *x1 = malloc((size_t)((P + N) * D) * sizeof *x1);
+    memcpy(x1, x, (size_t)(P * D) * sizeof *x1);
+    memcpy(x1 + P * D, x + (P + N) * D, (size_t)(N * D) * sizeof *x1);
+    float *want1 = ref_run(w, P + N, x1, P + N);
+    for (int64_t t = P; t < P + N; t++) {
+        float y0[64], y1[64];
+        assert_int_equal(attn_forward(b, cache, 1, &s0, &n1, x + t * D, y0), ATTN_OK);
+        assert_int_equal(attn_forward(b, cache, 1, &s1, &n1, x1 + t * D, y1), ATTN_OK);
+        assert_true(rel_err(y0, want0 + t * D, (size_t)D) < 1e-2);
+        assert_true(rel_err(y1, want1 + t * D, (size_t)D) < 1e-2);
+    }
+    /* s1 rolled back to the prefix, then s0's tokens: s0's outputs */
+    assert_int_equal(attn_seq_truncate(cache, s1, P), ATTN_OK);
+    for (int64_t t = P; t < P + N; t++) {
+        float y1[64];
+        assert_int_equal(attn_forward(b, cache, 1, &s1, &n1, x + t * D, y1), ATTN_OK);
+        assert_true(rel_err(y1, want0 + t * D, (size_t)D) < 1e-2);
+    }
+    attn_cache_free(cache);
+    attn_block_free(b);
+    attnc_jit_free(jit);
+    free(x), free(x1), free(y), free(want0), free(want1);
+    attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
 /* JIT shards (attnc compile --shard) from the whole block's weights sum
  * to the whole block's output. */
 static void jit_shards_sum_to_the_whole_block(void **state) {
@@ -608,6 +660,7 @@ int main(void) {
         cmocka_unit_test(jit_equals_reference),
         cmocka_unit_test(absorbed_equals_expanded),
         cmocka_unit_test(jit_shards_sum_to_the_whole_block),
+        cmocka_unit_test(forks_and_truncation),
         cmocka_unit_test(many_heads),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,
