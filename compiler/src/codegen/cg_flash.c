@@ -274,6 +274,13 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     }
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
+    if (!f->vf) { /* the values are K's first dims (MLA's latent): read them from kf */
+        for (int j = 0; j < f->bk; j++) {
+            krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk};
+            vrow[j] = krow[j];
+        }
+        return;
+    }
     /* V: a key's row is contiguous; lanes divide 32 */
     for (int j = 0; j < f->bk; j++) {
         cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
@@ -456,15 +463,22 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     for (int i = 0; i < 7; i++)
         LLVMSetAlignment(slots[i], 64);
     attn_dtype kvdt = c->plan->view[f.k->id].dt;
-    if (kvdt != ATTN_DTYPE_F32 && cg_cache_which(c, f.k) == 0 && cg_cache_which(c, f.v) == 1 &&
+    /* MLA: the values are a view of K's rows (their first dims) */
+    const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
+    bool v_in_k = cg_cache_which(c, f.v) == 0 && vview->buf == kview->buf &&
+                  ir_dim_eq(vview->off, kview->off);
+    if (kvdt != ATTN_DTYPE_F32 && cg_cache_which(c, f.k) == 0 &&
+        (cg_cache_which(c, f.v) == 1 || v_in_k) &&
         f.hd % f.lanes == 0) { /* a narrow cache: tiles widened once (widen_tile) */
-        ATTNC_ASSERT(c->plan->view[f.v->id].dt == kvdt && f.bk % f.lanes == 0 &&
+        ATTNC_ASSERT(vview->dt == kvdt && f.bk % f.lanes == 0 &&
                      (kvdt != ATTN_DTYPE_Q8_0 || 32 % f.lanes == 0));
         LLVMTypeRef tile = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.bk));
         f.kf = cg_slot(c, tile, NULL);
-        f.vf = cg_slot(c, tile, NULL);
         LLVMSetAlignment(f.kf, 64);
-        LLVMSetAlignment(f.vf, 64);
+        if (!v_in_k) { /* else V is read from kf */
+            f.vf = cg_slot(c, tile, NULL);
+            LLVMSetAlignment(f.vf, 64);
+        }
     }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
