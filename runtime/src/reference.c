@@ -19,16 +19,6 @@ struct attn_ref {
     double *inv_freq; /* owned: [rotary_dim/2] */
 };
 
-/* Values one token keeps in the reference's k and v. */
-static int64_t k_row(const attn_config *c) {
-    return c->mla_kv_lora_rank > 0 ? c->mla_kv_lora_rank + c->mla_qk_rope_head_dim
-                                   : c->kv_groups * c->head_dim;
-}
-
-static int64_t v_row(const attn_config *c) {
-    return c->mla_kv_lora_rank > 0 ? 0 : c->kv_groups * c->head_dim;
-}
-
 /* YaRN's mscale (Hugging Face modeling_rope_utils.py, get_mscale). */
 static double yarn_mscale(double factor, double m) {
     return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0;
@@ -270,8 +260,8 @@ attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_re
                        (long long)cap, (long long)c->kv_max_tokens);
     attn_ref *r = calloc(1, sizeof *r);
     if (r) {
-        r->k = malloc((size_t)(cap * k_row(c)) * sizeof(float));
-        r->v = malloc((size_t)(cap * v_row(c) + 1) * sizeof(float));
+        r->k = malloc((size_t)(cap * attn_cache_columns(c, 0)) * sizeof(float));
+        r->v = malloc((size_t)(cap * attn_cache_columns(c, 1) + 1) * sizeof(float));
         r->inv_freq = malloc((size_t)(c->rotary_dim / 2 + 1) * sizeof(double));
     }
     if (!r || !r->k || !r->v || !r->inv_freq) {
@@ -360,7 +350,7 @@ static void rms_norm(const float *w, int64_t n, double eps, double *x) {
  * tmp holds kv_lora_rank + qk_rope_head_dim + d_model. */
 static void mla_append(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     const attn_config *c = &r->c;
-    int64_t kvl = c->mla_kv_lora_rank, n = k_row(c);
+    int64_t kvl = c->mla_kv_lora_rank, n = attn_cache_columns(c, 0);
     double *xd = tmp + n;
     widen(x, c->d_model, xd);
     linear(r->w->wkv_a, NULL, n, c->d_model, xd, tmp);
@@ -397,7 +387,7 @@ static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
     int64_t vd = c->mla_v_head_dim, H = c->heads;
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
-        const float *lat = r->k + j * k_row(c);
+        const float *lat = r->k + j * attn_cache_columns(c, 0);
         for (int64_t h = 0; h < H; h++) {
             /* kv_b_proj's rows of head h: nope rows of K, then vd of V */
             const float *wb = r->w->wkv_b + h * (nope + vd) * kvl;
@@ -420,7 +410,7 @@ static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
 static attn_status project_rows(attn_ref *r, int64_t n, const float *rows, int64_t base,
                                 attn_msg *m) {
     const attn_config *c = &r->c;
-    size_t scratch = (size_t)(k_row(c) + c->kv_groups * c->head_dim + kv_in(c));
+    size_t scratch = (size_t)(attn_cache_columns(c, 0) + kv_in(c)); /* a K row, its input */
     bool oom = false;
 #pragma omp parallel
     {

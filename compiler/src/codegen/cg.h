@@ -300,6 +300,13 @@ ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, 
 /* The kernel families; each emits the kernel of node n named name. */
 ATTNC_HIDDEN void cg_emit_linear(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rope(cg *c, const ir_node *n, const char *name);
+/* RoPE's pair i of `half` pairs in the spec's style: dims (i, i + half)
+ * or (2i, 2i + 1); and the pair (a, b) turned by (cos, sin):
+ * (a cos - b sin, a sin + b cos) (cg_rope.c). */
+ATTNC_HIDDEN void cg_rope_pair(cg *c, LLVMValueRef i, int64_t half, LLVMValueRef *ia,
+                               LLVMValueRef *ib);
+ATTNC_HIDDEN void cg_rope_turn(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef cs,
+                               LLVMValueRef sn, LLVMValueRef *ra, LLVMValueRef *rb);
 ATTNC_HIDDEN void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_temperature(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);

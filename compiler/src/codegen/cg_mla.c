@@ -58,18 +58,14 @@ static void scale_by(cg *c, const ir_node *x, int64_t in0, const ir_node *w, LLV
 static void rotate(cg *c, const ir_node *tab, const ir_node *x, int64_t in0, const ir_node *y,
                    int64_t out0, LLVMValueRef h, LLVMValueRef t) {
     int64_t half = c->g->cfg.mla_qk_rope_head_dim / 2;
-    bool is_half = c->g->cfg.rope_style == ATTN_ROPE_HALF;
     cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "pair");
     LLVMValueRef ci[2] = {lp.i, t}, si[2] = {add(c, lp.i, half), t};
     LLVMValueRef cs = cg_load(c, tab->dt, cg_addr(c, tab, ci));
     LLVMValueRef sn = cg_load(c, tab->dt, cg_addr(c, tab, si));
-    LLVMValueRef ia = is_half ? lp.i : LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
-    LLVMValueRef ib = add(c, ia, is_half ? half : 1);
+    LLVMValueRef ia, ib, ra, rb;
+    cg_rope_pair(c, lp.i, half, &ia, &ib);
     LLVMValueRef a = ld3(c, x, add(c, ia, in0), h, t), b = ld3(c, x, add(c, ib, in0), h, t);
-    LLVMValueRef ra =
-        LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
-    LLVMValueRef rb =
-        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    cg_rope_turn(c, a, b, cs, sn, &ra, &rb);
     cg_store(c, y->dt, ra, at3(c, y, add(c, ia, out0), h, t));
     cg_store(c, y->dt, rb, at3(c, y, add(c, ib, out0), h, t));
     cg_for_end(c, &lp);

@@ -68,6 +68,18 @@ void cg_emit_rope_table(cg *c, const ir_node *n, const char *name) {
     cg_kernel_end(c);
 }
 
+void cg_rope_pair(cg *c, LLVMValueRef i, int64_t half, LLVMValueRef *ia, LLVMValueRef *ib) {
+    bool is_half = c->g->cfg.rope_style == ATTN_ROPE_HALF;
+    *ia = is_half ? i : LLVMBuildMul(c->b, i, cg_i64(c, 2), "");
+    *ib = LLVMBuildAdd(c->b, *ia, cg_i64(c, is_half ? half : 1), "");
+}
+
+void cg_rope_turn(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef cs, LLVMValueRef sn,
+                  LLVMValueRef *ra, LLVMValueRef *rb) {
+    *ra = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
+    *rb = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+}
+
 void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     const attn_config *cfg = &c->g->cfg;
     const ir_node *x = n->args[0];
@@ -91,7 +103,6 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, ci, LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, gi, 2, ""));
     LLVMBuildStore(c->b, si, LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, gi, 2, ""));
     cg_for_end(c, &li);
-    bool is_half = cfg->rope_style == ATTN_ROPE_HALF;
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, heads), "h");
     cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "pair");
     LLVMValueRef ti[2] = {cg_i64(c, 0), lp.i};
@@ -99,14 +110,11 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
         LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, cos_tab, ti, 2, ""), "");
     LLVMValueRef sn =
         LLVMBuildLoad2(c->b, c->f32, LLVMBuildInBoundsGEP2(c->b, tab_ty, sin_tab, ti, 2, ""), "");
-    LLVMValueRef ia = is_half ? lp.i : LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
-    LLVMValueRef ib = LLVMBuildAdd(c->b, ia, cg_i64(c, is_half ? half : 1), "");
+    LLVMValueRef ia, ib, ra, rb;
+    cg_rope_pair(c, lp.i, half, &ia, &ib);
     LLVMValueRef pa[3] = {ia, lh.i, lt.i}, pb[3] = {ib, lh.i, lt.i};
     LLVMValueRef a = cg_load(c, x->dt, cg_addr(c, x, pa)), b = cg_load(c, x->dt, cg_addr(c, x, pb));
-    LLVMValueRef ra =
-        LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, a, cs, ""), LLVMBuildFMul(c->b, b, sn, ""), "");
-    LLVMValueRef rb =
-        LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, a, sn, ""), LLVMBuildFMul(c->b, b, cs, ""), "");
+    cg_rope_turn(c, a, b, cs, sn, &ra, &rb);
     cg_store(c, n->dt, ra, cg_addr(c, n, pa));
     cg_store(c, n->dt, rb, cg_addr(c, n, pb));
     cg_for_end(c, &lp);
