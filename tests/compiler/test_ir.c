@@ -47,11 +47,7 @@ static const char *ir_of(attnc_ctx *ctx, const char *spec, const char *after,
     o.n_disabled_passes = n_disabled;
     const char *text = NULL;
     attnc_status st = attnc_ir_text(ctx, path, &o, after, &text);
-    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-        char buf[1024];
-        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
-        print_error("%s\n", buf);
-    }
+    print_diags(ctx);
     assert_int_equal(st, ATTNC_OK);
     return text;
 }

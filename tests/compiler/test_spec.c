@@ -24,13 +24,8 @@ static attn_config load_ok(const char *text) {
     attn_config c;
     attnc_ctx *ctx;
     attnc_status st = load_str(text, &c, &ctx);
-    if (st != ATTNC_OK) {
-        char buf[1024];
-        for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-            attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
-            print_error("%s\n", buf);
-        }
-    }
+    if (st != ATTNC_OK)
+        print_diags(ctx);
     attnc_ctx_free(ctx);
     assert_int_equal(st, ATTNC_OK);
     return c;

@@ -19,11 +19,7 @@ static attn_config load_spec(const char *path) {
     attnc_ctx *ctx = attnc_ctx_new();
     attn_config c;
     attnc_status st = attnc_spec_load_file(ctx, path, &c);
-    char buf[1024];
-    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
-        print_error("%s\n", buf);
-    }
+    print_diags(ctx);
     attnc_ctx_free(ctx);
     assert_int_equal(st, ATTNC_OK);
     return c;

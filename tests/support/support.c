@@ -323,6 +323,14 @@ void assert_file_has(const char *path, const char *want) {
     free(s);
 }
 
+void print_diags(attnc_ctx *ctx) {
+    char buf[1024];
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        attnc_diag_format(attnc_diag_get(ctx, i), buf, sizeof buf);
+        print_error("%s\n", buf);
+    }
+}
+
 const char *spec_path(const char *name) {
     static char buf[512];
     snprintf(buf, sizeof buf, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, name);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "attn.h"
+#include "attnc.h"
 
 /* A fresh directory under $TMPDIR (or /tmp); removed with its files by
  * tmpdir_remove. */
@@ -45,6 +46,10 @@ void assert_file_has(const char *path, const char *want);
 /* The names of the specs in specs/, each once. */
 extern const char *const shipped_specs[];
 extern const size_t n_shipped_specs;
+
+/* Prints each diagnostic of ctx (cmocka's print_error), as a failing
+ * test's context. */
+void print_diags(attnc_ctx *ctx);
 
 /* specs/name.yaml of the source tree (a static buffer). */
 const char *spec_path(const char *name);
