@@ -39,6 +39,8 @@ typedef struct cg_target {
     int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
+    int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
+    int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
     int gemv_rows;         /* calls of at most this many rows run a linear as a GEMV */
     int probe_accs;        /* roofline's FMA probe: independent accumulators */
     uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */

@@ -45,13 +45,14 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
     g.nr = 2 * t->lanes;
     g.np = (g.n + g.nr - 1) / g.nr;
     g.mr = t->gemm_mr;
-    /* measured on llama3_8b prefill (2048 tokens, whole block, medians of
-     * alternating runs): kc 256, mc 16 mr: 1240-1320 ms; kc 512, 16 mr:
-     * 1160-1200; kc 768, 12 mr: 1130-1200; kc 1024, 4 mr: 1090-1150 (the
-     * same 229 KB x block as the first). Fewer k blocks: fewer passes of
-     * partial sums through y; the panels stream from L2 either way. */
-    g.kc = 1024;
-    g.mc = 4 * g.mr;
+    /* the target's blocks (cg_target_for has the measurements). Earlier,
+     * AVX-512 code on an Intel Xeon, llama3_8b prefill 2048, whole block:
+     * kc 256, mc 16 mr: 1240-1320 ms; kc 512, 16 mr: 1160-1200; kc 768,
+     * 12 mr: 1130-1200; kc 1024, 4 mr: 1090-1150 (the same 229 KB x block
+     * as the first). Fewer k blocks: fewer passes of partial sums through
+     * y; the panels stream from L2 either way. */
+    g.kc = t->gemm_kc;
+    g.mc = t->gemm_mc_tiles * g.mr;
     return g;
 }
 

@@ -75,6 +75,18 @@ cg_target cg_target_for(int lanes, int regs) {
         /* GEMM: mr rows x 2 vectors of sums, two panel vectors and a
          * broadcast */
         .gemm_mr = (regs - 4) / 2,
+        /* GEMM blocks: an x block of mc = tiles x mr rows by kc k steps
+         * (copied once, kept in L2) against each panel's kc x nr slice,
+         * read from memory once per row block and from L2 by its other
+         * tiles. llama3_8b prefill 2048, whole block, f32, medians of 5
+         * alternating (AMD EPYC Zen 4, 2 threads): AVX2 code (6 x 16
+         * tiles) kc 1024 x 4 tiles 1068-1157 ms (median 1133), kc 512 x
+         * 8 tiles 1063-1090 (1076), 768 x 6 1063-1107, 384 x 12
+         * 1103-1125, 256 x 16 1202; AVX-512 code (14 x 32 tiles) kc 1024
+         * x 4 985-989, 512 x 8 1018-1025, 256 x 16 1081-1086. The small
+         * tile takes twice the rows per trip of the weights from memory */
+        .gemm_kc = wide ? 1024 : 512,
+        .gemm_mc_tiles = wide ? 4 : 8,
         /* GEMV rows (2 sums each, 2 panel vectors, a broadcast): AVX2's
          * 7 rows spill 2 of their sums and still beat the GEMM (llama3_8b
          * block, 7 tokens: 6.9 against 10.8 ms), its 8 do not (12.2
