@@ -68,6 +68,8 @@ static const char bench_usage[] =
     "                   kernel cache (attnc cache --help)\n"
     "  --json           one JSON object per row: spec, mode, part, cpu, seq, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
+    "                   cache_token_bytes (what the cache holds per token: K and V\n"
+    "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
     "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
     "                   compile's wall clock) and compile_cache (off, miss or hit);\n"
@@ -377,6 +379,13 @@ static void work(const bench *b, double *flops, double *bytes) {
     }
 }
 
+/* Bytes the cache holds per token: K and V rows of every K/V group, or
+ * MLA's one latent, in the cache dtype. */
+static double cache_token_bytes(const attn_config *c) {
+    return (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 0)) +
+           (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
+}
+
 /* A step --part core leaves out: the linears, and MLA's products with
  * kv_b_proj and q_a's norm (its projections' share). */
 static bool is_projection(const char *step) {
@@ -662,6 +671,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "ms_max", t.max * 1e3);
         cJSON_AddNumberToObject(o, "flops", flops);
         cJSON_AddNumberToObject(o, "bytes", bytes);
+        cJSON_AddNumberToObject(o, "cache_token_bytes", cache_token_bytes(&b->cfg));
         cJSON_AddNumberToObject(o, "gflops", gflops);
         cJSON_AddNumberToObject(o, "gbps", gbps);
         cJSON_AddNumberToObject(o, "peak_gflops", rl->fma.median);
@@ -843,11 +853,11 @@ int cmd_bench(int argc, char **argv) {
             if (cross)
                 snprintf(against, sizeof against, ", memory %lld rows", (long long)b.memory);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
-                   "%s%s%s\n",
+                   "%s (%.0f bytes a token)%s%s\n",
                    b.cfg.name, mode, part, b.decode ? "cache" : "seq",
                    (long long)(b.decode ? (cross ? 0 : cache) : seq), against, b.threads,
                    attn_dtype_name(b.cfg.dtype), attn_dtype_name(b.cfg.kv_dtype),
-                   b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
+                   cache_token_bytes(&b.cfg), b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(&b, &pb, &rl, NULL, json, true);

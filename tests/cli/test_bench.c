@@ -137,8 +137,37 @@ static void bench_decode_rows(void **state) {
     double D = 768, qd = 12 * 64, kv = 4 * 64;
     double want = 2 * 51 * kv * 2 + 2 * qd * 4 + (D * (qd + 2 * kv) + qd * D) * 2 + 2 * D * 4;
     assert_true(num(r[0], "bytes") == want);
+    assert_true(num(r[0], "cache_token_bytes") == 2 * kv * 2); /* K and V rows in f16 */
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
+}
+
+/* An MLA block: the absorbed form's work over the latent, and the cache
+ * holding one latent (L + r values) a token, in JSON and in the header. */
+static void bench_mla_rows(void **state) {
+    fixture *f = *state;
+    const char *spec = path_in(f->dir, "mla.yaml");
+    const char yaml[] = "name: mla\nheads: 4\nd_model: 64\nmla: {q_lora_rank: 0, kv_lora_rank: 32, "
+                        "qk_nope_head_dim: 16, qk_rope_head_dim: 8, v_head_dim: 16}\n"
+                        "rope: {style: interleaved}\nkv_cache: {max_tokens: 64}\n";
+    write_file(spec, yaml, strlen(yaml));
+    cJSON *r[16];
+    double H = 4, L = 32, rr = 8, keys = 21;
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--cache", "20", "--part", "core",
+                           "--json", "--runs", "5"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_true(num(r[0], "flops") == 2 * (2 * L + rr) * H * keys);
+    assert_true(num(r[0], "bytes") == keys * (L + rr) * 4 + H * (L + rr + L) * 4);
+    assert_true(num(r[0], "cache_token_bytes") == (L + rr) * 4);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+    assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--cache", "20", "--part", "core",
+                           "--runs", "5", "--kv-dtype", "f16"),
+                     0);
+    char *out = read_file(f->out, NULL);
+    assert_non_null(strstr(out, "cache f16 (80 bytes a token)"));
+    free(out);
 }
 
 /* --memory: a cross-attention block's rows count N keys per query, and
@@ -302,6 +331,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(bench_ablation_has_a_row_per_fusion_pass, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_decode_rows, cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_mla_rows, cli_fixture_setup, cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_and_roofline_refuse_bad_arguments, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(roofline_json, cli_fixture_setup, cli_fixture_teardown),
