@@ -336,6 +336,13 @@ typedef struct bench {
     attnc_options shard; /* its shard_index and shard_count (0 of 0: whole) */
 } bench;
 
+/* Bytes the cache holds per token: K and V rows of every K/V group, or
+ * MLA's one latent, in the cache dtype. */
+static double cache_token_bytes(const attn_config *c) {
+    return (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 0)) +
+           (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
+}
+
 /* The useful work of one timed call (see the usage text). */
 static void work(const bench *b, double *flops, double *bytes) {
     const attn_config *c = &b->cfg;
@@ -351,14 +358,13 @@ static void work(const bench *b, double *flops, double *bytes) {
     if (b->memory) /* every query sees every memory row */
         pairs = S * (double)b->memory, kv_keys = (double)b->memory;
     *flops = 4 * hd * H * pairs;
-    *bytes = 2 * kv_keys * (double)attn_dtype_bytes(c->kv_dtype, (int64_t)kv) + 2 * S * qd * 4;
+    *bytes = kv_keys * cache_token_bytes(c) + 2 * S * qd * 4;
     if (c->mla_kv_lora_rank > 0) { /* attention over the latent (absorbed) */
         double L = (double)c->mla_kv_lora_rank, r = (double)c->mla_qk_rope_head_dim;
         double n = (double)c->mla_qk_nope_head_dim, dv = (double)c->mla_v_head_dim;
         double ql = (double)c->mla_q_lora_rank, lat = L + r;
         *flops = 2 * (2 * L + r) * H * pairs;
-        *bytes =
-            kv_keys * (double)attn_dtype_bytes(c->kv_dtype, (int64_t)lat) + S * H * (lat + L) * 4;
+        *bytes = kv_keys * cache_token_bytes(c) + S * H * (lat + L) * 4;
         if (b->core)
             return;
         double wq = ql > 0 ? D * ql + ql * qd : D * qd, wo = H * dv * D;
@@ -377,13 +383,6 @@ static void work(const bench *b, double *flops, double *bytes) {
         *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D)) +
                   2 * S * D * 4;
     }
-}
-
-/* Bytes the cache holds per token: K and V rows of every K/V group, or
- * MLA's one latent, in the cache dtype. */
-static double cache_token_bytes(const attn_config *c) {
-    return (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 0)) +
-           (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
 }
 
 /* A step --part core leaves out: the linears, and MLA's products with

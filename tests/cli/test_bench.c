@@ -165,9 +165,7 @@ static void bench_mla_rows(void **state) {
     assert_int_equal(ATTNC(f, "bench", spec, "--mode", "decode", "--cache", "20", "--part", "core",
                            "--runs", "5", "--kv-dtype", "f16"),
                      0);
-    char *out = read_file(f->out, NULL);
-    assert_non_null(strstr(out, "cache f16 (80 bytes a token)"));
-    free(out);
+    assert_file_has(f->out, "cache f16 (80 bytes a token)");
 }
 
 /* --memory: a cross-attention block's rows count N keys per query, and
