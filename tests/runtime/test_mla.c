@@ -390,9 +390,10 @@ static attnc_jit *compile_config(const char *dir, const attn_config *c, const ch
     return jit;
 }
 
-/* y of x [S, D] through the kernels, in calls of `chunk` tokens. */
-static float *jit_run(const attnc_jit *jit, const attn_weights *w, int64_t S, const float *x,
-                      int64_t chunk, int threads) {
+/* y of x [S, D] through the kernels: a call of `first` tokens, then
+ * calls of `chunk`. */
+static float *jit_run_from(const attnc_jit *jit, const attn_weights *w, int64_t S, const float *x,
+                           int64_t first, int64_t chunk, int threads) {
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = threads;
     attn_block *b;
@@ -405,14 +406,21 @@ static float *jit_run(const attnc_jit *jit, const attn_weights *w, int64_t S, co
     assert_int_equal(attn_seq_new(cache, &seq), ATTN_OK);
     int64_t D = w->cfg.d_model;
     float *y = malloc((size_t)(S * D) * sizeof *y);
-    for (int64_t t = 0; t < S; t += chunk) {
-        int32_t n = (int32_t)(S - t < chunk ? S - t : chunk);
+    for (int64_t t = 0, k; t < S; t += k) {
+        k = t ? chunk : first;
+        int32_t n = (int32_t)(S - t < k ? S - t : k);
         if (attn_forward(b, cache, 1, &seq, &n, x + t * D, y + t * D) != ATTN_OK)
             fail_msg("attn_forward: %s", attn_cache_error(cache));
     }
     attn_cache_free(cache);
     attn_block_free(b);
     return y;
+}
+
+/* y of x [S, D] through the kernels, in calls of `chunk` tokens. */
+static float *jit_run(const attnc_jit *jit, const attn_weights *w, int64_t S, const float *x,
+                      int64_t chunk, int threads) {
+    return jit_run_from(jit, w, S, x, chunk, chunk, threads);
 }
 
 static void jit_equals_reference(void **state) {
@@ -485,6 +493,58 @@ static void many_heads(void **state) {
     attnc_jit_free(jit);
     free(x), free(want);
     attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
+/* Decode over a long cache: calls of few tokens split the keys into
+ * chunks (one per 512 keys, at most 16) computed apart by the flash
+ * kernel's items and merged (decode_split, cg_split.c). After a prefill
+ * of 1500 tokens, calls of 1 and 3 tokens == the reference, the same
+ * bits on 1 and 2 threads (the chunks depend on the keys alone); with
+ * a cache of f16, a softcap, a sliding window (the first chunk starts
+ * past key 0), fewer heads than a row vector and more than an item. */
+static void long_decode_splits_keys(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    const struct {
+        int64_t heads, window;
+        attn_dtype kv;
+        double softcap;
+    } cases[] = {
+        {5, 0, ATTN_DTYPE_F32, 0},
+        {70, 0, ATTN_DTYPE_F16, 0},
+        {12, 900, ATTN_DTYPE_F32, 4.0},
+        {3, 0, ATTN_DTYPE_BF16, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_config c = mla_config(cases[i].heads, 48, 0, 40, 8, 8, 6);
+        snprintf(c.name, sizeof c.name, "mla_long_%zu", i);
+        c.kv_max_tokens = 2048;
+        c.kv_dtype = cases[i].kv;
+        c.sliding_window = cases[i].window;
+        c.softcap = cases[i].softcap;
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("case %zu: %s", i, m.text);
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 70 + i, &w, NULL), ATTN_OK);
+        int64_t S = 1509, D = c.d_model;
+        float *x = random_floats((size_t)(S * D), 80 + i), *want = ref_run(w, S, x, S);
+        attnc_jit *jit = compile_config(dir, &c, NULL);
+        for (int64_t chunk = 1; chunk <= 3; chunk += 2) {
+            float *one = jit_run_from(jit, w, S, x, 1500, chunk, 1);
+            float *two = jit_run_from(jit, w, S, x, 1500, chunk, 2);
+            size_t tail = (size_t)(9 * D); /* the decoded tokens */
+            assert_memory_equal(one + 1500 * D, two + 1500 * D, tail * sizeof *one);
+            double e = rel_err(one + 1500 * D, want + 1500 * D, tail);
+            if (!(e < kv_tolerance(c.kv_dtype)))
+                fail_msg("case %zu, calls of %lld: %g", i, (long long)chunk, e);
+            free(one), free(two);
+        }
+        attnc_jit_free(jit);
+        free(x), free(want);
+        attn_weights_free(w);
+    }
     tmpdir_remove(dir);
 }
 
@@ -658,6 +718,7 @@ int main(void) {
         cmocka_unit_test(jit_shards_sum_to_the_whole_block),
         cmocka_unit_test(forks_and_truncation),
         cmocka_unit_test(many_heads),
+        cmocka_unit_test(long_decode_splits_keys),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,
                                         cli_fixture_teardown),

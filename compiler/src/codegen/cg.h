@@ -349,5 +349,19 @@ ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
 ATTNC_HIDDEN void cg_emit_split_partials(cg *c, const ir_node *n);
 ATTNC_HIDDEN void cg_emit_split_merge(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const attn_config *cfg);
+/* Whether the flash kernel computes the partials itself (over its own
+ * row items, one chunk of keys each) instead of the split kernel: MLA,
+ * whose values are a view of the cached latent's rows. */
+ATTNC_HIDDEN bool cg_split_by_flash(const ir_graph *g);
+/* A call's keys [jfirst, jend) as nc chunks of nt tiles from jbeg. */
+typedef struct cg_chunks {
+    LLVMValueRef jfirst, jbeg, jend, nt, nc;
+} cg_chunks;
+ATTNC_HIDDEN void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k);
+/* The first key of chunk ch (ch = nc: jend). */
+ATTNC_HIDDEN LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValueRef ch);
+/* Element e (0: m, 1: l, 2..: o) of row `row` (token x heads + head) of a chunk's partials. */
+ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk,
+                                        LLVMValueRef row, LLVMValueRef e);
 
 #endif

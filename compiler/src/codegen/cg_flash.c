@@ -431,7 +431,17 @@ static flash flash_shape(cg *c, const ir_node *n, int rv) {
     return f;
 }
 
-static void flash_items(cg *c, const flash *fp);
+static void flash_items(cg *c, const flash *fp, bool split);
+
+/* The end of an item: the next one (item + step), back at head. */
+static void flash_next(cg *c, LLVMValueRef item, LLVMValueRef step, LLVMBasicBlockRef head,
+                       LLVMBasicBlockRef exit) {
+    LLVMValueRef next = LLVMBuildAdd(c->b, item, step, "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMAddIncoming(item, &next, &latch, 1);
+    LLVMBuildBr(c->b, head);
+    LLVMPositionBuilderAtEnd(c->b, exit);
+}
 
 /* Calls of at most this many new tokens without a split path (MLA's
  * decode) take items of fewer rows when a token's rows would make an odd
@@ -441,11 +451,29 @@ static void flash_items(cg *c, const flash *fp);
  * ms with 32). */
 enum { FLASH_FEW_TOKENS = 8 };
 
+/* The rows per item of the split path computed here (MLA): the fewest
+ * row vectors a token's group takes (the most rows of those): on AVX-512,
+ * deepseek_v2_lite's 16 heads one vector, not 3 of which 2 are empty;
+ * deepseek_v3's 128 heads 4 items of 2 vectors, not 3 of 3. */
+static int split_rv(const flash *f) {
+    int best = 1;
+    for (int rv = 1; rv <= f->rv; rv++) {
+        int64_t rows = (int64_t)rv * f->lanes;
+        int64_t cost = (f->group + rows - 1) / rows * rv;
+        int64_t best_rows = (int64_t)best * f->lanes;
+        if (cost <= (f->group + best_rows - 1) / best_rows * best)
+            best = rv;
+    }
+    return best;
+}
+
 void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash f = flash_shape(c, n, c->target.flash_rv);
     flash few = f;
-    if (!n->split_tokens && f.rv > 1 && f.chunks % 2 == 1 && f.chunks > 1)
+    if (n->split_tokens < FLASH_FEW_TOKENS && f.rv > 1 && f.chunks % 2 == 1 && f.chunks > 1)
         few = flash_shape(c, n, f.rv - 1);
+    bool by_flash = n->split_tokens && cg_split_by_flash(c->g);
+    flash sp = by_flash ? flash_shape(c, n, split_rv(&f)) : f;
 
     cg_kernel_begin(c, name);
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
@@ -480,50 +508,68 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             LLVMSetAlignment(f.vf, 64);
         }
     }
+    /* the smaller shapes' items use f's slots (of its larger rows) */
+    flash *alt[2] = {&few, &sp};
+    for (int i = 0; i < 2; i++) {
+        alt[i]->qt = f.qt, alt[i]->ot = f.ot, alt[i]->pb = f.pb, alt[i]->m = f.m, alt[i]->l = f.l;
+        alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->kf = f.kf, alt[i]->vf = f.vf;
+    }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
         LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "flash");
         LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, n->split_tokens), ""),
                         split, whole);
         LLVMPositionBuilderAtEnd(c->b, split);
-        /* a function of its own (a unit, cg_module.c): compiled beside this one */
-        char split_name[160];
-        snprintf(split_name, sizeof split_name, "%s_split", name);
-        LLVMValueRef params[3] = {c->args, LLVMGetParam(c->fn, 1), LLVMGetParam(c->fn, 2)};
-        LLVMValueRef call =
-            LLVMBuildCall2(c->b, c->kernel_ty, cg_kernel_decl(c, split_name), params, 3, "");
-        LLVMSetTailCall(call, true);
-        LLVMBuildRetVoid(c->b);
+        if (by_flash) {
+            flash_items(c, &sp, true);
+        } else { /* a function of its own (a unit, cg_module.c): compiled beside this one */
+            char split_name[160];
+            snprintf(split_name, sizeof split_name, "%s_split", name);
+            LLVMValueRef params[3] = {c->args, LLVMGetParam(c->fn, 1), LLVMGetParam(c->fn, 2)};
+            LLVMValueRef call =
+                LLVMBuildCall2(c->b, c->kernel_ty, cg_kernel_decl(c, split_name), params, 3, "");
+            LLVMSetTailCall(call, true);
+        }
+        cg_kernel_end(c);
         LLVMPositionBuilderAtEnd(c->b, whole);
     }
 
-    if (few.rv != f.rv) { /* the slots hold f's larger rows */
-        few.qt = f.qt, few.ot = f.ot, few.pb = f.pb, few.m = f.m, few.l = f.l;
-        few.sl = f.sl, few.pos = f.pos, few.kf = f.kf, few.vf = f.vf;
+    if (few.rv != f.rv) {
         LLVMBasicBlockRef small = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "few_tokens");
         LLVMBasicBlockRef large = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "many_tokens");
         LLVMBuildCondBr(c->b,
                         LLVMBuildICmp(c->b, LLVMIntSLE, c->S, cg_i64(c, FLASH_FEW_TOKENS), ""),
                         small, large);
         LLVMPositionBuilderAtEnd(c->b, small);
-        flash_items(c, &few);
+        flash_items(c, &few, false);
         cg_kernel_end(c);
         LLVMPositionBuilderAtEnd(c->b, large);
     }
-    flash_items(c, &f);
+    flash_items(c, &f, false);
     cg_kernel_end(c);
 }
 
-/* Every work item of f, dealt round-robin to the threads. */
-static void flash_items(cg *c, const flash *fp) {
+/* Every work item of f, dealt round-robin to the threads; `split`: each
+ * item also takes one chunk of the keys (cg_split_chunks), chunk-major,
+ * a thread a run of consecutive items (so a chunk's keys are read from
+ * memory once for all of its items), and stores its rows' partials for
+ * the merge (cg_split.c) instead of their outputs. */
+static void flash_items(cg *c, const flash *fp, bool split) {
     flash f = *fp;
     const ir_node *n = f.n;
     int64_t bq = f.rows / f.hpi; /* tokens per item */
     LLVMValueRef ntq =
         LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, bq - 1), ""), cg_i64(c, bq), "");
     int64_t per_tile = f.k->ne[1].c * f.chunks;
-    LLVMValueRef items = LLVMBuildMul(c->b, ntq, cg_i64(c, per_tile), "items");
-    /* for (i = ith; i < items; i += nth) */
+    LLVMValueRef per_chunk = LLVMBuildMul(c->b, ntq, cg_i64(c, per_tile), "items");
+    /* for (i = ith; i < items; i += nth), split: for (i = lo; i < hi; i++) */
+    cg_chunks ck;
+    LLVMValueRef i0 = c->ith, items = per_chunk, step = c->nth;
+    if (split) {
+        cg_split_chunks(c, n, &ck);
+        cg_share(c, LLVMBuildMul(c->b, ck.nc, per_chunk, ""), &i0, &items);
+        step = cg_i64(c, 1);
+    }
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
     LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "item");
     LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "item_body");
@@ -531,12 +577,17 @@ static void flash_items(cg *c, const flash *fp) {
     LLVMBuildBr(c->b, head);
     LLVMPositionBuilderAtEnd(c->b, head);
     LLVMValueRef item = LLVMBuildPhi(c->b, c->i64, "i");
-    LLVMAddIncoming(item, &c->ith, &pre, 1);
+    LLVMAddIncoming(item, &i0, &pre, 1);
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, item, items, ""), body, exit);
     LLVMPositionBuilderAtEnd(c->b, body);
 
-    LLVMValueRef tq = LLVMBuildSDiv(c->b, item, cg_i64(c, per_tile), "tq");
-    LLVMValueRef rest = LLVMBuildSRem(c->b, item, cg_i64(c, per_tile), "");
+    LLVMValueRef kc = NULL, in_chunk = item;
+    if (split) {
+        kc = LLVMBuildSDiv(c->b, item, per_chunk, "kchunk");
+        in_chunk = LLVMBuildSRem(c->b, item, per_chunk, "");
+    }
+    LLVMValueRef tq = LLVMBuildSDiv(c->b, in_chunk, cg_i64(c, per_tile), "tq");
+    LLVMValueRef rest = LLVMBuildSRem(c->b, in_chunk, cg_i64(c, per_tile), "");
     LLVMValueRef kvh = LLVMBuildSDiv(c->b, rest, cg_i64(c, f.chunks), "kvh");
     LLVMValueRef chunk = LLVMBuildSRem(c->b, rest, cg_i64(c, f.chunks), "chunk");
     LLVMValueRef s0 = LLVMBuildMul(c->b, tq, cg_i64(c, bq), "s0");
@@ -565,7 +616,7 @@ static void flash_items(cg *c, const flash *fp) {
     /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
     const ir_node *sinks = ir_sinks(n);
     LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
-    if (sinks) {
+    if (sinks && !split) { /* split: the merge adds the sink */
         LLVMValueRef si[1] = {safe_h};
         m0 = LLVMBuildSelect(c->b, ok, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
         l0 = LLVMBuildSelect(c->b, ok, cg_f32(c, 1), l0, "");
@@ -597,6 +648,11 @@ static void flash_items(cg *c, const flash *fp) {
         if (first)
             jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
     }
+    if (split) { /* the item's chunk of those keys */
+        jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, cg_split_chunk_key(c, &ck, kc));
+        jend = cg_intrinsic(c, "llvm.smin", c->i64, jend,
+                            cg_split_chunk_key(c, &ck, LLVMBuildAdd(c->b, kc, cg_i64(c, 1), "")));
+    }
     LLVMValueRef ntk = LLVMBuildSDiv(
         c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
         cg_i64(c, f.bk), "");
@@ -615,6 +671,25 @@ static void flash_items(cg *c, const flash *fp) {
     LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
     LLVMBuildCondBr(c->b, ok, store, skip);
     LLVMPositionBuilderAtEnd(c->b, store);
+    if (split) { /* the chunk's m, l and o of the row */
+        LLVMValueRef row =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, c->g->cfg.heads), ""), hh, "row");
+        LLVMValueRef ml[2] = {f.m, f.l};
+        for (int e = 0; e < 2; e++)
+            LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, ml[e], lo.i), ""),
+                           cg_split_part(c, n, kc, row, cg_i64(c, e)));
+        cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
+        LLVMValueRef src =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, f.rows), ""), lo.i, "");
+        LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.ot, src), ""),
+                       cg_split_part(c, n, kc, row, LLVMBuildAdd(c->b, lp.i, cg_i64(c, 2), "")));
+        cg_for_end(c, &lp);
+        LLVMBuildBr(c->b, skip);
+        LLVMPositionBuilderAtEnd(c->b, skip);
+        cg_for_end(c, &lo);
+        flash_next(c, item, step, head, exit);
+        return;
+    }
     LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1),
                                      LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
     cg_loop lo_d = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
@@ -628,10 +703,5 @@ static void flash_items(cg *c, const flash *fp) {
     LLVMBuildBr(c->b, skip);
     LLVMPositionBuilderAtEnd(c->b, skip);
     cg_for_end(c, &lo);
-
-    LLVMValueRef next = LLVMBuildAdd(c->b, item, c->nth, "");
-    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
-    LLVMAddIncoming(item, &next, &latch, 1);
-    LLVMBuildBr(c->b, head);
-    LLVMPositionBuilderAtEnd(c->b, exit);
+    flash_next(c, item, step, head, exit);
 }

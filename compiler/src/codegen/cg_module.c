@@ -111,7 +111,8 @@ attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
         st = add_unit(g, out, CG_UNIT_NODE, n, ph, name);
         if (st == ATTNC_OK && n->op == IR_OP_FLASH && n->split_tokens) {
             snprintf(name, sizeof name, "attnk_%s_%d_flash_split", g->cfg.name, n->id);
-            st = add_unit(g, out, CG_UNIT_SPLIT, n, ph, name);
+            if (!cg_split_by_flash(g))
+                st = add_unit(g, out, CG_UNIT_SPLIT, n, ph, name);
             snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", g->cfg.name, n->id);
             if (st == ATTNC_OK)
                 st = add_unit(g, out, CG_UNIT_MERGE, n, ph, name);

@@ -35,6 +35,7 @@
 enum {
     SPLIT_CHUNKS = 16,
     SPLIT_MIN_KEYS = 64,
+    SPLIT_MIN_KEYS_FLASH = 512,               /* chunks of the flash kernel's items (design.md) */
     SPLIT_ROWS = 4,                           /* query rows of a K/V head computed together */
     SPLIT_CHAINS = 16,                        /* score sums in flight: rows x chains per row */
     SPLIT_SLACK = 8,                          /* softmax reference: a tile's max + this */
@@ -53,26 +54,44 @@ typedef struct split {
 } split;
 
 int64_t cg_split_elements(const ir_node *n, const attn_config *cfg) {
-    return SPLIT_CHUNKS * cfg->heads * n->split_tokens * (cfg->head_dim + 2);
+    return SPLIT_CHUNKS * cfg->heads * n->split_tokens * (n->ne[0].c + 2);
+}
+
+bool cg_split_by_flash(const ir_graph *g) {
+    return g->cfg.mla_kv_lora_rank > 0;
+}
+
+/* Keys per tile of the partials: the split kernel's vector width, or
+ * the flash kernel's key tile where it computes them. */
+static int64_t tile_keys(cg *c) {
+    return cg_split_by_flash(c->g) ? 2 * c->target.flash_bks : c->target.lanes;
+}
+
+/* What the partials' buffer and the merge need: the output's rows and
+ * their head_dim (MLA's absorbed form: the latent), the buffer. */
+static split split_base(cg *c, const ir_node *n) {
+    split s = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
+    s.lanes = c->target.lanes;
+    s.hd = n->ne[0].c;
+    s.nv = (s.hd + s.lanes - 1) / s.lanes;
+    s.hdp = s.nv * s.lanes;
+    s.rows_max = c->g->cfg.heads * n->split_tokens;
+    s.buf = c->plan->split[n->id];
+    return s;
 }
 
 static split split_of(cg *c, const ir_node *n) {
     const attn_config *cfg = &c->g->cfg;
-    split s = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
-    s.lanes = c->target.lanes;
-    s.hd = cfg->head_dim;
-    s.nv = (s.hd + s.lanes - 1) / s.lanes;
-    s.hdp = s.nv * s.lanes;
+    split s = split_base(c, n);
+    ATTNC_ASSERT(s.hd == cfg->head_dim);
     s.hk = s.k->ne[1].c;
     s.group = cfg->heads / s.hk;
-    s.rows_max = cfg->heads * n->split_tokens;
     s.kdt = c->plan->view[s.k->id].dt;
     s.vdt = c->plan->view[s.v->id].dt;
     s.rb = s.group < SPLIT_ROWS ? (int)s.group : SPLIT_ROWS;
     /* p.v keeps rb x pv_part accumulators: half the registers */
     s.pv_part = c->target.split_pv_regs / s.rb;
     s.pv_part = s.pv_part < 1 ? 1 : s.pv_part > s.nv ? (int)s.nv : s.pv_part;
-    s.buf = c->plan->split[n->id];
     /* rows of q, v and the output are contiguous over head_dim */
     const ir_node *rows[3] = {s.q, s.v, n};
     for (int i = 0; i < 3; i++)
@@ -85,45 +104,53 @@ static split split_of(cg *c, const ir_node *n) {
 }
 
 /* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nt
- * tiles of lanes keys from *jbeg (jfirst rounded down to a multiple of
- * lanes), cut into *nc chunks of whole tiles whose sizes differ by one
- * tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at most
- * SPLIT_CHUNKS). Shared by both kernels, so they agree. */
-static void chunks(cg *c, const split *s, LLVMValueRef *jfirst, LLVMValueRef *jbeg,
-                   LLVMValueRef *jend, LLVMValueRef *nt, LLVMValueRef *nc) {
-    *jfirst = c->jlo;
-    *jend = c->T;
-    LLVMValueRef first = s->n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
+ * tiles (tile_keys each) from *jbeg (jfirst rounded down to a multiple
+ * of the tile), cut into *nc chunks of whole tiles whose sizes differ by
+ * one tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at
+ * most SPLIT_CHUNKS). Shared by the partials and the merge, so they
+ * agree. */
+void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
+    int64_t tk = tile_keys(c);
+    k->jfirst = c->jlo;
+    k->jend = c->T;
+    LLVMValueRef first = n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
     if (first)
-        *jfirst = cg_intrinsic(c, "llvm.smax", c->i64, *jfirst, first);
-    *jbeg =
-        LLVMBuildSub(c->b, *jfirst, LLVMBuildSRem(c->b, *jfirst, cg_i64(c, s->lanes), ""), "jbeg");
-    LLVMValueRef nk = LLVMBuildSub(c->b, *jend, *jbeg, "");
-    *nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, s->lanes - 1), ""),
-                        cg_i64(c, s->lanes), "nt");
-    int64_t min_tiles = SPLIT_MIN_KEYS / s->lanes > 1 ? SPLIT_MIN_KEYS / s->lanes : 1;
-    LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, *nt, cg_i64(c, min_tiles - 1), ""),
+        k->jfirst = cg_intrinsic(c, "llvm.smax", c->i64, k->jfirst, first);
+    k->jbeg =
+        LLVMBuildSub(c->b, k->jfirst, LLVMBuildSRem(c->b, k->jfirst, cg_i64(c, tk), ""), "jbeg");
+    LLVMValueRef nk = LLVMBuildSub(c->b, k->jend, k->jbeg, "");
+    k->nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, tk - 1), ""), cg_i64(c, tk), "nt");
+    int64_t min_keys = cg_split_by_flash(c->g) ? SPLIT_MIN_KEYS_FLASH : SPLIT_MIN_KEYS;
+    int64_t min_tiles = min_keys / tk > 1 ? min_keys / tk : 1;
+    LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, k->nt, cg_i64(c, min_tiles - 1), ""),
                                       cg_i64(c, min_tiles), "");
-    *nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
+    k->nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
 }
 
-/* The first key of chunk ch of nc over nt tiles from jbeg: tile
- * nt * ch / nc, so the chunks' sizes differ by one tile at most (a cut
- * of whole chunks of the rounded-up size left the last one short: with
- * two threads one took up to an eighth more keys than the other). */
-static LLVMValueRef chunk_key(cg *c, const split *s, LLVMValueRef jbeg, LLVMValueRef nt,
-                              LLVMValueRef nc, LLVMValueRef ch) {
-    LLVMValueRef tile = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, nt, ch, ""), nc, "");
-    return LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, tile, cg_i64(c, s->lanes), ""), "");
+/* The first key of chunk ch: tile nt * ch / nc, so the chunks' sizes
+ * differ by one tile at most (a cut of whole chunks of the rounded-up
+ * size left the last one short: with two threads one took up to an
+ * eighth more keys than the other); past the last, jend. */
+LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValueRef ch) {
+    LLVMValueRef tile = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, k->nt, ch, ""), k->nc, "");
+    LLVMValueRef j =
+        LLVMBuildAdd(c->b, k->jbeg, LLVMBuildMul(c->b, tile, cg_i64(c, tile_keys(c)), ""), "");
+    return cg_intrinsic(c, "llvm.smin", c->i64, j, k->jend);
 }
 
 /* Element e of row r of chunk in the split buffer. */
-static LLVMValueRef part_at(cg *c, const split *s, LLVMValueRef chunk, LLVMValueRef r, int64_t e) {
+static LLVMValueRef part_at(cg *c, const split *s, LLVMValueRef chunk, LLVMValueRef r,
+                            LLVMValueRef e) {
     LLVMValueRef row =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, chunk, cg_i64(c, s->rows_max), ""), r, "");
-    LLVMValueRef off =
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, s->hd + 2), ""), cg_i64(c, e), "");
+    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, s->hd + 2), ""), e, "");
     return cg_buf_elem(c, s->buf, ATTN_DTYPE_F32, off);
+}
+
+LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk, LLVMValueRef row,
+                           LLVMValueRef e) {
+    split s = split_base(c, n);
+    return part_at(c, &s, chunk, row, e);
 }
 
 /* The largest lane of v (maxnum: NaN lanes are passed over, as the
@@ -652,19 +679,18 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
         LLVMSetAlignment(slots[i], 64);
     ahead av = ahead_of(c, &s, s.v, s.vdt);
 
-    LLVMValueRef jfirst, jbeg, jend, nt_all, nc;
-    chunks(c, &s, &jfirst, &jbeg, &jend, &nt_all, &nc);
+    cg_chunks ck;
+    cg_split_chunks(c, n, &ck);
+    LLVMValueRef jfirst = ck.jfirst, jend = ck.jend;
     LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, cfg->heads), "rows");
     /* a thread's chunks are consecutive, so the prefetch of the next tile
      * runs on into its next chunk */
     LLVMValueRef clo, chi;
-    cg_share(c, nc, &clo, &chi);
+    cg_share(c, ck.nc, &clo, &chi);
     cg_loop li = cg_for(c, clo, chi, "chunk");
     LLVMValueRef chunk = li.i;
-    LLVMValueRef cj0 = chunk_key(c, &s, jbeg, nt_all, nc, chunk);
-    LLVMValueRef cj1 = cg_intrinsic(
-        c, "llvm.smin", c->i64,
-        chunk_key(c, &s, jbeg, nt_all, nc, LLVMBuildAdd(c->b, chunk, cg_i64(c, 1), "")), jend);
+    LLVMValueRef cj0 = cg_split_chunk_key(c, &ck, chunk);
+    LLVMValueRef cj1 = cg_split_chunk_key(c, &ck, LLVMBuildAdd(c->b, chunk, cg_i64(c, 1), ""));
 
     /* the rows' queries (scaled) and empty results; row = token * heads + head */
     cg_loop lr = cg_for(c, cg_i64(c, 0), rows, "r");
@@ -732,13 +758,13 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     /* the chunk's m, l, o per row */
     cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
     LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""),
-                   part_at(c, &s, chunk, lw.i, 0));
+                   part_at(c, &s, chunk, lw.i, cg_i64(c, 0)));
     LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
                                      cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
     LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
-    LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, 1));
+    LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, cg_i64(c, 1)));
     LLVMValueRef src = row_at(c, os, lw.i, s.hdp);
-    LLVMValueRef dst = part_at(c, &s, chunk, lw.i, 2);
+    LLVMValueRef dst = part_at(c, &s, chunk, lw.i, cg_i64(c, 2));
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hd), "d");
     LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, src, ld.i), ""),
                    cg_gep(c, c->f32, dst, ld.i));
@@ -748,7 +774,7 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
 }
 
 void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
-    split s = split_of(c, n);
+    split s = split_base(c, n);
     int64_t H = c->g->cfg.heads;
     ATTNC_ASSERT(n->dt == ATTN_DTYPE_F32);
     cg_kernel_begin(c, name);
@@ -760,9 +786,9 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMPositionBuilderAtEnd(c->b, out);
     LLVMBuildRetVoid(c->b);
     LLVMPositionBuilderAtEnd(c->b, run);
-    LLVMValueRef jfirst, jbeg, jend, nt, nc;
-    chunks(c, &s, &jfirst, &jbeg, &jend, &nt, &nc);
-    LLVMValueRef lo, hi;
+    cg_chunks ck;
+    cg_split_chunks(c, n, &ck);
+    LLVMValueRef nc = ck.nc, lo, hi;
     cg_share(c, LLVMBuildMul(c->b, c->S, cg_i64(c, H), ""), &lo, &hi);
     cg_loop lr = cg_for(c, lo, hi, "row"); /* row = token * heads + head */
     LLVMValueRef r = lr.i;
@@ -770,7 +796,7 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef mslot = cg_slot(c, c->f32, NULL), lslot = cg_slot(c, c->f32, NULL);
     LLVMBuildStore(c->b, cg_f32(c, -INFINITY), mslot);
     cg_loop lc = cg_for(c, cg_i64(c, 0), nc, "chunk");
-    LLVMValueRef mc = LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc.i, r, 0), "");
+    LLVMValueRef mc = LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc.i, r, cg_i64(c, 0)), "");
     LLVMBuildStore(
         c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc),
         mslot);
@@ -792,11 +818,12 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
                    lslot);
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
     LLVMValueRef w = cg_exp_nonpos(
-        c,
-        LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 0), ""), M, ""));
+        c, LLVMBuildFSub(c->b,
+                         LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, cg_i64(c, 0)), ""),
+                         M, ""));
     LLVMBuildStore(c->b, w, cg_gep(c, c->f32, wts, lc2.i));
-    LLVMValueRef lw =
-        LLVMBuildFMul(c->b, w, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, 1), ""), "");
+    LLVMValueRef lw = LLVMBuildFMul(
+        c->b, w, LLVMBuildLoad2(c->b, c->f32, part_at(c, &s, lc2.i, r, cg_i64(c, 1)), ""), "");
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""),
                    lslot);
     cg_for_end(c, &lc2);
@@ -815,7 +842,8 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
             cg_acc_loop l;
             cg_acc_loop_begin(c, &l, "chunk", vec ? c->vf : c->f32, 1);
             LLVMValueRef wc = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wts, l.i), "");
-            LLVMValueRef op = cg_gep(c, c->f32, part_at(c, &s, l.i, r, 2), cg_i64(c, d0 + d));
+            LLVMValueRef op =
+                cg_gep(c, c->f32, part_at(c, &s, l.i, r, cg_i64(c, 2)), cg_i64(c, d0 + d));
             next = vec ? cg_fma(c, cg_splat(c, wc), cg_vload(c, ATTN_DTYPE_F32, op), l.acc[0])
                        : cg_fma(c, wc, LLVMBuildLoad2(c->b, c->f32, op, ""), l.acc[0]);
             cg_acc_loop_end(c, &l, nc, &init, &next);

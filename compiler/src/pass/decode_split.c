@@ -9,22 +9,34 @@
  * produces  %o = flash %q, %k, %v ... split_kv<=N
  *           (N = 8 new tokens, fewer when the rows' queries and outputs,
  *           heads x N x head_dim x 8 bytes, would pass 256 KB of a
- *           thread's stack). */
+ *           thread's stack).
+ *
+ * MLA: the flash kernel computes the chunks itself, over its own items
+ * of query rows (its values are a view of the cached latent, which the
+ * split kernel does not read), so its stack does not grow with N; N is
+ * then bounded by the partials, 16 chunks x heads x N x (the output's
+ * head_dim + 2) floats, to 4 MiB a sequence, and is 1 at least:
+ * deepseek_v3 (128 heads of 512 latent values) 1, deepseek_v2_lite 7. */
 #include "pass/pass.h"
 
-enum { SPLIT_MAX_TOKENS = 8, SPLIT_STACK_BYTES = 256 * 1024 };
+enum {
+    SPLIT_MAX_TOKENS = 8,
+    SPLIT_STACK_BYTES = 256 * 1024,
+    SPLIT_PARTS_BYTES = 4 << 20,
+    SPLIT_CHUNKS = 16 /* at most: cg_split.c */
+};
 
 attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     (void)ctx;
-    /* MLA's values are a view of its cached latent (K's layout), which
-     * the split kernel does not read: its decode takes the flash path */
-    if (g->cfg.mla_kv_lora_rank > 0)
-        return ATTNC_OK;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *f = g->nodes[i];
         if (f->dead || f->op != IR_OP_FLASH || f->split_tokens)
             continue;
         int64_t n = SPLIT_STACK_BYTES / (g->cfg.heads * g->cfg.head_dim * 8);
+        if (g->cfg.mla_kv_lora_rank > 0) {
+            n = SPLIT_PARTS_BYTES / (SPLIT_CHUNKS * g->cfg.heads * (f->ne[0].c + 2) * 4);
+            n = n < 1 ? 1 : n;
+        }
         f->split_tokens = n < SPLIT_MAX_TOKENS ? n : SPLIT_MAX_TOKENS;
         *changed |= f->split_tokens > 0;
     }
