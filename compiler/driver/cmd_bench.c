@@ -83,12 +83,16 @@ static const char bench_usage[] =
     "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
     "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
     "  bytes block = core + weights (spec dtype; q8_0 34 and q4_0 18 bytes per 32) + x, y\n"
-    "MLA (L = kv_lora_rank, r = qk_rope_head_dim, absorbed: one latent per key):\n"
-    "  flops core  = 2 * (2L + r) * H * pairs (scores over L + r, values over L)\n"
+    "MLA (L = kv_lora_rank, r = qk_rope_head_dim, n = qk_nope_head_dim, dv =\n"
+    "v_head_dim; absorbed: one latent per key; expanded, as prefills of at\n"
+    "least attnc_mla_prefill_tokens into an empty sequence run, and every call\n"
+    "with --disable-pass mla_absorb: K and V expanded per head):\n"
+    "  flops core  = 2 * (2L + r) * H * pairs (scores over L + r, values over L),\n"
+    "                expanded 2 * (n + r + dv) * H * pairs\n"
     "  bytes core  = the visible keys' latents (L + r each, cache dtype) + q, out\n"
     "  core leaves out the linears, q_a's norm and the products with kv_b_proj\n"
-    "  (mla_query, mla_output), which --part block adds with their weights\n"
-    "  (kv_b_proj in f32)\n"
+    "  (mla_query and mla_output, or mla_keys and mla_values), which --part\n"
+    "  block adds with their weights (kv_b_proj in f32)\n"
     "GFLOP/s and GB/s are these over the median time; %peak is against the FMA\n"
     "peak of the roofline; %read is the median over the runs of each run's GB/s\n"
     "against the read just before it (a shared machine's bandwidth can change\n"
@@ -363,12 +367,17 @@ static void work(const bench *b, double *flops, double *bytes) {
         double L = (double)c->mla_kv_lora_rank, r = (double)c->mla_qk_rope_head_dim;
         double n = (double)c->mla_qk_nope_head_dim, dv = (double)c->mla_v_head_dim;
         double ql = (double)c->mla_q_lora_rank, lat = L + r;
-        *flops = 2 * (2 * L + r) * H * pairs;
+        bool expanded = P == 0 && S >= (double)attnc_mla_prefill_tokens(c);
+        for (int i = 0; i < b->n_disabled; i++)
+            expanded |= strcmp(b->disabled[i], "mla_absorb") == 0;
+        *flops = 2 * (expanded ? n + r + dv : 2 * L + r) * H * pairs;
         *bytes = kv_keys * cache_token_bytes(c) + S * H * (lat + L) * 4;
         if (b->core)
             return;
         double wq = ql > 0 ? D * ql + ql * qd : D * qd, wo = H * dv * D;
-        *flops += 2 * S * (wq + D * lat + H * n * L + H * L * dv + wo);
+        /* the products with kv_b_proj: of the queries and outputs, or of
+         * every key expanded */
+        *flops += 2 * S * (wq + D * lat + wo) + 2 * (expanded ? kv_keys : S) * H * (n + dv) * L;
         /* kv_b_proj is kept in f32 */
         *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(wq + D * lat + wo)) +
                   H * (n + dv) * L * 4 + 2 * S * D * 4;
@@ -388,7 +397,8 @@ static void work(const bench *b, double *flops, double *bytes) {
 /* A step --part core leaves out: the linears, and MLA's products with
  * kv_b_proj and q_a's norm (its projections' share). */
 static bool is_projection(const char *step) {
-    static const char *const ends[] = {"_linear", "_rms_norm", "_mla_query", "_mla_output"};
+    static const char *const ends[] = {"_linear",     "_rms_norm", "_mla_query",
+                                       "_mla_output", "_mla_keys", "_mla_values"};
     size_t n = strlen(step);
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
         size_t m = strlen(ends[i]);

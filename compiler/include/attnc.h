@@ -89,6 +89,13 @@ ATTNC_API attnc_status attnc_spec_load_file(attnc_ctx *ctx, const char *path, at
 /* The same for a spec in memory; name is used as the file in locations. */
 ATTNC_API attnc_status attnc_spec_load_string(attnc_ctx *ctx, const char *name, const char *text,
                                               size_t len, attn_config *out);
+/* Multi-head latent attention (mla): the fewest new tokens of a prefill
+ * into a sequence holding none that the kernels compute in the expanded
+ * form (K and V expanded per head from the latent; cheaper for long
+ * prefills) rather than the absorbed one (every other call); 0 without
+ * mla. Both forms exist unless the mla_absorb pass is disabled (then
+ * every call is expanded). */
+ATTNC_API int64_t attnc_mla_prefill_tokens(const attn_config *c);
 /* The normalized spec as YAML, every default filled in; it loads back to
  * the same config. malloc'd (caller frees); NULL when out of memory. */
 ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 9
+#define ATTN_KERNELS_ABI 10
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -120,6 +120,8 @@ typedef struct attn_buffer_desc {
     uint32_t per_sequence; /* scratch used only within one sequence's steps */
     uint32_t load_only;    /* weight read by load-phase steps only: freed after them */
     int64_t c, s, t, st;
+    int64_t prefill_min; /* scratch: > 0, used only by a sequence holding no tokens that
+                            prefills at least this many: no memory for it in other calls */
 } attn_buffer_desc;
 
 typedef struct attn_kernel_step {
@@ -171,7 +173,7 @@ _Static_assert(offsetof(attn_kernels, config) == 16, "kernel ABI");
 _Static_assert(sizeof(attn_config) % 8 == 0, "kernel ABI");
 _Static_assert(offsetof(attn_kernels, buffers) == 16 + sizeof(attn_config), "kernel ABI");
 _Static_assert(offsetof(attn_kernels, steps) == 24 + sizeof(attn_config), "kernel ABI");
-_Static_assert(sizeof(attn_buffer_desc) == 48, "kernel ABI");
+_Static_assert(sizeof(attn_buffer_desc) == 56, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_step, phase) == 16 && sizeof(attn_kernel_step) == 24,
                "kernel ABI");
 

@@ -369,7 +369,9 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
 
 /* Scratch bytes[i] of each buffer of a step over total rows: batch
  * buffers for all of them; per-sequence ones for the largest of the n
- * sequences, since sequences take their turns. Returns the sum. */
+ * sequences, since sequences take their turns; a buffer of prefills only
+ * (prefill_min) none unless one of the sequences holds no tokens and
+ * prefills at least that many. Returns the sum. */
 static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int32_t *seqs,
                             const int32_t *n_tokens, size_t *bytes) {
     const attn_kernels *k = c->b->k;
@@ -378,6 +380,11 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
         const attn_buffer_desc *d = &k->buffers[i];
         bytes[i] = 0;
         if (d->role != ATTN_BUF_SCRATCH)
+            continue;
+        bool used = d->prefill_min <= 0;
+        for (int q = 0; q < n && !used; q++)
+            used = n_tokens[q] >= d->prefill_min && held(c, &c->seqs[seqs[q]]) == 0;
+        if (!used)
             continue;
         bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
         for (int q = 0; q < n && d->per_sequence; q++) {

@@ -157,7 +157,7 @@ static void opt_runs_each_pass_alone(void **state) {
  * prints (written when ATTNC_UPDATE_GOLDEN is set). */
 static void opt_hand_written_graphs(void **state) {
     (void)state;
-    const char *cases[] = {"dce_dead_views"};
+    const char *cases[] = {"dce_dead_views", "mla_forms_flash"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char in[1024], want_path[1024], spec[64] = "", passes_line[256] = "";
         snprintf(in, sizeof in, "%s/tests/passes/%s.ir", ATTNC_SOURCE_DIR, cases[i]);
@@ -379,6 +379,29 @@ static void verifier_checks_attributes(void **state) {
     }
 }
 
+/* Gates (mla_absorb's two forms): a gated value is read only by nodes of
+ * its gate or by the by_prefill that takes it; what runs in every call
+ * has none. */
+static void verifier_checks_gates(void **state) {
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        attnc_ctx *ctx = attnc_ctx_new();
+        ir_graph *g = lowered(ctx, "deepseek_v2_lite");
+        switch (i) {
+        case 0: find_op(g, IR_OP_MLA_KEYS)->gate = 64; break; /* the attention reads it always */
+        case 1: find_op(g, IR_OP_CACHE_APPEND)->gate = -64; break;
+        case 2: /* the attention of the other calls */
+            find_op(g, IR_OP_MLA_KEYS)->gate = -64;
+            for (int k = 0; k < g->n_nodes; k++)
+                if (g->nodes[k]->op == IR_OP_QK)
+                    g->nodes[k]->gate = 64;
+            break;
+        }
+        assert_verify_fails(ctx, g, i == 1 ? "cache_append has no gate" : "may not have");
+        attnc_ctx_free(ctx);
+    }
+}
+
 static void verifier_rejects_stale_use_counts_and_bad_operands(void **state) {
     (void)state;
     attnc_ctx *ctx = attnc_ctx_new();
@@ -424,6 +447,7 @@ int main(void) {
         cmocka_unit_test(verifier_rejects_dangling_use),
         cmocka_unit_test(verifier_rejects_use_before_definition),
         cmocka_unit_test(verifier_rejects_stale_use_counts_and_bad_operands),
+        cmocka_unit_test(verifier_checks_gates),
         cmocka_unit_test(verifier_checks_attributes),
         cmocka_unit_test(opt_reads_back_what_ir_prints),
         cmocka_unit_test(opt_runs_each_pass_alone),

@@ -548,6 +548,49 @@ static void long_decode_splits_keys(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Prefills of at least attnc_mla_prefill_tokens into an empty sequence
+ * run the expanded form, every other call the absorbed one (mla_absorb,
+ * by_prefill): the shipped specs' threshold, then one config through
+ * calls on both sides of it: a prefill of N (expanded) and of N - 1
+ * (absorbed), a prefill of N + 3 after one cached token (absorbed), each
+ * followed by decode steps, all == the reference. */
+static void prefill_forms(void **state) {
+    (void)state;
+    const char *shipped[] = {"deepseek_v2_lite", "deepseek_v3", "kimi_k2"};
+    for (int i = 0; i < 3; i++) {
+        attn_config c = load_spec(spec_path(shipped[i]));
+        /* 2L (n + dv) (4 - 1) / (2L - n - dv), L 512, n = dv = 128 */
+        assert_int_equal(attnc_mla_prefill_tokens(&c), 1024);
+    }
+    attn_config none = config_small(4, 4, 16, 64);
+    assert_int_equal(attnc_mla_prefill_tokens(&none), 0);
+
+    char *dir = tmpdir_new();
+    attn_config c = mla_config(6, 48, 0, 40, 8, 8, 6);
+    snprintf(c.name, sizeof c.name, "mla_forms");
+    int64_t N = attnc_mla_prefill_tokens(&c), D = c.d_model;
+    assert_true(N > 2 && N < 200);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);
+    int64_t S = N + 6;
+    float *x = random_floats((size_t)(S * D), 6), *want = ref_run(w, S, x, S);
+    attnc_jit *jit = compile_config(dir, &c, NULL);
+    const int64_t first[] = {N, N - 1, 1};
+    const int64_t then[] = {1, 1, N + 3};
+    for (int i = 0; i < 3; i++) {
+        float *got = jit_run_from(jit, w, S, x, first[i], then[i], 2);
+        double e = rel_err(got, want, (size_t)(S * D));
+        if (!(e < 1e-4))
+            fail_msg("a call of %lld, then calls of %lld: %g", (long long)first[i],
+                     (long long)then[i], e);
+        free(got);
+    }
+    attnc_jit_free(jit);
+    free(x), free(want);
+    attn_weights_free(w);
+    tmpdir_remove(dir);
+}
+
 /* The latent cache forks (copy on write of a shared partial block) and
  * truncates as every cache does: two sequences continuing one prefix,
  * and one rolled back and continued, each == the reference. */
@@ -719,6 +762,7 @@ int main(void) {
         cmocka_unit_test(forks_and_truncation),
         cmocka_unit_test(many_heads),
         cmocka_unit_test(long_decode_splits_keys),
+        cmocka_unit_test(prefill_forms),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test_setup_teardown(compiler_refuses_quantized_weights, cli_fixture_setup,
                                         cli_fixture_teardown),

@@ -153,6 +153,7 @@ typedef struct cg {
     LLVMTypeRef vf, vi; /* <lanes x f32>, <lanes x i32> */
     int n_buffers;      /* buffer pointers loaded at each kernel's entry */
     attn_phase phase;   /* of the kernel being built */
+    int64_t gate;       /* of its node (ir_node.gate): its kernels return at once in other calls */
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
     LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
@@ -167,8 +168,12 @@ typedef struct cg_loop {
     LLVMValueRef phi;
 } cg_loop;
 
-/* Starts kernel `name` for node n: entry block, S/P/T loaded. */
+/* Starts kernel `name` for node n: entry block, S/P/T loaded; with a
+ * gate (c->gate), returns at once in the calls it is off. */
 ATTNC_HIDDEN void cg_kernel_begin(cg *c, const char *name);
+/* i1: the call prefills a sequence holding no tokens with at least
+ * `tokens` new ones (sequence phase). */
+ATTNC_HIDDEN LLVMValueRef cg_prefill_at_least(cg *c, int64_t tokens);
 /* Kernel `name` of the module, declared if not (yet) defined. */
 ATTNC_HIDDEN LLVMValueRef cg_kernel_decl(cg *c, const char *name);
 /* Starts a helper function of the kernel being built (internal, first
@@ -312,6 +317,8 @@ ATTNC_HIDDEN void cg_rope_turn(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueR
 ATTNC_HIDDEN void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_temperature(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);
+/* by_prefill: its chosen operand, copied (cg_copy.c). */
+ATTNC_HIDDEN void cg_emit_by_prefill(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_qk(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_pv(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);

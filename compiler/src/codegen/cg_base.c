@@ -68,6 +68,21 @@ void cg_kernel_begin(cg *c, const char *name) {
     function_begin(c, fn);
     c->ith = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 1), c->i64, "ith");
     c->nth = LLVMBuildZExt(c->b, LLVMGetParam(c->fn, 2), c->i64, "nth");
+    if (!c->gate)
+        return;
+    /* a gated node's kernel: on only in its calls (ir.h) */
+    LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gate_on");
+    LLVMBasicBlockRef off = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gate_off");
+    LLVMValueRef on = cg_prefill_at_least(c, c->gate > 0 ? c->gate : -c->gate);
+    LLVMBuildCondBr(c->b, on, c->gate > 0 ? run : off, c->gate > 0 ? off : run);
+    LLVMPositionBuilderAtEnd(c->b, off);
+    LLVMBuildRetVoid(c->b);
+    LLVMPositionBuilderAtEnd(c->b, run);
+}
+
+LLVMValueRef cg_prefill_at_least(cg *c, int64_t tokens) {
+    return LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, c->S, cg_i64(c, tokens), ""),
+                        LLVMBuildICmp(c->b, LLVMIntEQ, c->P, cg_i64(c, 0), ""), "prefill");
 }
 
 LLVMValueRef cg_helper_begin(cg *c, const char *name, LLVMTypeRef *params, int n) {

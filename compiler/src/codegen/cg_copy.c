@@ -46,6 +46,24 @@ static void append_q8(cg *c, const ir_node *n, LLVMValueRef row, LLVMValueRef h,
     cg_for_end(c, &lb);
 }
 
+void cg_emit_by_prefill(cg *c, const ir_node *n, const char *name) {
+    const ir_node *few = n->args[0], *many = n->args[1];
+    ATTNC_ASSERT(few->dt == many->dt);
+    cg_kernel_begin(c, name);
+    LLVMValueRef lo, hi;
+    cg_share(c, c->S, &lo, &hi);
+    LLVMValueRef take = cg_prefill_at_least(c, n->tokens);
+    cg_loop lt = cg_for(c, lo, hi, "t");
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_dim(c, n->ne[0]), "d");
+    LLVMValueRef p[2] = {ld.i, lt.i};
+    /* only the operand this call computed is read */
+    LLVMValueRef at = LLVMBuildSelect(c->b, take, cg_addr(c, many, p), cg_addr(c, few, p), "");
+    cg_store(c, n->dt, cg_load(c, few->dt, at), cg_addr(c, n, p));
+    cg_for_end(c, &ld);
+    cg_for_end(c, &lt);
+    cg_kernel_end(c);
+}
+
 void cg_emit_copy(cg *c, const ir_node *n, const char *name) {
     const ir_node *x = n->args[0];
     cg_kernel_begin(c, name);

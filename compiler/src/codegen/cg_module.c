@@ -30,6 +30,7 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_MLA_KEYS:
     case IR_OP_MLA_VALUES: cg_emit_mla_expand(c, n, name); break;
     case IR_OP_MLA_OUTPUT: cg_emit_mla_output(c, n, name); break;
+    case IR_OP_BY_PREFILL: cg_emit_by_prefill(c, n, name); break;
     case IR_OP_SCALE:
     case IR_OP_SOFTCAP:
     case IR_OP_ALIBI:
@@ -128,6 +129,7 @@ attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
 
 static void emit_unit(cg *c, const cg_result *r, const cg_unit *u) {
     c->phase = u->phase;
+    c->gate = u->kind != CG_UNIT_PACK && u->n ? u->n->gate : 0;
     switch (u->kind) {
     case CG_UNIT_PACK: cg_emit_pack(c, u->n, u->name); break;
     case CG_UNIT_NODE: emit_node(c, u->n, u->name); break;

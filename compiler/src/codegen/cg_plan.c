@@ -27,7 +27,7 @@ static int add_buffer(cg_plan *p, attn_buf_role role, uint32_t weight, bool per_
                       ir_dim size) {
     ATTNC_ASSERT(p->n_buffers < ATTN_MAX_BUFFERS);
     p->buffers[p->n_buffers] =
-        (attn_buffer_desc){role, weight, per_sequence, 0, size.c, size.s, size.t, size.st};
+        (attn_buffer_desc){role, weight, per_sequence, 0, size.c, size.s, size.t, size.st, 0};
     return p->n_buffers++;
 }
 
@@ -129,6 +129,10 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         bool per_seq = n->op == IR_OP_GQA_EXPAND || n->op == IR_OP_QK || n->op == IR_OP_PV ||
                        n->op == IR_OP_MLA_KEYS || n->op == IR_OP_MLA_VALUES ||
                        n->op == IR_OP_FLASH || (ir_op_flags(n->op) & IR_INPLACE);
+        /* and what runs only in some calls of a sequence (its gate), or
+         * chooses by them */
+        per_seq |= n->op == IR_OP_BY_PREFILL || n->gate != 0;
+        int fresh = p->n_buffers;
         /* cross-attention: what is computed from the memory runs in the
          * memory phase (once per sequence), up to its cache stores */
         bool from_memory = n->op == IR_OP_MEMORY;
@@ -235,12 +239,20 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
                 *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
             p->emit[n->id] = true;
             break;
+        case IR_OP_BY_PREFILL:
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+            p->emit[n->id] = true;
+            break;
         case IR_OP_OUTPUT:
             *v = contiguous(p, n, ATTN_BUF_OUTPUT, BUF_Y);
             p->emit[n->id] = a->buf != BUF_Y; /* a copy, unless already stored there */
             break;
         case IR_OP_COUNT: break;
         }
+        /* what only prefills of `gate` tokens use needs no memory in other calls */
+        for (int b = fresh; n->gate > 0 && b < p->n_buffers; b++)
+            if (p->buffers[b].role == ATTN_BUF_SCRATCH)
+                p->buffers[b].prefill_min = n->gate;
     }
     return ATTNC_OK;
 }

@@ -63,6 +63,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
         bufs[i].role = d->role, bufs[i].weight = d->weight, bufs[i].per_sequence = d->per_sequence;
         bufs[i].load_only = d->load_only; /* else an object's blocks keep unpacked weights */
         bufs[i].c = d->c, bufs[i].s = d->s, bufs[i].t = d->t, bufs[i].st = d->st;
+        bufs[i].prefill_min = d->prefill_min;
     }
     LLVMValueRef buffers =
         bytes_global(mod, llctx, "attn.buffers", bufs, (size_t)res->n_buffers * sizeof bufs[0]);

@@ -376,6 +376,14 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
             set_shape(n, 2, ir_const(H * c->mla_v_head_dim), S, z);
         return true;
     }
+    case IR_OP_BY_PREFILL:
+        if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || !ir_dim_eq(b->ne[1], S) ||
+            a->dt != b->dt)
+            return WHY("operands %%%d, %%%d are not both [m, S] of one dtype", a->id, b->id);
+        set_shape(n, 2, a->ne[0], S, z);
+        return true;
     case IR_OP_OUTPUT:
         if (!want_ndim(a, 2, why, why_len))
             return false;

@@ -14,7 +14,8 @@ enum { IR_VIEW = 1, IR_EFFECT = 2, IR_INPLACE = 4 };
 /* The attributes of an op (ir_ops.def's last column), by the ir_node
  * fields they name: WEIGHT weight; CACHE cache; SLICE offset, cols; SCALE
  * scale; SCALE_COLS scale_cols; EPILOGUE rope_cols, to_cache, cache_col;
- * FUSED fused; SOFTCAP softcap; MASKS causal, alibi; SPLIT split_tokens. */
+ * FUSED fused; SOFTCAP softcap; MASKS causal, alibi; SPLIT split_tokens;
+ * TOKENS tokens. Every op that computes may also have a gate. */
 enum {
     IR_A_WEIGHT = 1 << 0,
     IR_A_CACHE = 1 << 1,
@@ -26,6 +27,7 @@ enum {
     IR_A_SOFTCAP = 1 << 7,
     IR_A_MASKS = 1 << 8,
     IR_A_SPLIT = 1 << 9,
+    IR_A_TOKENS = 1 << 10,
 };
 
 typedef enum ir_op {
@@ -74,6 +76,14 @@ struct ir_node {
     bool alibi;           /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
     int64_t split_tokens; /* FLASH: calls with at most this many new tokens split the keys
                              into chunks computed apart and merged (decode_split); 0 = never */
+    int64_t tokens;       /* BY_PREFILL: prefills of at least this many tokens take operand 1 */
+    /* any op that computes, and views of such values: > 0, the node runs
+     * only in the calls that prefill a sequence holding no tokens with at
+     * least `gate` new ones (those by_prefill tokens=gate takes operand 1
+     * in); < 0, only in all other calls (of by_prefill tokens=-gate); 0,
+     * always. Its value is read only by nodes of its gate, or by the
+     * by_prefill that takes it (ir_verify). */
+    int64_t gate;
 };
 
 typedef struct ir_graph {

@@ -129,6 +129,14 @@ static bool int_value(const char *v, const char *end, int64_t *out) {
  * skipped. */
 static bool attribute(ir_node *n, const char *w, size_t len) {
     const char *end = w + len, *v;
+    for (int k = 0; k < 2; k++) /* the gate, of any op (ir_verify checks where) */
+        if ((v = value_of(w, len, k ? "unless_prefill>" : "when_prefill>"))) {
+            int64_t at;
+            if (!int_value(v, end, &at) || at < 1)
+                return false;
+            n->gate = k ? -at : at;
+            return true;
+        }
     switch (n->op) {
     case IR_OP_WEIGHT: {
         char name[64];
@@ -180,6 +188,7 @@ static bool attribute(ir_node *n, const char *w, size_t len) {
         return value_of(w, len, "window") || value_of(w, len, "chunk") || value_of(w, len, "group");
     case IR_OP_QK:
     case IR_OP_PV: return value_of(w, len, "group") != NULL;
+    case IR_OP_BY_PREFILL: return (v = value_of(w, len, "tokens")) && int_value(v, end, &n->tokens);
     case IR_OP_MASK:
         return word_is(w, len, "causal") || value_of(w, len, "window") || value_of(w, len, "chunk");
     case IR_OP_ROPE:

@@ -4,6 +4,7 @@
  * the line:col of the spec key each node comes from. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -151,7 +152,10 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_MLA_OUTPUT:
     case IR_OP_OUTPUT:
     case IR_OP_COUNT: break;
+    case IR_OP_BY_PREFILL: put(t, " tokens=%lld", (long long)n->tokens); break;
     }
+    if (n->gate)
+        put(t, " %s_prefill>=%lld", n->gate > 0 ? "when" : "unless", (long long)llabs(n->gate));
 }
 
 char *ir_print(ir_graph *g) {

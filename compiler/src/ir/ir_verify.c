@@ -35,6 +35,7 @@ static bool bad_attribute(const ir_node *n, char *why, size_t size) {
         {IR_A_SOFTCAP, n->softcap != 0, "softcap"},
         {IR_A_MASKS, n->causal || n->alibi, "causal/alibi"},
         {IR_A_SPLIT, n->split_tokens != 0, "split_tokens"},
+        {IR_A_TOKENS, n->tokens != 0, "tokens"},
     };
     for (size_t i = 0; i < sizeof has / sizeof has[0]; i++)
         if (has[i].set && !(a & has[i].attr)) {
@@ -42,8 +43,17 @@ static bool bad_attribute(const ir_node *n, char *why, size_t size) {
                      has[i].name, ir_op_name(n->op));
             return true;
         }
+    /* what runs once for every call, or is the call's own, has no gate */
+    ir_op always[] = {IR_OP_INPUT,        IR_OP_MEMORY, IR_OP_WEIGHT,    IR_OP_ROPE_TABLE,
+                      IR_OP_CACHE_APPEND, IR_OP_OUTPUT, IR_OP_BY_PREFILL};
+    for (size_t i = 0; n->gate && i < sizeof always / sizeof always[0]; i++)
+        if (n->op == always[i]) {
+            snprintf(why, size, "%s has no gate", ir_op_name(n->op));
+            return true;
+        }
     bool ok = true;
     switch (n->op) {
+    case IR_OP_BY_PREFILL: ok = n->tokens >= 1; break;
     case IR_OP_WEIGHT: ok = n->weight >= 0 && n->weight < ATTN_WEIGHT_COUNT; break;
     case IR_OP_CACHE_APPEND: ok = n->cache == 0 || n->cache == 1; break;
     case IR_OP_SLICE: ok = n->offset >= 0 && n->cols >= 1; break;
@@ -62,6 +72,24 @@ static bool bad_attribute(const ir_node *n, char *why, size_t size) {
     if (!ok)
         snprintf(why, size, "an attribute is out of range");
     return !ok;
+}
+
+/* Why n reads a gated value in calls that do not compute it: a gated
+ * operand is read only by nodes of its gate, or by a by_prefill as the
+ * operand it takes in that operand's calls. */
+static bool bad_gates(const ir_node *n, char *why, size_t size) {
+    for (int j = 0; j < n->nargs; j++) {
+        int64_t g = n->args[j]->gate;
+        bool ok = !g || g == n->gate;
+        if (n->op == IR_OP_BY_PREFILL)
+            ok = !g || g == (j ? n->tokens : -n->tokens);
+        if (!ok) {
+            snprintf(why, size, "operand %%%d runs only in %s prefills of %lld tokens or more",
+                     n->args[j]->id, g > 0 ? "the" : "calls other than", (long long)llabs(g));
+            return true;
+        }
+    }
+    return false;
 }
 
 attnc_status ir_verify(ir_graph *g) {
@@ -100,6 +128,10 @@ attnc_status ir_verify(ir_graph *g) {
         if (!args_ok)
             continue;
         char why[256];
+        if (bad_gates(n, why, sizeof why)) {
+            broken(g, n, "reads a value its calls may not have", why);
+            continue;
+        }
         if (bad_attribute(n, why, sizeof why)) {
             broken(g, n, "bad attributes", why);
             continue;

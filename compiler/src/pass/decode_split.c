@@ -30,7 +30,8 @@ attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     (void)ctx;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *f = g->nodes[i];
-        if (f->dead || f->op != IR_OP_FLASH || f->split_tokens)
+        /* a flash of long prefills only (mla_absorb) never has few tokens */
+        if (f->dead || f->op != IR_OP_FLASH || f->split_tokens || f->gate > 0)
             continue;
         int64_t n = SPLIT_STACK_BYTES / (g->cfg.heads * g->cfg.head_dim * 8);
         if (g->cfg.mla_kv_lora_rank > 0) {

@@ -46,6 +46,11 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         if (s->op != IR_OP_QK || s->n_uses != 1)
             continue;
         chain[n++] = s;
+        bool one_gate = true; /* the chain runs in the same calls (mla_absorb) */
+        for (int j = 0; j < n; j++)
+            one_gate &= chain[j]->gate == pv->gate;
+        if (!one_gate)
+            continue;
         ir_node *args[4] = {s->args[0], s->args[1], pv->args[1], sinks};
         ir_node *f = ir_new(g, IR_OP_FLASH, args, sinks ? 4 : 3, pv->loc);
         if (!f)
@@ -54,6 +59,7 @@ attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         f->softcap = cap;
         f->causal = causal;
         f->alibi = alibi;
+        f->gate = pv->gate;
         if (!ir_insert(g, f, pv))
             return diag_first_code(ctx);
         ir_replace_uses(g, pv, f);

@@ -7,8 +7,9 @@
 
 static const attnc_pass pipeline[] = {
     {"mla_absorb",
-     "multi-head latent attention scores the cached latent itself: queries go into latent space, "
-     "outputs come out of it; no per-head K or V",
+     "multi-head latent attention scores the cached latent itself (queries go into latent space, "
+     "outputs come out of it; no per-head K or V) in all calls but long prefills into an empty "
+     "sequence, which keep the expanded form",
      pass_mla_absorb},
     {"fuse_qkv", "q, k and v projections become one linear over packed weights", pass_fuse_qkv},
     {"fold_scale", "the score scale moves into the q projection's epilogue", pass_fold_scale},
