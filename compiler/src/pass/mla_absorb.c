@@ -33,11 +33,16 @@
 #include "attnc.h"
 #include "pass/pass.h"
 
-/* The expansion's cost per flop against the flash kernel's, measured:
- * deepseek_v2_lite prefill core, the two forms equal at 1024 tokens
- * (98.5 against 98.3 ms, AMD EPYC Zen 4, 2 threads): 2L(n + dv)(e - 1)
- * / (2L - n - dv) = 1024 gives e = 4. */
-enum { MLA_EXPAND_COST = 4 };
+/* e, the expansion's cost per flop against the absorbed form's products
+ * with kv_b_proj (mla_query, mla_output), measured: both forms of the
+ * deepseek_v2_lite block (prefill into an empty cache, AMD EPYC Zen 4, 2
+ * threads, medians) are equal between 8 and 16 tokens (8: 2.20 ms
+ * absorbed against 2.33 expanded; 16: 3.51 against 3.18; 64: 12.5
+ * against 10.4; deepseek_v3 64: 152.6 against 129.5), so 2L(n + dv)(e -
+ * 1) / (2L - n - dv) = 341 (e - 1) is about 16: e = 1.05. (With the
+ * expansion as dot products of one row and one key, e was 4: equal at
+ * 1024 tokens.) */
+static const double mla_expand_cost = 1.05;
 
 int64_t attnc_mla_prefill_tokens(const attn_config *c) {
     if (c->mla_kv_lora_rank <= 0)
@@ -49,7 +54,7 @@ int64_t attnc_mla_prefill_tokens(const attn_config *c) {
     double gain = 2 * L - nv;
     if (gain <= 0) /* expanded attention costs no less: the expansion's cost decides alone */
         return 1;
-    double n = ceil(2 * L * nv * (MLA_EXPAND_COST - 1) / gain);
+    double n = ceil(2 * L * nv * (mla_expand_cost - 1) / gain);
     return n < 1 ? 1 : n > (double)INT32_MAX ? INT32_MAX : (int64_t)n;
 }
 
