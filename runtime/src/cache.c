@@ -389,6 +389,8 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
         bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
         for (int q = 0; q < n && d->per_sequence; q++) {
             int64_t S = n_tokens[q];
+            if (d->prefill_min > 0 && (S < d->prefill_min || held(c, &c->seqs[seqs[q]]) > 0))
+                continue; /* not this sequence's call */
             size_t sz = buf_bytes(d, S, visible_keys(c, held(c, &c->seqs[seqs[q]]), S));
             bytes[i] = sz > bytes[i] ? sz : bytes[i];
         }

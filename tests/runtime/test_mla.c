@@ -553,7 +553,8 @@ static void long_decode_splits_keys(void **state) {
  * by_prefill): the shipped specs' threshold, then one config through
  * calls on both sides of it: a prefill of N (expanded) and of N - 1
  * (absorbed), a prefill of N + 3 after one cached token (absorbed), each
- * followed by decode steps, all == the reference. */
+ * followed by decode steps, and a batch of a decode and a prefill into an
+ * empty sequence (one form each), all == the reference. */
 static void prefill_forms(void **state) {
     (void)state;
     const char *shipped[] = {"deepseek_v2_lite", "deepseek_v3", "kimi_k2"};
@@ -585,6 +586,35 @@ static void prefill_forms(void **state) {
                      (long long)then[i], e);
         free(got);
     }
+    /* one batch: sequence 0 decodes a token after N + 6 cached, sequence
+     * 1 prefills N + 6 into nothing (expanded) while 0 runs absorbed */
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = 2;
+    attn_block *b;
+    attn_cache *cache;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, 4 * S, &cache), ATTN_OK);
+    int32_t seq[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(attn_seq_new(cache, &seq[i]), ATTN_OK);
+    float *y = malloc((size_t)((2 * S) * D) * sizeof *y);
+    int32_t n0 = (int32_t)(S - 1);
+    assert_int_equal(attn_forward(b, cache, 1, &seq[0], &n0, x, y), ATTN_OK);
+    /* x for the batch: sequence 0's last token, then all of sequence 1's */
+    float *xb = malloc((size_t)((S + 1) * D) * sizeof *xb);
+    memcpy(xb, x + (S - 1) * D, (size_t)D * sizeof *xb);
+    memcpy(xb + D, x, (size_t)(S * D) * sizeof *xb);
+    int32_t nb[2] = {1, (int32_t)S};
+    assert_int_equal(attn_forward(b, cache, 2, seq, nb, xb, y), ATTN_OK);
+    double e0 = rel_err(y, want + (S - 1) * D, (size_t)D);
+    double e1 = rel_err(y + D, want, (size_t)(S * D));
+    if (!(e0 < 1e-4) || !(e1 < 1e-4))
+        fail_msg("batch of a decode and a prefill: %g, %g", e0, e1);
+    free(xb), free(y);
+    attn_cache_free(cache);
+    attn_block_free(b);
+
     attnc_jit_free(jit);
     free(x), free(want);
     attn_weights_free(w);
