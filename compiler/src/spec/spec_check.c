@@ -791,8 +791,10 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     if (heads_ok && kv_ok && c.heads % c.kv_groups != 0)
         err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads, kv_key,
             (long long)c.kv_groups);
-    if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM)
-        err(ck, val[SPEC_K_HEAD_DIM]->loc, "heads * head_dim (%lld) exceeds the limit %d",
+    if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM) /* mla: no head_dim key */
+        err(ck, mla ? val[SPEC_K_HEADS]->loc : val[SPEC_K_HEAD_DIM]->loc,
+            "heads * %s (%lld) exceeds the limit %d",
+            mla ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)" : "head_dim",
             (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
 
     if (val[SPEC_K_D_MODEL])
