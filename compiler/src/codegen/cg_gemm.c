@@ -7,7 +7,10 @@
  *
  * Packing (load phase, once): W [N, K] becomes np panels of nr = 2 * lanes
  * output columns, laid out [panel][k][nr], in the weights' dtype (f16 and
- * bf16 are widened to f32 in registers: exactly). A panel's first vector holds
+ * bf16 are widened to f32 in registers: exactly; bf16's two vectors of a
+ * k interleaved, so that one load of 32-bit lanes holds the first
+ * vector's weights in their low halves and the second's in their high
+ * halves: a shift and a mask widen them, with no shuffle). A panel's first vector holds
  * columns c0.. and its second c1.. (lanes each): c1 = c0 + lanes, except
  * in rotated heads of the `half` style, where c1 = c0 + rotary_dim / 2 so
  * that the pairs RoPE turns meet in the same lanes of two registers. Past
@@ -238,12 +241,19 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""), lk.i, "");
         LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
         v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
+        LLVMValueRef at_k = ll.i;
+        if (dt == ATTN_DTYPE_BF16) /* lane i of the first vector at 2i, of the second at 2i + 1 */
+            at_k =
+                LLVMBuildAdd(c->b,
+                             LLVMBuildMul(c->b, LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""),
+                                          cg_i64(c, 2), ""),
+                             LLVMBuildZExt(c->b, second, c->i64, ""), "");
         LLVMValueRef to = LLVMBuildAdd(
             c->b,
             LLVMBuildMul(
                 c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
                 cg_i64(c, gm.nr), ""),
-            ll.i, "");
+            at_k, "");
         cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
         cg_for_end(c, &lk);
     }
@@ -462,10 +472,20 @@ static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype
     LLVMValueRef wk = LLVMBuildMul(c->b, l.i, cg_i64(c, gm->nr), "");
     memcpy(next, l.acc, (size_t)(2 * R * npan) * sizeof *next);
     for (int pp = 0; pp < npan; pp++) {
-        LLVMValueRef b[2] = {
-            cg_vload(c, wdt, cg_gep(c, wet, w[pp], wk)),
-            cg_vload(c, wdt,
-                     cg_gep(c, wet, w[pp], LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")))};
+        LLVMValueRef b[2];
+        if (wdt == ATTN_DTYPE_BF16) { /* interleaved (the packing): low halves, high halves */
+            LLVMValueRef v = LLVMBuildLoad2(c->b, c->vi, cg_gep(c, wet, w[pp], wk), "");
+            LLVMSetAlignment(v, 2);
+            LLVMValueRef hi16 = cg_splat(c, LLVMConstInt(c->i32, 0xffff0000u, false));
+            b[0] = LLVMBuildBitCast(
+                c->b, LLVMBuildShl(c->b, v, cg_splat(c, LLVMConstInt(c->i32, 16, false)), ""),
+                c->vf, "");
+            b[1] = LLVMBuildBitCast(c->b, LLVMBuildAnd(c->b, v, hi16, ""), c->vf, "");
+        } else {
+            b[0] = cg_vload(c, wdt, cg_gep(c, wet, w[pp], wk));
+            b[1] = cg_vload(
+                c, wdt, cg_gep(c, wet, w[pp], LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
+        }
         fma_rows(c, gm, R, direct, x0, l.i, b, next + pp * 2 * R);
     }
     cg_acc_loop_end(c, &l, kn, init, next);
