@@ -367,6 +367,13 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
     }
 }
 
+/* Whether a sequence holding P tokens runs the steps of buffer d in a
+ * call of S new tokens: all of them, but a buffer of prefills only
+ * (prefill_min) in prefills of at least that many into no tokens. */
+static bool runs(const attn_buffer_desc *d, int64_t S, int64_t P) {
+    return d->prefill_min <= 0 || (S >= d->prefill_min && P == 0);
+}
+
 /* Scratch bytes[i] of each buffer of a step over total rows: batch
  * buffers for all of them; per-sequence ones for the largest of the n
  * sequences, since sequences take their turns; a buffer of prefills only
@@ -383,15 +390,15 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
             continue;
         bool used = d->prefill_min <= 0;
         for (int q = 0; q < n && !used; q++)
-            used = n_tokens[q] >= d->prefill_min && held(c, &c->seqs[seqs[q]]) == 0;
+            used = runs(d, n_tokens[q], held(c, &c->seqs[seqs[q]]));
         if (!used)
             continue;
         bytes[i] = d->per_sequence ? 0 : buf_bytes(d, total, 0);
         for (int q = 0; q < n && d->per_sequence; q++) {
-            int64_t S = n_tokens[q];
-            if (d->prefill_min > 0 && (S < d->prefill_min || held(c, &c->seqs[seqs[q]]) > 0))
+            int64_t S = n_tokens[q], P = held(c, &c->seqs[seqs[q]]);
+            if (!runs(d, S, P))
                 continue; /* not this sequence's call */
-            size_t sz = buf_bytes(d, S, visible_keys(c, held(c, &c->seqs[seqs[q]]), S));
+            size_t sz = buf_bytes(d, S, visible_keys(c, P, S));
             bytes[i] = sz > bytes[i] ? sz : bytes[i];
         }
         sum += bytes[i];

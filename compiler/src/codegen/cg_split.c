@@ -33,7 +33,7 @@
 #include "codegen/cg.h"
 
 enum {
-    SPLIT_CHUNKS = 16,
+    SPLIT_CHUNKS = IR_SPLIT_CHUNKS,
     SPLIT_MIN_KEYS = 64,
     SPLIT_MIN_KEYS_FLASH = 512,               /* chunks of the flash kernel's items (design.md) */
     SPLIT_ROWS = 4,                           /* query rows of a K/V head computed together */

@@ -11,6 +11,10 @@
 
 enum { IR_VIEW = 1, IR_EFFECT = 2, IR_INPLACE = 4 };
 
+/* The most chunks a split flash (split_tokens) cuts its keys into:
+ * cg_split.c cuts by it, decode_split bounds the partials' size by it. */
+enum { IR_SPLIT_CHUNKS = 16 };
+
 /* The attributes of an op (ir_ops.def's last column), by the ir_node
  * fields they name: WEIGHT weight; CACHE cache; SLICE offset, cols; SCALE
  * scale; SCALE_COLS scale_cols; EPILOGUE rope_cols, to_cache, cache_col;

@@ -23,7 +23,6 @@ enum {
     SPLIT_MAX_TOKENS = 8,
     SPLIT_STACK_BYTES = 256 * 1024,
     SPLIT_PARTS_BYTES = 4 << 20,
-    SPLIT_CHUNKS = 16 /* at most: cg_split.c */
 };
 
 attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
@@ -35,7 +34,7 @@ attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
             continue;
         int64_t n = SPLIT_STACK_BYTES / (g->cfg.heads * g->cfg.head_dim * 8);
         if (g->cfg.mla_kv_lora_rank > 0) {
-            n = SPLIT_PARTS_BYTES / (SPLIT_CHUNKS * g->cfg.heads * (f->ne[0].c + 2) * 4);
+            n = SPLIT_PARTS_BYTES / (IR_SPLIT_CHUNKS * g->cfg.heads * (f->ne[0].c + 2) * 4);
             n = n < 1 ? 1 : n;
         }
         f->split_tokens = n < SPLIT_MAX_TOKENS ? n : SPLIT_MAX_TOKENS;
