@@ -60,9 +60,13 @@ int main(int argc, char **argv) {
         return die("PROMPT_TOKENS", "expected 1..4096");
 
     attnc_jit *jit = NULL;
-    char *err = NULL;
-    if (attnc_jit_compile_file(argv[1], NULL, &jit, &err) != ATTNC_OK)
-        return die(argv[1], err ? err : "compilation failed");
+    attnc_ctx *ctx = attnc_ctx_new();
+    char err[2048];
+    attnc_status cst = attnc_jit_compile_file(ctx, argv[1], NULL, &jit);
+    attnc_diag_text(ctx, err, sizeof err); /* every diagnostic, file:line:col */
+    attnc_ctx_free(ctx);
+    if (cst != ATTNC_OK)
+        return die(argv[1], err[0] ? err : attnc_status_str(cst));
     const attn_kernels *k = attnc_jit_kernels(jit);
     const attn_config *cfg = &k->config;
     int64_t D = cfg->d_model, longest = prompt + STEPS;

@@ -42,10 +42,13 @@ static rank_block open_block(const char *spec, const char *weights, int64_t inde
     rank_block r = {0};
     attnc_options o = attnc_options_default();
     o.shard_index = index, o.shard_count = count;
-    char *err = NULL;
-    if (attnc_jit_compile_file(spec, &o, &r.jit, &err) != ATTNC_OK)
-        die("compile", err ? err : "?");
-    free(err);
+    attnc_ctx *ctx = attnc_ctx_new();
+    char err[2048];
+    attnc_status cst = attnc_jit_compile_file(ctx, spec, &o, &r.jit);
+    attnc_diag_text(ctx, err, sizeof err);
+    attnc_ctx_free(ctx);
+    if (cst != ATTNC_OK)
+        die("compile", err[0] ? err : attnc_status_str(cst));
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = threads;
     bo.shard_index = index, bo.shard_count = count;

@@ -147,11 +147,12 @@ static int cpu_runs_here(const char *cmd, const char *cpu) {
         return EXIT_OK;
     attnc_options o = attnc_options_default();
     o.cpu = cpu;
-    char name[128], *msg = NULL, list[512];
+    char name[128], list[512];
     uint32_t need;
-    attnc_status cst = attnc_target_cpu(&o, name, sizeof name, &need, &msg);
-    if (cst != ATTNC_OK)
-        return compile_error(cst, msg);
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(cx, attnc_target_cpu(cx, &o, name, sizeof name, &need));
+    if (rc != EXIT_OK)
+        return rc;
     uint32_t missing = need & ~attn_cpu_features();
     if (!missing)
         return EXIT_OK;
@@ -163,13 +164,12 @@ static int cpu_runs_here(const char *cmd, const char *cpu) {
 
 static int probes_open(int threads, const char *cpu, probes *p) {
     *p = (probes){.threads = threads};
-    char *msg = NULL;
     attnc_options o = attnc_options_default();
     o.cpu = cpu;
-    attnc_status cst = attnc_probes_compile_for(&o, &p->jit, &p->pr, &msg);
-    if (cst != ATTNC_OK)
-        return compile_error(cst, msg);
-    free(msg);
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(cx, attnc_probes_compile_for(cx, &o, &p->jit, &p->pr));
+    if (rc != EXIT_OK)
+        return rc;
     if (posix_memalign((void **)&p->data, 2 << 20, PROBE_FLOATS * sizeof *p->data)) {
         p->data = NULL;
         probes_close(p);
@@ -472,11 +472,10 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     o.no_cache = b->no_cache;
     o.cpu = b->cpu;
     o.shard_index = b->shard.shard_index, o.shard_count = b->shard.shard_count;
-    char *msg = NULL;
-    attnc_status cst = attnc_jit_compile_file(b->compiled, &o, &r->jit, &msg);
-    if (cst != ATTNC_OK)
-        return compile_error(cst, msg);
-    compile_warnings(msg);
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(cx, attnc_jit_compile_file(cx, b->compiled, &o, &r->jit));
+    if (rc != EXIT_OK)
+        return rc;
     r->compile = attnc_jit_timings(r->jit);
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = b->threads;

@@ -45,14 +45,11 @@ int cmd_cache(int argc, char **argv) {
         return EXIT_INPUT;
     }
     attnc_cache_stats st;
-    char *err = NULL;
-    attnc_status s =
-        info ? attnc_cache_stats_get(dir, &st, &err) : attnc_cache_clear(dir, &st, &err);
-    if (s != ATTNC_OK) {
-        fprintf(stderr, "attnc: error: %s", err ? err : "cache: out of memory\n");
-        free(err);
-        return s == ATTNC_E_NOMEM ? EXIT_INTERNAL : EXIT_INPUT;
-    }
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(cx, info ? attnc_cache_stats_get(cx, dir, &st)
+                                     : attnc_cache_clear(cx, dir, &st));
+    if (rc != EXIT_OK)
+        return rc;
     if (info)
         printf("path: %s\nentries: %llu\nbytes: %llu\n", dir, (unsigned long long)st.entries,
                (unsigned long long)st.bytes);

@@ -76,15 +76,15 @@ int cmd_compile(int argc, char **argv) {
     o.disabled_passes = disabled;
     o.n_disabled_passes = n_disabled;
     o.no_cache = no_cache != NULL;
-    char *err = NULL;
-    attnc_status st = attnc_compile_file(pos[0], &o, (attnc_emit_kind)kind, output, header, &err);
-    if (st != ATTNC_OK)
-        return compile_error(st, err);
-    compile_warnings(err);
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(
+        cx, attnc_compile_file(cx, pos[0], &o, (attnc_emit_kind)kind, output, header));
+    if (rc != EXIT_OK)
+        return rc;
     printf("wrote %s%s%s\n", output, header ? " and " : "", header ? header : "");
     char cpu[128], names[512];
     uint32_t features;
-    if (!o.cpu && !o.target && attnc_target_cpu(&o, cpu, sizeof cpu, &features, NULL) == ATTNC_OK) {
+    if (!o.cpu && !o.target && attnc_target_cpu(NULL, &o, cpu, sizeof cpu, &features) == ATTNC_OK) {
         attn_cpu_feature_names(features, names, sizeof names);
         printf("for this machine's CPU, %s: the code needs %s; a CPU without them refuses "
                "it (%s)\n",

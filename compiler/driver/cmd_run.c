@@ -222,13 +222,9 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if (use_jit) {
-        char *msg = NULL;
-        attnc_status cst = attnc_jit_compile_file(pos[0], &o, &e.jit, &msg);
-        if (cst != ATTNC_OK) {
-            rc = compile_error(cst, msg);
+        attnc_ctx *cx = attnc_ctx_new();
+        if ((rc = compile_report(cx, attnc_jit_compile_file(cx, pos[0], &o, &e.jit))) != EXIT_OK)
             goto done;
-        }
-        compile_warnings(msg);
         if (verbose) {
             attnc_timings t = attnc_jit_timings(e.jit);
             print_timings(&t);

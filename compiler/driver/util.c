@@ -205,15 +205,10 @@ const char *cache_result_name(attnc_cache_result r) {
     return (unsigned)r < ATTNC_CACHE_RESULT_COUNT ? names[r] : "?";
 }
 
-void compile_warnings(char *msg) {
-    if (msg)
-        fputs(msg, stderr);
-    free(msg);
-}
-
-int compile_error(attnc_status st, char *msg) {
-    fputs(msg ? msg : "attnc: error: compilation failed\n", stderr);
-    free(msg);
-    return st == ATTNC_E_IO || st == ATTNC_E_YAML || st == ATTNC_E_SPEC ? EXIT_INPUT
-                                                                        : EXIT_INTERNAL;
+int compile_report(attnc_ctx *ctx, attnc_status st) {
+    if (st != ATTNC_OK && !attnc_diag_count(ctx)) /* no context, or out of memory */
+        fprintf(stderr, "attnc: error: %s\n", attnc_status_str(st));
+    int rc = print_diags(ctx, st);
+    attnc_ctx_free(ctx);
+    return rc;
 }

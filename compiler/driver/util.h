@@ -47,13 +47,9 @@ int load_spec(const char *path, attn_config *cfg);
  * one (exit 2 with the reason when the spec cannot be sharded so). */
 int load_spec_shard(const char *path, const attnc_options *o, attn_config *cfg);
 
-/* Prints (and frees) the message of a failed compile (JIT or object); the exit code
- * for st: 2 for a bad spec or file, 3 otherwise. */
-int compile_error(attnc_status st, char *msg);
-
-/* Prints (and frees) the warnings a successful compile returned in msg
- * (NULL: none). */
-void compile_warnings(char *msg);
+/* After a call of the compiler library with ctx (which may be NULL; it is
+ * freed): print_diags, with the status's name when ctx holds no reason. */
+int compile_report(attnc_ctx *ctx, attnc_status st);
 /* "off", "miss" or "hit". */
 const char *cache_result_name(attnc_cache_result r);
 

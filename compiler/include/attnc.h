@@ -2,7 +2,15 @@
  * diagnostic and all memory of one compilation; the spec comes out as the
  * runtime's plain attn_config (attn.h), the one type the two share.
  * Contexts are independent: distinct contexts may be used from distinct
- * threads at once; one context is never shared between threads. */
+ * threads at once; one context is never shared between threads.
+ *
+ * Errors, as in the runtime: every call that can fail returns a status
+ * (ATTNC_OK or the first error's code) and tells why in a place the caller
+ * owns, here the context's diagnostics (the runtime's is an attn_msg).
+ * Calls that return nothing living in the context (compiling, the target,
+ * the kernel cache, the probes) accept a NULL context when the status is
+ * all the caller needs. Warnings (a damaged cache entry rebuilt) are
+ * diagnostics of a call that succeeded. */
 #ifndef ATTNC_H
 #define ATTNC_H
 
@@ -76,6 +84,10 @@ ATTNC_API const attnc_diag *attnc_diag_get(const attnc_ctx *ctx, size_t i);
 /* Renders d as "file:line:col: error: msg" (parts that are unknown are
  * left out) into buf like snprintf; returns the full length. */
 ATTNC_API int attnc_diag_format(const attnc_diag *d, char *buf, size_t n);
+/* Every diagnostic of ctx, formatted as attnc_diag_format does, one a line
+ * each ending in '\n', into buf like snprintf ("" with none or a NULL
+ * ctx); returns the full length. */
+ATTNC_API int attnc_diag_text(const attnc_ctx *ctx, char *buf, size_t n);
 /* Of the n words in known, the one nearest to word (edit distance, case
  * of word ignored) if it is close enough to be a typo of it (2 edits for
  * words under 6 characters, a third of the length + 1 beyond), else
@@ -159,18 +171,17 @@ typedef enum attnc_emit_kind {
  * options as a comment). Both are written to temporary files renamed on
  * success: on failure neither exists (or an old one is untouched). The
  * same spec, target and options give byte-identical files (from the
- * kernel cache when it holds them). *error as for attnc_jit_compile_file. */
-ATTNC_API attnc_status attnc_compile_file(const char *spec_path, const attnc_options *opt,
-                                          attnc_emit_kind kind, const char *out_path,
-                                          const char *header_path, char **error);
+ * kernel cache when it holds them). */
+ATTNC_API attnc_status attnc_compile_file(attnc_ctx *ctx, const char *spec_path,
+                                          const attnc_options *opt, attnc_emit_kind kind,
+                                          const char *out_path, const char *header_path);
 
 /* The CPU that code compiled with opt targets (opt->cpu; this host's when
  * it and opt->target are NULL; else the target's generic CPU) into cpu[n],
  * and the ATTN_CPU_* features (attn_kernels.h) that code may use: what
- * the kernel table records and attn_block_new checks on the running CPU.
- * *error as for attnc_jit_compile_file. */
-ATTNC_API attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n,
-                                        uint32_t *features, char **error);
+ * the kernel table records and attn_block_new checks on the running CPU. */
+ATTNC_API attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu,
+                                        size_t n, uint32_t *features);
 
 /* ---- JIT ------------------------------------------------------------------ */
 
@@ -203,14 +214,13 @@ typedef struct attnc_timings {
 } attnc_timings;
 
 /* Compiles a spec into kernels in memory for this process (or loads them
- * from the kernel cache, see attnc_options). On failure *error gets a
- * malloc'd message (every diagnostic, one a line; caller frees) and *out
- * is untouched; on success *error is NULL or holds warnings (a damaged
- * cache entry rebuilt, an unwritable cache directory), also malloc'd.
+ * from the kernel cache, see attnc_options). On failure *out is untouched;
+ * on success ctx may hold warnings (a damaged cache entry rebuilt, an
+ * unwritable cache directory). The kernels outlive ctx.
  * Thread-safe: compiles from several threads and processes may run at
  * once (LLVM's shared steps are serialized inside). */
-ATTNC_API attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *opt,
-                                              attnc_jit **out, char **error);
+ATTNC_API attnc_status attnc_jit_compile_file(attnc_ctx *ctx, const char *spec_path,
+                                              const attnc_options *opt, attnc_jit **out);
 /* The kernel table; valid until attnc_jit_free. */
 ATTNC_API const attn_kernels *attnc_jit_kernels(const attnc_jit *jit);
 ATTNC_API attnc_timings attnc_jit_timings(const attnc_jit *jit);
@@ -228,13 +238,14 @@ typedef struct attnc_cache_stats {
     uint64_t bytes;   /* their size on disk */
 } attnc_cache_stats;
 
-/* The entries of cache directory dir (a missing directory holds none).
- * *error as for attnc_jit_compile_file. */
-ATTNC_API attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out, char **error);
+/* The entries of cache directory dir (a missing directory holds none). */
+ATTNC_API attnc_status attnc_cache_stats_get(attnc_ctx *ctx, const char *dir,
+                                             attnc_cache_stats *out);
 /* Removes every entry of dir (and temporary files left by killed
  * compiles); *removed (may be NULL) gets what was removed. Safe while
  * other processes compile: they miss and store anew. */
-ATTNC_API attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed, char **error);
+ATTNC_API attnc_status attnc_cache_clear(attnc_ctx *ctx, const char *dir,
+                                         attnc_cache_stats *removed);
 
 /* Probes of this machine's limits, compiled for the host as the kernels
  * are (`attnc roofline` times them on every thread):
@@ -251,13 +262,13 @@ typedef struct attnc_probes {
 } attnc_probes;
 
 /* The probes live in *jit until attnc_jit_free (whose kernel table is
- * then empty). *error as for attnc_jit_compile_file. */
-ATTNC_API attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error);
+ * then empty). */
+ATTNC_API attnc_status attnc_probes_compile(attnc_ctx *ctx, attnc_jit **jit, attnc_probes *out);
 /* The same compiled for opt's CPU and features (opt->target must be NULL:
  * they run here; the caller checks that this CPU has the features,
  * attnc_target_cpu). */
-ATTNC_API attnc_status attnc_probes_compile_for(const attnc_options *opt, attnc_jit **jit,
-                                                attnc_probes *out, char **error);
+ATTNC_API attnc_status attnc_probes_compile_for(attnc_ctx *ctx, const attnc_options *opt,
+                                                attnc_jit **jit, attnc_probes *out);
 
 #ifdef __cplusplus
 }

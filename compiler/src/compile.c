@@ -139,22 +139,3 @@ attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *i
     }
     return ATTNC_OK;
 }
-
-char *compile_diag_text(const attnc_ctx *ctx, const char *fallback) {
-    size_t len = strlen(fallback) + 2;
-    char line[1536];
-    for (size_t i = 0; i < attnc_diag_count(ctx); i++)
-        len += (size_t)attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line) + 1;
-    char *msg = malloc(len);
-    if (!msg)
-        return NULL;
-    size_t at = 0;
-    msg[0] = 0;
-    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
-        attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line);
-        at += (size_t)snprintf(msg + at, len - at, "%s\n", line);
-    }
-    if (at == 0)
-        snprintf(msg, len, "%s\n", fallback);
-    return msg;
-}

@@ -21,7 +21,5 @@ ATTNC_HIDDEN attnc_status compile_load_spec(attnc_ctx *ctx, const char *spec_pat
                                             const attnc_options *opt, attn_config *cfg,
                                             spec_locs *locs);
 ATTNC_HIDDEN double compile_now_ms(void);
-/* Every diagnostic of ctx, one a line, malloc'd (fallback when none). */
-ATTNC_HIDDEN char *compile_diag_text(const attnc_ctx *ctx, const char *fallback);
 
 #endif

@@ -143,8 +143,11 @@ def _fn(lib, name, res, *args):
     return f
 
 
-_jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_char_p, POINTER(_Options),
-                   POINTER(c_void_p), POINTER(c_void_p))
+_ctx_new = _fn(_cc, "attnc_ctx_new", c_void_p)
+_ctx_free = _fn(_cc, "attnc_ctx_free", None, c_void_p)
+_diag_text = _fn(_cc, "attnc_diag_text", c_int, c_void_p, c_char_p, ctypes.c_size_t)
+_jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_void_p, c_char_p, POINTER(_Options),
+                   POINTER(c_void_p))
 _jit_kernels = _fn(_cc, "attnc_jit_kernels", c_void_p, c_void_p)
 _jit_timings = _fn(_cc, "attnc_jit_timings", _Timings, c_void_p)
 _jit_free = _fn(_cc, "attnc_jit_free", None, c_void_p)
@@ -281,13 +284,15 @@ def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0, shard=N
         if not 0 <= i < n:
             raise Error("attnc: shard (%d, %d): expected 0 <= i < n" % (i, n))
         opt.shard_index, opt.shard_count = i, n
-    jit, err = c_void_p(), c_void_p()
+    jit, ctx = c_void_p(), _ctx_new()
     try:
-        st = _jit_compile(path.encode(), byref(opt), byref(jit), byref(err))
-        text = ctypes.string_at(err.value).decode(errors="replace") if err.value else ""
+        st = _jit_compile(ctx, path.encode(), byref(opt), byref(jit))
+        n = _diag_text(ctx, None, 0)
+        buf = ctypes.create_string_buffer(max(n, 0) + 1)
+        _diag_text(ctx, buf, len(buf))
+        text = buf.value.decode(errors="replace")
     finally:
-        if err.value:
-            _libc.free(err)
+        _ctx_free(ctx)
         if tmp:
             tmp.cleanup()
     if tmp:

@@ -25,13 +25,17 @@ static attnc_options opts_in(const char *dir) {
 static attnc_jit *compile(const char *spec, const attnc_options *o, attnc_cache_result *how,
                           char **warn) {
     attnc_jit *jit = NULL;
-    char *msg = NULL;
-    attnc_status st = attnc_jit_compile_file(spec, o, &jit, &msg);
+    attnc_ctx *ctx = attnc_ctx_new();
+    attnc_status st = attnc_jit_compile_file(ctx, spec, o, &jit);
+    char msg[4096];
+    attnc_diag_text(ctx, msg, sizeof msg);
+    bool said = attnc_diag_count(ctx) > 0;
+    attnc_ctx_free(ctx);
     if (st != ATTNC_OK)
-        fail_msg("compiling %s: %s", spec, msg ? msg : "?");
+        fail_msg("compiling %s: %s", spec, msg);
     if (warn)
-        *warn = msg;
-    else if (msg)
+        *warn = said ? strdup(msg) : NULL;
+    else if (said)
         fail_msg("unexpected warnings: %s", msg);
     if (how)
         *how = attnc_jit_timings(jit).cache;
@@ -48,8 +52,7 @@ static attnc_cache_result compile_once(const char *spec, const attnc_options *o)
 static const char *only_entry(const char *dir) {
     static char path[1024];
     attnc_cache_stats st;
-    char *err = NULL;
-    assert_int_equal(attnc_cache_stats_get(dir, &st, &err), ATTNC_OK);
+    assert_int_equal(attnc_cache_stats_get(NULL, dir, &st), ATTNC_OK);
     assert_int_equal(st.entries, 1);
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "ls %s/*.attnk", dir);
@@ -173,12 +176,13 @@ static void every_key_component_misses(void **state) {
 
     /* and what an object file is made of is not the JIT's entry */
     const char *obj = path_in(dir, "seed.o");
-    char *err = NULL;
     attnc_cache_stats before, after;
-    assert_int_equal(attnc_cache_stats_get(dir, &before, &err), ATTNC_OK);
-    assert_int_equal(attnc_compile_file(seed, &o, ATTNC_EMIT_OBJ, obj, NULL, &err), ATTNC_OK);
-    assert_null(err);
-    assert_int_equal(attnc_cache_stats_get(dir, &after, &err), ATTNC_OK);
+    assert_int_equal(attnc_cache_stats_get(NULL, dir, &before), ATTNC_OK);
+    attnc_ctx *cx = attnc_ctx_new();
+    assert_int_equal(attnc_compile_file(cx, seed, &o, ATTNC_EMIT_OBJ, obj, NULL), ATTNC_OK);
+    assert_int_equal(attnc_diag_count(cx), 0);
+    attnc_ctx_free(cx);
+    assert_int_equal(attnc_cache_stats_get(NULL, dir, &after), ATTNC_OK);
     assert_int_equal(after.entries, before.entries + 1);
     assert_int_equal(compile_once(seed, &o), ATTNC_CACHE_HIT);
     tmpdir_remove(dir);
@@ -227,8 +231,7 @@ static void two_processes_compile_at_once(void **state) {
     char *dir = tmpdir_new();
     for (int round = 0; round < 3; round++) {
         attnc_cache_stats st;
-        char *err = NULL;
-        assert_int_equal(attnc_cache_clear(dir, &st, &err), ATTNC_OK);
+        assert_int_equal(attnc_cache_clear(NULL, dir, &st), ATTNC_OK);
         int go[2];
         assert_int_equal(pipe(go), 0);
         pid_t kids[2];
@@ -242,10 +245,14 @@ static void two_processes_compile_at_once(void **state) {
                     _exit(10);
                 attnc_options o = opts_in(dir);
                 attnc_jit *jit = NULL;
-                char *msg = NULL;
-                attnc_status s = attnc_jit_compile_file(spec_path("seed"), &o, &jit, &msg);
+                attnc_ctx *ctx = attnc_ctx_new();
+                attnc_status s = attnc_jit_compile_file(ctx, spec_path("seed"), &o, &jit);
                 /* a warning here would mean a damaged entry was seen */
-                int rc = s != ATTNC_OK ? 11 : msg ? 12 : !attnc_jit_kernels(jit)->n_steps ? 13 : 0;
+                int rc = s != ATTNC_OK                      ? 11
+                         : attnc_diag_count(ctx)            ? 12
+                         : !attnc_jit_kernels(jit)->n_steps ? 13
+                                                            : 0;
+                attnc_ctx_free(ctx);
                 attnc_jit_free(jit);
                 _exit(rc);
             }
@@ -288,11 +295,12 @@ static void unwritable_dir_compiles_with_one_warning(void **state) {
     jit = compile(spec_path("seed"), &o, &r, NULL); /* once per process */
     attnc_jit_free(jit);
     /* objects too are written without the cache */
-    char *err = NULL;
+    attnc_ctx *ctx = attnc_ctx_new();
     assert_int_equal(
-        attnc_compile_file(spec_path("seed"), &o, ATTNC_EMIT_OBJ, path_in(dir, "s.o"), NULL, &err),
+        attnc_compile_file(ctx, spec_path("seed"), &o, ATTNC_EMIT_OBJ, path_in(dir, "s.o"), NULL),
         ATTNC_OK);
-    assert_null(err);
+    assert_int_equal(attnc_diag_count(ctx), 0);
+    attnc_ctx_free(ctx);
     struct stat sb;
     assert_int_equal(stat(path_in(dir, "s.o"), &sb), 0);
     tmpdir_remove(dir);
@@ -325,19 +333,29 @@ static void info_and_clear(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     attnc_options o = opts_in(dir);
-    char *err = NULL;
     attnc_cache_stats st;
-    assert_int_equal(attnc_cache_stats_get(path_in(dir, "missing"), &st, &err), ATTNC_OK);
+    assert_int_equal(attnc_cache_stats_get(NULL, path_in(dir, "missing"), &st), ATTNC_OK);
     assert_int_equal(st.entries, 0);
+    /* a directory that cannot be read: an error naming it, in the context */
+    write_file(path_in(dir, "a-file"), "x", 1);
+    attnc_ctx *ctx = attnc_ctx_new();
+    assert_int_equal(attnc_cache_stats_get(ctx, path_in(dir, "a-file"), &st), ATTNC_E_IO);
+    assert_int_equal(attnc_diag_count(ctx), 1);
+    const attnc_diag *dg = attnc_diag_get(ctx, 0);
+    assert_int_equal(dg->code, ATTNC_E_IO);
+    assert_string_equal(dg->loc.file, path_in(dir, "a-file"));
+    assert_non_null(strstr(dg->msg, "cannot open the kernel cache: Not a directory"));
+    attnc_ctx_free(ctx);
+    unlink(path_in(dir, "a-file"));
     compile_once(spec_path("seed"), &o);
     compile_once(spec_path("phi3_mini"), &o);
     write_file(path_in(dir, "unrelated.txt"), "keep", 4);
     write_file(path_in(dir, "0123.attnk.tmp.abcdef"), "left by a killed compile", 24);
-    assert_int_equal(attnc_cache_stats_get(dir, &st, &err), ATTNC_OK);
+    assert_int_equal(attnc_cache_stats_get(NULL, dir, &st), ATTNC_OK);
     assert_int_equal(st.entries, 2);
     assert_true(st.bytes > 10000);
     attnc_cache_stats removed;
-    assert_int_equal(attnc_cache_clear(dir, &removed, &err), ATTNC_OK);
+    assert_int_equal(attnc_cache_clear(NULL, dir, &removed), ATTNC_OK);
     assert_int_equal(removed.entries, 2);
     assert_int_equal(removed.bytes, st.bytes);
     assert_int_equal(dir_count(dir), 1); /* only unrelated.txt */

@@ -108,15 +108,45 @@ static void spec_shipped_values_match_their_models(void **state) {
                 c.qk_norm_weight && c.qk_norm_eps == 1e-5 && !c.qkv_bias && !c.causal);
 }
 
+/* attnc_diag_text: every diagnostic as attnc_diag_format gives it, a
+ * line each; cut like snprintf, its length the whole text's. */
+static void diag_text_lists_every_diagnostic(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    attn_config c;
+    const char *text = "name: t\nheads: 0\nhead_dim: 7\nbogus: 1\n";
+    assert_int_not_equal(attnc_spec_load_string(ctx, "t.yaml", text, strlen(text), &c), ATTNC_OK);
+    size_t n = attnc_diag_count(ctx);
+    assert_true(n >= 2);
+    char want[4096] = "", line[1024];
+    for (size_t i = 0; i < n; i++) {
+        attnc_diag_format(attnc_diag_get(ctx, i), line, sizeof line);
+        strcat(strcat(want, line), "\n");
+    }
+    char got[4096];
+    assert_int_equal(attnc_diag_text(ctx, got, sizeof got), (int)strlen(want));
+    assert_string_equal(got, want);
+    assert_int_equal(attnc_diag_text(ctx, NULL, 0), (int)strlen(want));
+    for (size_t cut = 1; cut < strlen(want) + 2; cut += 7) {
+        memset(got, 'x', sizeof got);
+        assert_int_equal(attnc_diag_text(ctx, got, cut), (int)strlen(want));
+        assert_int_equal(strlen(got), cut - 1 < strlen(want) ? cut - 1 : strlen(want));
+        assert_memory_equal(got, want, strlen(got));
+    }
+    attnc_ctx_free(ctx);
+    assert_int_equal(attnc_diag_text(NULL, got, sizeof got), 0);
+    assert_string_equal(got, "");
+}
+
 /* Bad arguments to the compiler's API are ATTNC_E_INVALID (as the
- * runtime's are ATTN_E_INVALID), with a message where the call has an
- * error channel; attnc_status_str names every status. */
+ * runtime's are ATTN_E_INVALID), with a diagnostic naming the call when
+ * there is a context (the one-call functions also run without one);
+ * attnc_status_str names every status. */
 static void api_bad_arguments_are_invalid(void **state) {
     (void)state;
     attnc_ctx *ctx = attnc_ctx_new();
     attn_config c;
     const char *text;
-    char *err = NULL;
     attnc_jit *jit = NULL;
     attnc_probes pr;
     attnc_cache_stats cs;
@@ -125,17 +155,33 @@ static void api_bad_arguments_are_invalid(void **state) {
     assert_int_equal(attnc_spec_load_file(ctx, NULL, &c), ATTNC_E_INVALID);
     assert_int_equal(attnc_spec_load_string(ctx, "t", NULL, 0, &c), ATTNC_E_INVALID);
     assert_int_equal(attnc_ir_text(ctx, NULL, NULL, NULL, &text), ATTNC_E_INVALID);
-    assert_int_equal(attnc_jit_compile_file(NULL, NULL, &jit, &err), ATTNC_E_INVALID);
-    assert_non_null(strstr(err, "NULL spec path"));
-    free(err);
-    assert_int_equal(attnc_compile_file(NULL, NULL, ATTNC_EMIT_OBJ, "x.o", NULL, &err),
-                     ATTNC_E_INVALID);
-    assert_non_null(strstr(err, "NULL spec path"));
-    free(err);
-    assert_int_equal(attnc_target_cpu(NULL, NULL, 0, &feat, NULL), ATTNC_E_INVALID);
-    assert_int_equal(attnc_probes_compile_for(NULL, NULL, &pr, NULL), ATTNC_E_INVALID);
-    assert_int_equal(attnc_cache_stats_get(NULL, &cs, NULL), ATTNC_E_INVALID);
-    assert_int_equal(attnc_cache_clear(NULL, NULL, NULL), ATTNC_E_INVALID);
+    /* each one-call function, with a context and without */
+    attnc_status got[2][6];
+    for (int with = 0; with < 2; with++) {
+        attnc_ctx *cx = with ? attnc_ctx_new() : NULL;
+        got[with][0] = attnc_jit_compile_file(cx, NULL, NULL, &jit);
+        got[with][1] = attnc_compile_file(cx, NULL, NULL, ATTNC_EMIT_OBJ, "x.o", NULL);
+        got[with][2] = attnc_target_cpu(cx, NULL, NULL, 0, &feat);
+        got[with][3] = attnc_probes_compile_for(cx, NULL, NULL, &pr);
+        got[with][4] = attnc_cache_stats_get(cx, NULL, &cs);
+        got[with][5] = attnc_cache_clear(cx, NULL, NULL);
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(got[with][i], ATTNC_E_INVALID);
+        if (!with)
+            continue;
+        static const char *const calls[6] = {
+            "attnc_jit_compile_file: NULL spec path", "attnc_compile_file: NULL spec path",
+            "attnc_target_cpu: no CPU buffer",        "attnc_probes_compile: NULL jit",
+            "attnc_cache_stats_get: NULL directory",  "attnc_cache_clear: NULL directory"};
+        assert_int_equal(attnc_diag_count(cx), 6);
+        for (int i = 0; i < 6; i++) {
+            const attnc_diag *d = attnc_diag_get(cx, (size_t)i);
+            assert_int_equal(d->sev, ATTNC_SEV_ERROR);
+            assert_int_equal(d->code, ATTNC_E_INVALID);
+            assert_non_null(strstr(d->msg, calls[i]));
+        }
+        attnc_ctx_free(cx);
+    }
     assert_int_equal(attnc_cache_dir(NULL, NULL, 0), ATTNC_E_INVALID);
     for (int s = 0; s < ATTNC_STATUS_COUNT; s++)
         assert_string_not_equal(attnc_status_str((attnc_status)s), "unknown status");
@@ -384,6 +430,7 @@ int main(void) {
         cmocka_unit_test(spec_shipped_values_match_their_models),
         cmocka_unit_test(spec_fills_defaults),
         cmocka_unit_test(spec_cross_attention_and_k_bias),
+        cmocka_unit_test(diag_text_lists_every_diagnostic),
         cmocka_unit_test(api_bad_arguments_are_invalid),
         cmocka_unit_test(spec_rope_defaults),
         cmocka_unit_test(spec_accepts_kv_heads_alias),

@@ -21,13 +21,15 @@ static uint32_t features_of(const char *target, const char *cpu) {
     attnc_options o = attnc_options_default();
     o.target = target;
     o.cpu = cpu;
-    char name[128], *err = NULL;
+    char name[128], err[1024];
     uint32_t f = 0xdeadbeef;
-    attnc_status st = attnc_target_cpu(&o, name, sizeof name, &f, &err);
+    attnc_ctx *ctx = attnc_ctx_new();
+    attnc_status st = attnc_target_cpu(ctx, &o, name, sizeof name, &f);
+    attnc_diag_text(ctx, err, sizeof err);
+    attnc_ctx_free(ctx);
     if (st != ATTNC_OK)
-        fail_msg("attnc_target_cpu %s: %s", cpu ? cpu : "(host)", err ? err : "");
+        fail_msg("attnc_target_cpu %s: %s", cpu ? cpu : "(host)", err);
     assert_string_equal(name, cpu ? cpu : name);
-    free(err);
     return f;
 }
 
@@ -56,25 +58,22 @@ static void named_cpus_need_their_documented_features(void **state) {
     o.features = "-avx2,-fma";
     char name[64];
     uint32_t f;
-    assert_int_equal(attnc_target_cpu(&o, name, sizeof name, &f, NULL), ATTNC_OK);
+    assert_int_equal(attnc_target_cpu(NULL, &o, name, sizeof name, &f), ATTNC_OK);
     assert_int_equal(f & (ATTN_CPU_AVX2 | ATTN_CPU_FMA), 0);
     assert_true(f & ATTN_CPU_AVX);
     o.cpu = "no-such-cpu";
-    char *err = NULL;
-    assert_int_equal(attnc_target_cpu(&o, name, sizeof name, &f, &err), ATTNC_E_SPEC);
+    attnc_ctx *ctx = attnc_ctx_new();
+    assert_int_equal(attnc_target_cpu(ctx, &o, name, sizeof name, &f), ATTNC_E_SPEC);
+    char err[1024];
+    attnc_diag_text(ctx, err, sizeof err);
     assert_non_null(strstr(err, "unknown CPU 'no-such-cpu'"));
-    free(err);
+    attnc_ctx_free(ctx);
 }
 
 static attnc_jit *jit_for(const char *cpu) {
     attnc_options o = attnc_options_default();
     o.cpu = cpu;
-    attnc_jit *j = NULL;
-    char *err = NULL;
-    if (attnc_jit_compile_file(SEED, &o, &j, &err) != ATTNC_OK)
-        fail_msg("compile: %s", err ? err : "");
-    free(err);
-    return j;
+    return jit_or_fail(SEED, &o);
 }
 
 /* The table records what the target needs: the host's code needs no more

@@ -44,13 +44,7 @@ static attnc_jit *compile(const fixture *f, const attn_config *c) {
     snprintf(path, sizeof path, "%s/%s.yaml", f->dir, c->name);
     write_file(path, yaml, strlen(yaml));
     free(yaml);
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    attnc_options o = attnc_options_default();
-    if (attnc_jit_compile_file(path, &o, &jit, &err) != ATTNC_OK)
-        fail_msg("compile %s: %s", c->name, err ? err : "?");
-    free(err);
-    return jit;
+    return jit_or_fail(path, NULL);
 }
 
 /* Runs T tokens (7 at once, then one at a time) through a block loaded

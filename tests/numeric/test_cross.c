@@ -16,12 +16,7 @@
 #include "support.h"
 
 static attnc_jit *compile_config(const char *dir, const attn_config *c) {
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    if (attnc_jit_compile_file(write_spec(dir, c, "cross.yaml"), NULL, &jit, &err) != ATTNC_OK)
-        fail_msg("compiling %s: %s", c->name, err ? err : "?");
-    free(err);
-    return jit;
+    return jit_or_fail(write_spec(dir, c, "cross.yaml"), NULL);
 }
 
 /* A cross-attention config: x of width d_model, memory of width mem. */

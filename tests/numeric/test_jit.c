@@ -23,13 +23,7 @@ static attn_config load(const char *path) {
 }
 
 static attnc_jit *compile(const char *path, const attnc_options *o) {
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    attnc_status st = attnc_jit_compile_file(path, o, &jit, &err);
-    if (st != ATTNC_OK)
-        fail_msg("compiling %s: %s", path, err ? err : "?");
-    free(err);
-    return jit;
+    return jit_or_fail(path, o);
 }
 
 /* Runs T tokens of x in chunks through the kernels of jit. */
@@ -650,13 +644,15 @@ static void jit_compiles_from_two_threads_at_once(void **state) {
 static void jit_reports_spec_errors_and_writes_dumps(void **state) {
     (void)state;
     attnc_jit *jit = (attnc_jit *)0x1;
-    char *err = NULL;
-    assert_int_equal(attnc_jit_compile_file(ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml",
-                                            NULL, &jit, &err),
+    attnc_ctx *ctx = attnc_ctx_new();
+    assert_int_equal(attnc_jit_compile_file(
+                         ctx, ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml", NULL, &jit),
                      ATTNC_E_SPEC);
     assert_true(jit == (attnc_jit *)0x1);
-    assert_non_null(strstr(err, "unknown_key.yaml:3:1: error: unknown key 'kv_group'"));
-    free(err);
+    char text[2048];
+    attnc_diag_text(ctx, text, sizeof text);
+    assert_non_null(strstr(text, "unknown_key.yaml:3:1: error: unknown key 'kv_group'"));
+    attnc_ctx_free(ctx);
 
     char *dir = tmpdir_new();
     attnc_options o = attnc_options_default();

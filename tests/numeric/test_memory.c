@@ -19,11 +19,7 @@
 static char spec[1100]; /* seed with room for S_TOKENS in its cache */
 
 static attnc_jit *compile_seed(void) {
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    if (attnc_jit_compile_file(spec, NULL, &jit, &err) != ATTNC_OK)
-        fail_msg("%s", err);
-    return jit;
+    return jit_or_fail(spec, NULL);
 }
 
 /* Bytes of weights (as loaded and packed), cache and activations. */

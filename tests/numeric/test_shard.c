@@ -210,11 +210,7 @@ static jit_block jit_open(const char *path, int64_t k, int64_t n, const attn_wei
     jit_block j = {0};
     attnc_options o = attnc_options_default();
     o.shard_index = k, o.shard_count = n;
-    char *err = NULL;
-    if (attnc_jit_compile_file(path, &o, &j.jit, &err) != ATTNC_OK)
-        fail_msg("compiling %s shard %lld/%lld: %s", path, (long long)k, (long long)n,
-                 err ? err : "?");
-    free(err);
+    j.jit = jit_or_fail(path, &o);
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = 2;
     bo.shard_index = k, bo.shard_count = n;
@@ -349,9 +345,7 @@ static void block_options_name_the_shard(void **state) {
     const char *path = write_spec(dir, &c, "b.yaml");
     attnc_options o = attnc_options_default();
     o.shard_index = 1, o.shard_count = 2;
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    assert_int_equal(attnc_jit_compile_file(path, &o, &jit, &err), ATTNC_OK);
+    attnc_jit *jit = jit_or_fail(path, &o);
     const attn_kernels *k = attnc_jit_kernels(jit);
     assert_int_equal(k->config.heads, 2);
     assert_int_equal(k->config.shard_index, 1);
@@ -378,10 +372,12 @@ static void block_options_name_the_shard(void **state) {
     attnc_jit_free(jit);
     /* a spec that does not split so: a clear compile error */
     o.shard_index = 0, o.shard_count = 4;
-    assert_int_equal(attnc_jit_compile_file(path, &o, &jit, &err), ATTNC_E_SPEC);
-    assert_non_null(err);
-    assert_non_null(strstr(err, "--shard 0/4: shard 0/4: the 2 K/V groups of 't' do not split"));
-    free(err);
+    attnc_ctx *ctx = attnc_ctx_new();
+    assert_int_equal(attnc_jit_compile_file(ctx, path, &o, &jit), ATTNC_E_SPEC);
+    char text[1024];
+    attnc_diag_text(ctx, text, sizeof text);
+    assert_non_null(strstr(text, "--shard 0/4: shard 0/4: the 2 K/V groups of 't' do not split"));
+    attnc_ctx_free(ctx);
     tmpdir_remove(dir);
 }
 

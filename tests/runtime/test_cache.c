@@ -24,9 +24,7 @@ static fixture *make(const char *spec_text) {
     f->dir = tmpdir_new();
     const char *path = path_in(f->dir, "spec.yaml");
     write_file(path, spec_text, strlen(spec_text));
-    char *err = NULL;
-    if (attnc_jit_compile_file(path, NULL, &f->jit, &err) != ATTNC_OK)
-        fail_msg("%s", err);
+    f->jit = jit_or_fail(path, NULL);
     const attn_kernels *k = attnc_jit_kernels(f->jit);
     assert_int_equal(attn_weights_random(&k->config, 3, &f->w, NULL), ATTN_OK);
     attn_block_options bo = attn_block_options_default();

@@ -379,15 +379,10 @@ static void shards_sum_to_the_whole_block(void **state) {
 /* Compiled with pass `off` disabled (NULL: none): flash_attention gives
  * the unfused attention, mla_absorb the expanded form. */
 static attnc_jit *compile_config(const char *dir, const attn_config *c, const char *off) {
-    attnc_jit *jit = NULL;
-    char *err = NULL;
     attnc_options o = attnc_options_default();
     if (off)
         o.disabled_passes = &off, o.n_disabled_passes = 1;
-    if (attnc_jit_compile_file(write_spec(dir, c, "mla.yaml"), &o, &jit, &err) != ATTNC_OK)
-        fail_msg("compiling %s: %s", c->name, err ? err : "?");
-    free(err);
-    return jit;
+    return jit_or_fail(write_spec(dir, c, "mla.yaml"), &o);
 }
 
 /* y of x [S, D] through the kernels: a call of `first` tokens, then
@@ -690,10 +685,7 @@ static void jit_shards_sum_to_the_whole_block(void **state) {
     for (int i = 0; i < 2; i++) {
         attnc_options o = attnc_options_default();
         o.shard_index = i, o.shard_count = 2;
-        attnc_jit *jit = NULL;
-        char *err = NULL;
-        if (attnc_jit_compile_file(spec, &o, &jit, &err) != ATTNC_OK)
-            fail_msg("shard %d: %s", i, err);
+        attnc_jit *jit = jit_or_fail(spec, &o);
         float *y = jit_run(jit, w, S, x, 3, 2); /* the whole block's weights */
         for (int64_t k = 0; k < S * D; k++)
             sum[k] += y[k];
@@ -750,10 +742,7 @@ static void absorbed_equals_expanded(void **state) {
  * reference, a prefill of 16 tokens, then 3 more. */
 static void shipped_spec_runs(void **state) {
     (void)state;
-    attnc_jit *jit = NULL;
-    char *err = NULL;
-    if (attnc_jit_compile_file(spec_path("deepseek_v2_lite"), NULL, &jit, &err) != ATTNC_OK)
-        fail_msg("%s", err);
+    attnc_jit *jit = jit_or_fail(spec_path("deepseek_v2_lite"), NULL);
     attn_config c = load_spec(spec_path("deepseek_v2_lite"));
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);

@@ -323,6 +323,20 @@ void assert_file_has(const char *path, const char *want) {
     free(s);
 }
 
+attnc_jit *jit_or_fail(const char *path, const attnc_options *o) {
+    attnc_ctx *ctx = attnc_ctx_new();
+    assert_non_null(ctx);
+    attnc_jit *jit = NULL;
+    attnc_status st = attnc_jit_compile_file(ctx, path, o, &jit);
+    if (st != ATTNC_OK) {
+        char text[4096];
+        attnc_diag_text(ctx, text, sizeof text);
+        fail_msg("compiling %s: %s\n%s", path, attnc_status_str(st), text);
+    }
+    attnc_ctx_free(ctx);
+    return jit;
+}
+
 void print_diags(attnc_ctx *ctx) {
     char buf[1024];
     for (size_t i = 0; i < attnc_diag_count(ctx); i++) {

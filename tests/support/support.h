@@ -51,6 +51,10 @@ extern const size_t n_shipped_specs;
  * test's context. */
 void print_diags(attnc_ctx *ctx);
 
+/* The kernels of the spec at path compiled with o (NULL: the defaults);
+ * fails the test with every diagnostic when they do not compile. */
+attnc_jit *jit_or_fail(const char *path, const attnc_options *o);
+
 /* specs/name.yaml of the source tree (a static buffer). */
 const char *spec_path(const char *name);
 /* Writes the config c to dir/name as a spec; its path (path_in's). */

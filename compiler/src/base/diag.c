@@ -73,6 +73,30 @@ int attnc_diag_format(const attnc_diag *d, char *buf, size_t n) {
     return snprintf(buf, n, "%s%s%s: %s", file, sep, sev_name(d->sev), d->msg);
 }
 
+int attnc_diag_text(const attnc_ctx *ctx, char *buf, size_t n) {
+    size_t at = 0;
+    if (n)
+        buf[0] = 0;
+    for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
+        int len = attnc_diag_format(attnc_diag_get(ctx, i), at < n ? buf + at : NULL,
+                                    at < n ? n - at : 0);
+        if (len < 0)
+            return len;
+        at += (size_t)len;
+        if (at + 1 < n) { /* else the line was cut: buf already ends */
+            buf[at] = '\n';
+            buf[at + 1] = 0;
+        }
+        at++;
+    }
+    return (int)at;
+}
+
+attnc_ctx *diag_ctx_or_own(attnc_ctx *ctx, attnc_ctx **own) {
+    *own = ctx ? NULL : attnc_ctx_new();
+    return ctx ? ctx : *own;
+}
+
 static void add(attnc_ctx *ctx, attnc_severity sev, attnc_status code, attnc_loc loc,
                 const char *fmt, va_list ap) {
     if (ctx->n_diags == ctx->cap_diags) {

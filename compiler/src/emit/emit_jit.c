@@ -180,19 +180,17 @@ done:
     return st;
 }
 
-attnc_status attnc_jit_compile_file(const char *spec_path, const attnc_options *opt,
-                                    attnc_jit **out, char **error) {
-    if (error)
-        *error = NULL;
-    attnc_ctx *ctx = attnc_ctx_new();
-    if (!ctx)
+attnc_status attnc_jit_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
+                                    attnc_jit **out) {
+    attnc_ctx *own;
+    if (!(ctx = diag_ctx_or_own(ctx, &own)))
         return ATTNC_E_NOMEM;
-    attnc_status st = spec_path && out ? jit_compile(ctx, spec_path, opt, out) : ATTNC_E_INVALID;
-    if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
-        *error = compile_diag_text(ctx, spec_path && out
-                                            ? "compilation failed"
-                                            : "attnc_jit_compile_file: NULL spec path or out");
-    attnc_ctx_free(ctx);
+    attnc_status st = ATTNC_E_INVALID;
+    if (spec_path && out)
+        st = jit_compile(ctx, spec_path, opt, out);
+    else
+        diag_error(ctx, st, (attnc_loc){0}, "attnc_jit_compile_file: NULL spec path or out");
+    attnc_ctx_free(own);
     return st;
 }
 
@@ -253,24 +251,22 @@ done:
     return st;
 }
 
-attnc_status attnc_probes_compile_for(const attnc_options *opt, attnc_jit **jit, attnc_probes *out,
-                                      char **error) {
-    if (error)
-        *error = NULL;
-    attnc_ctx *ctx = attnc_ctx_new();
-    if (!ctx)
+attnc_status attnc_probes_compile_for(attnc_ctx *ctx, const attnc_options *opt, attnc_jit **jit,
+                                      attnc_probes *out) {
+    attnc_ctx *own;
+    if (!(ctx = diag_ctx_or_own(ctx, &own)))
         return ATTNC_E_NOMEM;
-    attnc_status st = ATTNC_E_INVALID; /* NULL jit or out */
-    if (opt && opt->target)
+    attnc_status st = ATTNC_E_INVALID;
+    if (!jit || !out)
+        diag_error(ctx, st, (attnc_loc){0}, "attnc_probes_compile: NULL jit or out");
+    else if (opt && opt->target)
         diag_error(ctx, st = ATTNC_E_SPEC, (attnc_loc){0}, "the probes run here: no --target");
-    else if (jit && out)
+    else
         st = probes_compile(ctx, opt, jit, out);
-    if (st != ATTNC_OK && error)
-        *error = compile_diag_text(ctx, "compiling the probes failed");
-    attnc_ctx_free(ctx);
+    attnc_ctx_free(own);
     return st;
 }
 
-attnc_status attnc_probes_compile(attnc_jit **jit, attnc_probes *out, char **error) {
-    return attnc_probes_compile_for(NULL, jit, out, error);
+attnc_status attnc_probes_compile(attnc_ctx *ctx, attnc_jit **jit, attnc_probes *out) {
+    return attnc_probes_compile_for(ctx, NULL, jit, out);
 }

@@ -233,19 +233,17 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
     return st;
 }
 
-attnc_status attnc_compile_file(const char *spec_path, const attnc_options *opt,
-                                attnc_emit_kind kind, const char *out_path, const char *header_path,
-                                char **error) {
-    if (error)
-        *error = NULL;
-    attnc_ctx *ctx = attnc_ctx_new();
-    if (!ctx)
+attnc_status attnc_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
+                                attnc_emit_kind kind, const char *out_path,
+                                const char *header_path) {
+    attnc_ctx *own;
+    if (!(ctx = diag_ctx_or_own(ctx, &own)))
         return ATTNC_E_NOMEM;
-    attnc_status st =
-        spec_path ? compile_aot(ctx, spec_path, opt, kind, out_path, header_path) : ATTNC_E_INVALID;
-    if (error && (st != ATTNC_OK || attnc_diag_count(ctx)))
-        *error = compile_diag_text(ctx, spec_path ? "compilation failed"
-                                                  : "attnc_compile_file: NULL spec path");
-    attnc_ctx_free(ctx);
+    attnc_status st = ATTNC_E_INVALID;
+    if (spec_path)
+        st = compile_aot(ctx, spec_path, opt, kind, out_path, header_path);
+    else
+        diag_error(ctx, st, (attnc_loc){0}, "attnc_compile_file: NULL spec path");
+    attnc_ctx_free(own);
     return st;
 }

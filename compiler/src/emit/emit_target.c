@@ -293,15 +293,17 @@ uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
     return bits;
 }
 
-attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n, uint32_t *features,
-                              char **error) {
-    if (error)
-        *error = NULL;
-    attnc_ctx *ctx = attnc_ctx_new();
-    if (!ctx)
+attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu, size_t n,
+                              uint32_t *features) {
+    attnc_ctx *own;
+    if (!(ctx = diag_ctx_or_own(ctx, &own)))
         return ATTNC_E_NOMEM;
     LLVMTargetMachineRef tm = NULL;
-    attnc_status st = cpu && n && features ? emit_target_machine(ctx, opt, &tm) : ATTNC_E_INVALID;
+    attnc_status st = ATTNC_E_INVALID;
+    if (cpu && n && features)
+        st = emit_target_machine(ctx, opt, &tm);
+    else
+        diag_error(ctx, st, (attnc_loc){0}, "attnc_target_cpu: no CPU buffer or features given");
     if (st == ATTNC_OK) {
         char *name = LLVMGetTargetMachineCPU(tm);
         snprintf(cpu, n, "%s", name);
@@ -309,9 +311,7 @@ attnc_status attnc_target_cpu(const attnc_options *opt, char *cpu, size_t n, uin
         *features = emit_cpu_features(tm);
         LLVMDisposeTargetMachine(tm);
     }
-    if (error && st != ATTNC_OK)
-        *error = compile_diag_text(ctx, "no CPU buffer or features given");
-    attnc_ctx_free(ctx);
+    attnc_ctx_free(own);
     return st;
 }
 

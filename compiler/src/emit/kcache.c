@@ -365,14 +365,15 @@ static bool has_suffix(const char *s, const char *suffix) {
 }
 
 /* Visits the entries (and, with tmp, temporary files) of dir. */
-static attnc_status walk(const char *dir, bool remove, attnc_cache_stats *st, char **error) {
+static attnc_status walk(attnc_ctx *ctx, const char *dir, bool remove, attnc_cache_stats *st) {
     memset(st, 0, sizeof *st);
     DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT)
             return ATTNC_OK; /* nothing cached yet */
-        if (error && (*error = malloc(strlen(dir) + 96)))
-            sprintf(*error, "%s: cannot open the kernel cache: %s\n", dir, strerror(errno));
+        int err = errno;     /* before ctx_str's allocation */
+        diag_error(ctx, ATTNC_E_IO, (attnc_loc){ctx_str(ctx, dir), 0, 0},
+                   "cannot open the kernel cache: %s", strerror(err));
         return ATTNC_E_IO;
     }
     attnc_status rc = ATTNC_OK;
@@ -382,16 +383,16 @@ static attnc_status walk(const char *dir, bool remove, attnc_cache_stats *st, ch
             continue;
         char *path = malloc(strlen(dir) + strlen(e->d_name) + 2);
         if (!path) {
-            rc = ATTNC_E_NOMEM;
+            diag_error(ctx, rc = ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
             break;
         }
         sprintf(path, "%s/%s", dir, e->d_name);
         struct stat sb;
         if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
             if (remove && unlink(path) != 0 && rc == ATTNC_OK) {
-                if (error && (*error = malloc(strlen(path) + 64)))
-                    sprintf(*error, "%s: cannot remove: %s\n", path, strerror(errno));
-                rc = ATTNC_E_IO;
+                int err = errno;
+                diag_error(ctx, rc = ATTNC_E_IO, (attnc_loc){ctx_str(ctx, path), 0, 0},
+                           "cannot remove: %s", strerror(err));
             } else if (entry) {
                 st->entries++;
                 st->bytes += (uint64_t)sb.st_size;
@@ -403,21 +404,28 @@ static attnc_status walk(const char *dir, bool remove, attnc_cache_stats *st, ch
     return rc;
 }
 
-attnc_status attnc_cache_stats_get(const char *dir, attnc_cache_stats *out, char **error) {
-    if (error)
-        *error = NULL;
-    if (!dir || !out)
-        return ATTNC_E_INVALID;
-    return walk(dir, false, out, error);
+/* The public calls around walk: ctx may be NULL; dir may not. */
+static attnc_status walk_dir(attnc_ctx *ctx, const char *dir, bool remove, attnc_cache_stats *st,
+                             const char *fn) {
+    attnc_ctx *own;
+    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+        return ATTNC_E_NOMEM;
+    attnc_status rc = ATTNC_E_INVALID;
+    if (dir && st)
+        rc = walk(ctx, dir, remove, st);
+    else
+        diag_error(ctx, rc, (attnc_loc){0}, "%s: NULL directory or stats", fn);
+    attnc_ctx_free(own);
+    return rc;
 }
 
-attnc_status attnc_cache_clear(const char *dir, attnc_cache_stats *removed, char **error) {
-    if (error)
-        *error = NULL;
-    attnc_cache_stats st;
-    if (!dir)
-        return ATTNC_E_INVALID;
-    attnc_status rc = walk(dir, true, &st, error);
+attnc_status attnc_cache_stats_get(attnc_ctx *ctx, const char *dir, attnc_cache_stats *out) {
+    return walk_dir(ctx, dir, false, out, "attnc_cache_stats_get");
+}
+
+attnc_status attnc_cache_clear(attnc_ctx *ctx, const char *dir, attnc_cache_stats *removed) {
+    attnc_cache_stats st = {0};
+    attnc_status rc = walk_dir(ctx, dir, true, &st, "attnc_cache_clear");
     if (removed)
         *removed = st;
     return rc;
