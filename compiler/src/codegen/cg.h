@@ -33,7 +33,8 @@ typedef struct cg_view {
 typedef struct cg_target {
     int lanes, regs;
     int flash_rv;          /* flash: vectors of query rows per work item */
-    int flash_bks;         /* flash: keys per score pass (a key tile is two) */
+    int flash_bks;         /* flash: keys per score pass */
+    int flash_bk;          /* flash: keys per tile (score passes of flash_bks) */
     int flash_dc;          /* flash: most head_dim rows per p.v register block */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */
     int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */

@@ -420,7 +420,7 @@ static flash flash_shape(cg *c, const ir_node *n, int rv) {
     f.lanes = c->target.lanes;
     f.rv = rv;
     f.bks = c->target.flash_bks;
-    f.bk = 2 * f.bks;
+    f.bk = c->target.flash_bk;
     f.rows = f.rv * f.lanes;
     f.hpi = f.group < f.rows ? f.group : f.rows;
     f.chunks = (f.group + f.hpi - 1) / f.hpi;

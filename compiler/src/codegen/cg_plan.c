@@ -59,6 +59,12 @@ cg_target cg_target_for(int lanes, int regs) {
          * with 2 x 4 (x86-64-v3 code on an AVX-512 Xeon) */
         .flash_rv = 3,
         .flash_bks = wide ? 8 : 4,
+        /* keys per tile: two score passes. AVX2 code's llama3_8b prefill
+         * 1024 core, one thread, medians of 9 in alternating rounds (AMD
+         * EPYC Zen 4): 8 keys 108-111 ms, 16 keys 112-119, 4 keys
+         * 115-133; a tile's K and V (8 keys: 8 KB f32), its queries and
+         * outputs (12 KB each) just fill the 32 KB L1 */
+        .flash_bk = wide ? 16 : 8,
         .flash_dc = wide ? 8 : 4,
         /* split decode: half the registers hold p.v sums, the rest its
          * V vectors and broadcasts */

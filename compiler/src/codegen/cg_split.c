@@ -64,7 +64,7 @@ bool cg_split_by_flash(const ir_graph *g) {
 /* Keys per tile of the partials: the split kernel's vector width, or
  * the flash kernel's key tile where it computes them. */
 static int64_t tile_keys(cg *c) {
-    return cg_split_by_flash(c->g) ? 2 * c->target.flash_bks : c->target.lanes;
+    return cg_split_by_flash(c->g) ? c->target.flash_bk : c->target.lanes;
 }
 
 /* What the partials' buffer and the merge need: the output's rows and
