@@ -8,9 +8,11 @@
  * (ATTNC_OK or the first error's code) and tells why in a place the caller
  * owns, here the context's diagnostics (the runtime's is an attn_msg).
  * Calls that return nothing living in the context (compiling, the target,
- * the kernel cache, the probes) accept a NULL context when the status is
- * all the caller needs. Warnings (a damaged cache entry rebuilt) are
- * diagnostics of a call that succeeded. */
+ * the kernel cache, the probes) work in a context of their own and append
+ * its diagnostics to ctx: one context may collect those of many such
+ * calls, and NULL is fine when the status is all the caller needs.
+ * Warnings (a damaged cache entry rebuilt) are diagnostics of a call that
+ * succeeded. */
 #ifndef ATTNC_H
 #define ATTNC_H
 
@@ -216,7 +218,7 @@ typedef struct attnc_timings {
 /* Compiles a spec into kernels in memory for this process (or loads them
  * from the kernel cache, see attnc_options). On failure *out is untouched;
  * on success ctx may hold warnings (a damaged cache entry rebuilt, an
- * unwritable cache directory). The kernels outlive ctx.
+ * unwritable cache directory). The kernels do not live in ctx.
  * Thread-safe: compiles from several threads and processes may run at
  * once (LLVM's shared steps are serialized inside). */
 ATTNC_API attnc_status attnc_jit_compile_file(attnc_ctx *ctx, const char *spec_path,

@@ -138,6 +138,35 @@ static void diag_text_lists_every_diagnostic(void **state) {
     assert_string_equal(got, "");
 }
 
+/* One context collects the diagnostics of many one-call functions: an
+ * earlier failure does not fail a later call, and what each call said
+ * stays readable after it (its file names are the context's own). */
+static void one_context_collects_many_calls(void **state) {
+    (void)state;
+    attnc_ctx *ctx = attnc_ctx_new();
+    attnc_jit *jit = NULL;
+    char bad[1024];
+    snprintf(bad, sizeof bad, "%s/tests/specs/bad/unknown_key.yaml", ATTNC_SOURCE_DIR);
+    assert_int_equal(attnc_jit_compile_file(ctx, bad, NULL, &jit), ATTNC_E_SPEC);
+    size_t n = attnc_diag_count(ctx);
+    assert_true(n >= 1);
+    attnc_options o = attnc_options_default();
+    o.no_cache = 1;
+    assert_int_equal(attnc_jit_compile_file(ctx, spec_path("seed"), &o, &jit), ATTNC_OK);
+    assert_non_null(attnc_jit_kernels(jit));
+    attnc_jit_free(jit);
+    assert_int_equal(attnc_diag_count(ctx), n);
+    o.cpu = "no-such-cpu";
+    char cpu[64];
+    uint32_t feat;
+    assert_int_equal(attnc_target_cpu(ctx, &o, cpu, sizeof cpu, &feat), ATTNC_E_SPEC);
+    assert_int_equal(attnc_diag_count(ctx), n + 1);
+    assert_string_equal(attnc_diag_get(ctx, 0)->loc.file, bad);
+    assert_non_null(strstr(attnc_diag_get(ctx, 0)->msg, "unknown key 'kv_group'"));
+    assert_non_null(strstr(attnc_diag_get(ctx, n)->msg, "unknown CPU 'no-such-cpu'"));
+    attnc_ctx_free(ctx);
+}
+
 /* Bad arguments to the compiler's API are ATTNC_E_INVALID (as the
  * runtime's are ATTN_E_INVALID), with a diagnostic naming the call when
  * there is a context (the one-call functions also run without one);
@@ -431,6 +460,7 @@ int main(void) {
         cmocka_unit_test(spec_fills_defaults),
         cmocka_unit_test(spec_cross_attention_and_k_bias),
         cmocka_unit_test(diag_text_lists_every_diagnostic),
+        cmocka_unit_test(one_context_collects_many_calls),
         cmocka_unit_test(api_bad_arguments_are_invalid),
         cmocka_unit_test(spec_rope_defaults),
         cmocka_unit_test(spec_accepts_kv_heads_alias),

@@ -39,10 +39,10 @@ ATTNC_HIDDEN void diag_note(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 ATTNC_HIDDEN void diag_warning(attnc_ctx *ctx, attnc_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* ctx, or when it is NULL a new context of the call's own, also put in
- * *own for the call to free (attnc_ctx_free(NULL) does nothing); NULL
- * when out of memory. */
-ATTNC_HIDDEN attnc_ctx *diag_ctx_or_own(attnc_ctx *ctx, attnc_ctx **own);
+/* The end of a public call that worked in a context of its own (work):
+ * its diagnostics are appended to the caller's ctx (when not NULL), work
+ * is freed, and st returned. */
+ATTNC_HIDDEN attnc_status diag_call_end(attnc_ctx *ctx, attnc_ctx *work, attnc_status st);
 /* The code of the first error, or ATTNC_OK. */
 ATTNC_HIDDEN attnc_status diag_first_code(const attnc_ctx *ctx);
 /* The regular file at path into *text, NUL-terminated (malloc'd; *len its

@@ -92,9 +92,21 @@ int attnc_diag_text(const attnc_ctx *ctx, char *buf, size_t n) {
     return (int)at;
 }
 
-attnc_ctx *diag_ctx_or_own(attnc_ctx *ctx, attnc_ctx **own) {
-    *own = ctx ? NULL : attnc_ctx_new();
-    return ctx ? ctx : *own;
+attnc_status diag_call_end(attnc_ctx *ctx, attnc_ctx *work, attnc_status st) {
+    for (size_t i = 0; ctx && i < work->n_diags; i++) {
+        const attnc_diag *d = &work->diags[i];
+        attnc_loc loc = d->loc; /* its file may live in work's arena */
+        if (loc.file && !(loc.file = arena_strndup(&ctx->arena, loc.file, strlen(loc.file))))
+            loc.file = "?";
+        if (d->sev == ATTNC_SEV_ERROR)
+            diag_error(ctx, d->code, loc, "%s", d->msg);
+        else if (d->sev == ATTNC_SEV_WARNING)
+            diag_warning(ctx, loc, "%s", d->msg);
+        else
+            diag_note(ctx, loc, "%s", d->msg);
+    }
+    attnc_ctx_free(work);
+    return st;
 }
 
 static void add(attnc_ctx *ctx, attnc_severity sev, attnc_status code, attnc_loc loc,

@@ -182,16 +182,15 @@ done:
 
 attnc_status attnc_jit_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
                                     attnc_jit **out) {
-    attnc_ctx *own;
-    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
         return ATTNC_E_NOMEM;
     attnc_status st = ATTNC_E_INVALID;
     if (spec_path && out)
-        st = jit_compile(ctx, spec_path, opt, out);
+        st = jit_compile(work, spec_path, opt, out);
     else
-        diag_error(ctx, st, (attnc_loc){0}, "attnc_jit_compile_file: NULL spec path or out");
-    attnc_ctx_free(own);
-    return st;
+        diag_error(work, st, (attnc_loc){0}, "attnc_jit_compile_file: NULL spec path or out");
+    return diag_call_end(ctx, work, st);
 }
 
 static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, attnc_jit **out,
@@ -253,18 +252,17 @@ done:
 
 attnc_status attnc_probes_compile_for(attnc_ctx *ctx, const attnc_options *opt, attnc_jit **jit,
                                       attnc_probes *out) {
-    attnc_ctx *own;
-    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
         return ATTNC_E_NOMEM;
     attnc_status st = ATTNC_E_INVALID;
     if (!jit || !out)
-        diag_error(ctx, st, (attnc_loc){0}, "attnc_probes_compile: NULL jit or out");
+        diag_error(work, st, (attnc_loc){0}, "attnc_probes_compile: NULL jit or out");
     else if (opt && opt->target)
-        diag_error(ctx, st = ATTNC_E_SPEC, (attnc_loc){0}, "the probes run here: no --target");
+        diag_error(work, st = ATTNC_E_SPEC, (attnc_loc){0}, "the probes run here: no --target");
     else
-        st = probes_compile(ctx, opt, jit, out);
-    attnc_ctx_free(own);
-    return st;
+        st = probes_compile(work, opt, jit, out);
+    return diag_call_end(ctx, work, st);
 }
 
 attnc_status attnc_probes_compile(attnc_ctx *ctx, attnc_jit **jit, attnc_probes *out) {

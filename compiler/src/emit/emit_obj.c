@@ -236,14 +236,13 @@ static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const att
 attnc_status attnc_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
                                 attnc_emit_kind kind, const char *out_path,
                                 const char *header_path) {
-    attnc_ctx *own;
-    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
         return ATTNC_E_NOMEM;
     attnc_status st = ATTNC_E_INVALID;
     if (spec_path)
-        st = compile_aot(ctx, spec_path, opt, kind, out_path, header_path);
+        st = compile_aot(work, spec_path, opt, kind, out_path, header_path);
     else
-        diag_error(ctx, st, (attnc_loc){0}, "attnc_compile_file: NULL spec path");
-    attnc_ctx_free(own);
-    return st;
+        diag_error(work, st, (attnc_loc){0}, "attnc_compile_file: NULL spec path");
+    return diag_call_end(ctx, work, st);
 }

@@ -295,15 +295,15 @@ uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
 
 attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu, size_t n,
                               uint32_t *features) {
-    attnc_ctx *own;
-    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
         return ATTNC_E_NOMEM;
     LLVMTargetMachineRef tm = NULL;
     attnc_status st = ATTNC_E_INVALID;
     if (cpu && n && features)
-        st = emit_target_machine(ctx, opt, &tm);
+        st = emit_target_machine(work, opt, &tm);
     else
-        diag_error(ctx, st, (attnc_loc){0}, "attnc_target_cpu: no CPU buffer or features given");
+        diag_error(work, st, (attnc_loc){0}, "attnc_target_cpu: no CPU buffer or features given");
     if (st == ATTNC_OK) {
         char *name = LLVMGetTargetMachineCPU(tm);
         snprintf(cpu, n, "%s", name);
@@ -311,8 +311,7 @@ attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cp
         *features = emit_cpu_features(tm);
         LLVMDisposeTargetMachine(tm);
     }
-    attnc_ctx_free(own);
-    return st;
+    return diag_call_end(ctx, work, st);
 }
 
 cg_target emit_target_shape(LLVMTargetMachineRef tm) {

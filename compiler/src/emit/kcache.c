@@ -407,16 +407,15 @@ static attnc_status walk(attnc_ctx *ctx, const char *dir, bool remove, attnc_cac
 /* The public calls around walk: ctx may be NULL; dir may not. */
 static attnc_status walk_dir(attnc_ctx *ctx, const char *dir, bool remove, attnc_cache_stats *st,
                              const char *fn) {
-    attnc_ctx *own;
-    if (!(ctx = diag_ctx_or_own(ctx, &own)))
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
         return ATTNC_E_NOMEM;
     attnc_status rc = ATTNC_E_INVALID;
     if (dir && st)
-        rc = walk(ctx, dir, remove, st);
+        rc = walk(work, dir, remove, st);
     else
-        diag_error(ctx, rc, (attnc_loc){0}, "%s: NULL directory or stats", fn);
-    attnc_ctx_free(own);
-    return rc;
+        diag_error(work, rc, (attnc_loc){0}, "%s: NULL directory or stats", fn);
+    return diag_call_end(ctx, work, rc);
 }
 
 attnc_status attnc_cache_stats_get(attnc_ctx *ctx, const char *dir, attnc_cache_stats *out) {
