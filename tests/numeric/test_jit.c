@@ -601,6 +601,22 @@ static void jit_works_for_other_cpus(void **state) {
     uint32_t v3 = ATTN_CPU_AVX | ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_F16C | ATTN_CPU_BMI2;
     if ((attn_cpu_features() & v3) != v3)
         return;
+    /* its GEMM's and GEMV's k loops take 4 steps a trip, then the steps
+     * left one at a time: d_model 37 is 9 trips and 1 step; 515 a k block
+     * of 128 trips, then one of no trip and 3 steps */
+    char *dir = tmpdir_new();
+    const int64_t odd[] = {37, 515};
+    for (int i = 0; i < 2; i++)
+        for (int64_t chunk = 20; chunk >= 3; chunk -= 17) { /* the GEMM, the GEMV */
+            attn_config c = config_small(3, 1, 16, odd[i]);
+            attnc_options o = attnc_options_default();
+            o.cpu = "x86-64-v3";
+            double e = jit_vs_ref(write_spec(dir, &c, "odd.yaml"), &o, 20, chunk, 2, 9);
+            if (!(e <= 1e-5))
+                fail_msg("--cpu x86-64-v3, d_model %lld, chunks of %lld: relative error %g",
+                         (long long)odd[i], (long long)chunk, e);
+        }
+    tmpdir_remove(dir);
     const char *specs[] = {"seed", "mistral_7b", "gemma2_9b", "qwen3_8b", "phi3_mini", "falcon_7b"};
     for (int i = 0; i < 6; i++)
         for (int64_t chunk = 45; chunk >= 20; chunk -= 25) {

@@ -42,6 +42,7 @@ typedef struct cg_target {
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
+    int gemm_ku;           /* GEMM and GEMV: k steps per trip of the f32/f16/bf16 loop */
     int gemv_rows;         /* calls of at most this many rows run a linear as a GEMV */
     int probe_accs;        /* roofline's FMA probe: independent accumulators */
     uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */
@@ -57,7 +58,7 @@ ATTNC_HIDDEN cg_target cg_target_for(int lanes, int regs);
  * for kc steps of k; rows come in blocks of mc (cg_gemm.c). */
 typedef struct cg_gemm {
     int64_t n, k, np;
-    int lanes, nr, mr, kc, mc;
+    int lanes, nr, mr, kc, mc, ku;
 } cg_gemm;
 
 /* Calls with at most this many new tokens (the target's gemv_rows) run a

@@ -56,6 +56,7 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
      * y; the panels stream from L2 either way. */
     g.kc = t->gemm_kc;
     g.mc = t->gemm_mc_tiles * g.mr;
+    g.ku = t->gemm_ku > 1 ? t->gemm_ku : 1;
     return g;
 }
 
@@ -459,18 +460,13 @@ static void fma_rows(cg *c, const cg_gemm *gm, int R, bool direct, LLVMValueRef 
     }
 }
 
-/* The sums of R rows over k in [0, kn) from init into next, the f32, f16
- * or bf16 weights of npan panels from w[pp] (nr per k), widened exactly;
- * panel pp's sums at init/next + pp * 2R. */
-static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype wdt, int npan,
-                       const LLVMValueRef *w, LLVMValueRef kn, LLVMValueRef x0,
-                       const LLVMValueRef *init, LLVMValueRef *next) {
+/* Step k of the f32, f16 or bf16 sums: acc (the R rows' sums of npan
+ * panels, panel pp's at acc + pp * 2R) += x[row][k] * the panels' k. */
+static void float_step(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype wdt, int npan,
+                       const LLVMValueRef *w, LLVMValueRef x0, LLVMValueRef k, LLVMValueRef *acc) {
     const cg_gemm *gm = &gc->gm;
     LLVMTypeRef wet = cg_elem_type(c, wdt);
-    cg_acc_loop l;
-    cg_acc_loop_begin(c, &l, "k", c->vf, 2 * R * npan);
-    LLVMValueRef wk = LLVMBuildMul(c->b, l.i, cg_i64(c, gm->nr), "");
-    memcpy(next, l.acc, (size_t)(2 * R * npan) * sizeof *next);
+    LLVMValueRef wk = LLVMBuildMul(c->b, k, cg_i64(c, gm->nr), "");
     for (int pp = 0; pp < npan; pp++) {
         LLVMValueRef b[2];
         if (wdt == ATTN_DTYPE_BF16) { /* interleaved (the packing): low halves, high halves */
@@ -486,9 +482,67 @@ static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype
             b[1] = cg_vload(
                 c, wdt, cg_gep(c, wet, w[pp], LLVMBuildAdd(c->b, wk, cg_i64(c, gm->lanes), "")));
         }
-        fma_rows(c, gm, R, direct, x0, l.i, b, next + pp * 2 * R);
+        fma_rows(c, gm, R, direct, x0, k, b, acc + pp * 2 * R);
     }
-    cg_acc_loop_end(c, &l, kn, init, next);
+}
+
+/* Trips t in [0, trips) of u steps each, k = k0 + t * u + i: the sums in
+ * acc (init on entry, the result on exit). `maybe_none`: trips may be 0
+ * (a branch around the loop; else it runs at least once). */
+static void float_trips(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype wdt, int npan,
+                        const LLVMValueRef *w, LLVMValueRef x0, LLVMValueRef k0, LLVMValueRef trips,
+                        int u, bool maybe_none, LLVMValueRef *acc) {
+    int na = 2 * R * npan;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), join = NULL;
+    if (maybe_none) {
+        LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_trips");
+        join = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_done");
+        LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, trips, cg_i64(c, 0), ""), go, join);
+        LLVMPositionBuilderAtEnd(c->b, go);
+    }
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "k", c->vf, na);
+    LLVMValueRef next[2 * 14 * 2];
+    memcpy(next, l.acc, (size_t)na * sizeof *next);
+    LLVMValueRef first = LLVMBuildAdd(c->b, k0, LLVMBuildMul(c->b, l.i, cg_i64(c, u), ""), "");
+    for (int i = 0; i < u; i++)
+        float_step(c, gc, R, direct, wdt, npan, w, x0,
+                   i ? LLVMBuildAdd(c->b, first, cg_i64(c, i), "") : first, next);
+    cg_acc_loop_end(c, &l, trips, acc, next);
+    if (!maybe_none) {
+        memcpy(acc, next, (size_t)na * sizeof *next);
+        return;
+    }
+    LLVMBasicBlockRef after = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    for (int a = 0; a < na; a++) {
+        LLVMValueRef phi = LLVMBuildPhi(c->b, c->vf, "");
+        LLVMAddIncoming(phi, &acc[a], &pre, 1);
+        LLVMAddIncoming(phi, &next[a], &after, 1);
+        acc[a] = phi;
+    }
+}
+
+/* The sums of R rows over k in [0, kn) from init into next, the f32, f16
+ * or bf16 weights of npan panels from w[pp] (nr per k), widened exactly;
+ * panel pp's sums at init/next + pp * 2R. With ku > 1, trips of ku steps,
+ * then the kn % ku left one at a time: each sum is still one chain over k
+ * in order, the same bits. */
+static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype wdt, int npan,
+                       const LLVMValueRef *w, LLVMValueRef kn, LLVMValueRef x0,
+                       const LLVMValueRef *init, LLVMValueRef *next) {
+    int u = gc->gm.ku;
+    memcpy(next, init, (size_t)(2 * R * npan) * sizeof *next);
+    if (u == 1) {
+        float_trips(c, gc, R, direct, wdt, npan, w, x0, cg_i64(c, 0), kn, 1, false, next);
+        return;
+    }
+    LLVMValueRef trips = LLVMBuildSDiv(c->b, kn, cg_i64(c, u), "");
+    LLVMValueRef done = LLVMBuildMul(c->b, trips, cg_i64(c, u), "");
+    float_trips(c, gc, R, direct, wdt, npan, w, x0, cg_i64(c, 0), trips, u, true, next);
+    float_trips(c, gc, R, direct, wdt, npan, w, x0, done, LLVMBuildSub(c->b, kn, done, ""), 1, true,
+                next);
 }
 
 /* <lanes x i8> at p, as <lanes x i32>: sign- or zero-extended. */

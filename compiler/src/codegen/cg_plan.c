@@ -93,6 +93,13 @@ cg_target cg_target_for(int lanes, int regs) {
          * tile takes twice the rows per trip of the weights from memory */
         .gemm_kc = wide ? 1024 : 512,
         .gemm_mc_tiles = wide ? 4 : 8,
+        /* k steps a trip: the AVX2 micro-kernel's trip was 20 vector
+         * instructions and 4 of loop counting. llama3_8b prefill 512,
+         * whole block, one thread, medians of 5 in alternating rounds
+         * (AMD EPYC Zen 4): AVX2 code 531, 545, 548 ms with 1 step a trip,
+         * 519, 536, 510 with 4; AVX-512 code 438, 433, 475 against 439,
+         * 433, 436 (its trip of 16 keeps 1) */
+        .gemm_ku = wide ? 1 : 4,
         /* GEMV rows (2 sums each, 2 panel vectors, a broadcast): AVX2's
          * 7 rows spill 2 of their sums and still beat the GEMM (llama3_8b
          * block, 7 tokens: 6.9 against 10.8 ms), its 8 do not (12.2
