@@ -185,17 +185,17 @@ static void api_bad_arguments_are_invalid(void **state) {
     assert_int_equal(attnc_spec_load_string(ctx, "t", NULL, 0, &c), ATTNC_E_INVALID);
     assert_int_equal(attnc_ir_text(ctx, NULL, NULL, NULL, &text), ATTNC_E_INVALID);
     /* each one-call function, with a context and without */
-    attnc_status got[2][6];
     for (int with = 0; with < 2; with++) {
+        attnc_status got[6];
         attnc_ctx *cx = with ? attnc_ctx_new() : NULL;
-        got[with][0] = attnc_jit_compile_file(cx, NULL, NULL, &jit);
-        got[with][1] = attnc_compile_file(cx, NULL, NULL, ATTNC_EMIT_OBJ, "x.o", NULL);
-        got[with][2] = attnc_target_cpu(cx, NULL, NULL, 0, &feat);
-        got[with][3] = attnc_probes_compile_for(cx, NULL, NULL, &pr);
-        got[with][4] = attnc_cache_stats_get(cx, NULL, &cs);
-        got[with][5] = attnc_cache_clear(cx, NULL, NULL);
+        got[0] = attnc_jit_compile_file(cx, NULL, NULL, &jit);
+        got[1] = attnc_compile_file(cx, NULL, NULL, ATTNC_EMIT_OBJ, "x.o", NULL);
+        got[2] = attnc_target_cpu(cx, NULL, NULL, 0, &feat);
+        got[3] = attnc_probes_compile_for(cx, NULL, NULL, &pr);
+        got[4] = attnc_cache_stats_get(cx, NULL, &cs);
+        got[5] = attnc_cache_clear(cx, NULL, NULL);
         for (int i = 0; i < 6; i++)
-            assert_int_equal(got[with][i], ATTNC_E_INVALID);
+            assert_int_equal(got[i], ATTNC_E_INVALID);
         if (!with)
             continue;
         static const char *const calls[6] = {

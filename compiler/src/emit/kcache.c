@@ -404,7 +404,8 @@ static attnc_status walk(attnc_ctx *ctx, const char *dir, bool remove, attnc_cac
     return rc;
 }
 
-/* The public calls around walk: ctx may be NULL; dir may not. */
+/* The public calls around walk: ctx may be NULL; a NULL dir or st is
+ * ATTNC_E_INVALID, with a diagnostic naming fn. */
 static attnc_status walk_dir(attnc_ctx *ctx, const char *dir, bool remove, attnc_cache_stats *st,
                              const char *fn) {
     attnc_ctx *work = attnc_ctx_new();
