@@ -228,6 +228,8 @@ static void hot_loops_do_not_spill(void **state) {
                  {"llama3_8b|dtype: q8_0", {"_gemv", NULL}},
                  {"llama3_8b|dtype: q4_0", {"_gemv", NULL}},
                  {"seed|kv_cache: {dtype: q8_0}", {"_gemv7", "_flash_split"}},
+                 {"seed|kv_cache: {dtype: f16}", {"_gemv7", NULL}},
+                 {"seed|kv_cache: {dtype: bf16}", {"_gemv7", NULL}},
                  {"deepseek_v3", {"_gemv7", "_flash"}}};
     const char *cpus[] = {"znver3", "znver4"};
     char *dir = tmpdir_new();

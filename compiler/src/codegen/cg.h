@@ -38,6 +38,7 @@ typedef struct cg_target {
     int flash_dc;          /* flash: most head_dim rows per p.v register block */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */
     int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */
+    int split_vecs;        /* split decode: vectors of keys a tile (where blocks hold them) */
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */

@@ -74,6 +74,15 @@ cg_target cg_target_for(int lanes, int regs) {
          * totals and d) besides: AVX2 with 16 of them spilled a third of
          * them in every trip (test_spills) */
         .split_accs = wide ? 16 : 8,
+        /* split decode: machine vectors in a tile of keys. AVX2's 16
+         * keys: a q[d] broadcast for two K vectors, the tile's softmax
+         * for twice the FMAs; llama3_8b decode @4096 core, one thread,
+         * medians of 15 (x86-64-v3 code, AMD EPYC Zen 4), 8 keys -> 16:
+         * f16 cache 1.01-1.04 -> 0.94-0.99 ms, f32 2.20-2.35 ->
+         * 1.81-1.94, bf16 1.09-1.11 -> 0.99-1.03, q8_0 1.25-1.28 ->
+         * 1.12-1.14. AVX-512 keeps 16: 32 keys are not whole tiles of
+         * the default cache blocks (16 tokens), gathered: f16 0.80 -> 3.15 */
+        .split_vecs = wide ? 1 : 2,
         /* only AVX-512 (16 lanes) folds a broadcast load into an FMA;
          * AVX2 and NEON load it into a register first, which is better
          * loaded once and used for every vector it multiplies */

@@ -6,8 +6,9 @@
  * of each other (one chunk per SPLIT_MIN_KEYS keys, rounded up): the cut
  * depends on the key count only. A work item is
  * one chunk, with all query rows (new tokens x heads); each thread takes
- * a run of consecutive chunks. Keys come in tiles of one vector width,
- * starting at multiples of it; within a tile, K/V head by K/V head, K and
+ * a run of consecutive chunks. Keys come in tiles of one vector width
+ * (the kernel's vectors: split_widen machine vectors), starting at
+ * multiples of it; within a tile, K/V head by K/V head, K and
  * V are read straight from the cache and converted in registers, for
  * blocks of up to SPLIT_ROWS query rows of the head's group at once. The
  * cache keeps each K column's tokens side by side (attn_kernels.h), so
@@ -61,10 +62,18 @@ bool cg_split_by_flash(const ir_graph *g) {
     return g->cfg.mla_kv_lora_rank > 0;
 }
 
+/* Machine vectors in one of the split kernel's vectors: the target's
+ * split_vecs where cache blocks hold whole tiles of them (a tile's keys
+ * of one d then stay one load), else 1. */
+static int split_widen(const cg *c) {
+    int w = c->target.split_vecs;
+    return w > 1 && c->g->cfg.kv_block_tokens % (c->target.lanes * w) == 0 ? w : 1;
+}
+
 /* Keys per tile of the partials: the split kernel's vector width, or
  * the flash kernel's key tile where it computes them. */
 static int64_t tile_keys(cg *c) {
-    return cg_split_by_flash(c->g) ? c->target.flash_bk : c->target.lanes;
+    return cg_split_by_flash(c->g) ? c->target.flash_bk : c->target.lanes * split_widen(c);
 }
 
 /* What the partials' buffer and the merge need: the output's rows and
@@ -658,7 +667,28 @@ static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMVal
     LLVMPositionBuilderAtEnd(c->b, done);
 }
 
+static void emit_partials(cg *c, const ir_node *n);
+
+/* The partials in vectors of split_widen machine vectors (LLVM splits
+ * each operation): a tile of 16 keys with AVX2, so each q[d] broadcast
+ * serves two K vectors and a tile's softmax and bookkeeping serve twice
+ * the FMAs. The register counts of the target are of machine vectors. */
 void cg_emit_split_partials(cg *c, const ir_node *n) {
+    cg_target t = c->target;
+    LLVMTypeRef vf = c->vf, vi = c->vi;
+    int w = split_widen(c);
+    c->target.lanes *= w;
+    c->target.split_vecs = 1;
+    c->target.split_accs /= w;
+    c->target.split_pv_regs /= w;
+    c->vf = LLVMVectorType(c->f32, (unsigned)c->target.lanes);
+    c->vi = LLVMVectorType(c->i32, (unsigned)c->target.lanes);
+    emit_partials(c, n);
+    c->target = t;
+    c->vf = vf, c->vi = vi;
+}
+
+static void emit_partials(cg *c, const ir_node *n) {
     const attn_config *cfg = &c->g->cfg;
     split s = split_of(c, n);
     int L = s.lanes;
