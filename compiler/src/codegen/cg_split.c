@@ -174,17 +174,21 @@ static LLVMValueRef max_across(cg *c, LLVMValueRef v) {
     return LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->i32, 0, false), "");
 }
 
+/* The lanes of vector v of head_dim inside it; NULL if all are. */
+static LLVMValueRef inside_hd(cg *c, const split *s, int64_t v) {
+    if ((v + 1) * s->lanes <= s->hd)
+        return NULL;
+    return LLVMBuildICmp(c->b, LLVMIntSLT, cg_lane_ids(c),
+                         cg_splat(c, LLVMConstInt(c->i32, (unsigned)(s->hd - v * s->lanes), false)),
+                         "");
+}
+
 /* Vector v of the head_dim elements at p (dtype dt) as f32; lanes past
  * head_dim read as 0. */
 static LLVMValueRef row_vec(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, int64_t v) {
-    LLVMTypeRef et = cg_elem_type(c, dt);
-    LLVMValueRef at = cg_gep(c, et, p, cg_i64(c, v * s->lanes));
-    if ((v + 1) * s->lanes <= s->hd)
-        return cg_vload(c, dt, at);
-    LLVMValueRef inside = LLVMBuildICmp(
-        c->b, LLVMIntSLT, cg_lane_ids(c),
-        cg_splat(c, LLVMConstInt(c->i32, (unsigned)(s->hd - v * s->lanes), false)), "");
-    return cg_vload_masked(c, dt, at, inside);
+    LLVMValueRef at = cg_gep(c, cg_elem_type(c, dt), p, cg_i64(c, v * s->lanes));
+    LLVMValueRef inside = inside_hd(c, s, v);
+    return inside ? cg_vload_masked(c, dt, at, inside) : cg_vload(c, dt, at);
 }
 
 /* The next tile's V token rows (all heads, each one run of memory),
@@ -798,12 +802,18 @@ static void emit_partials(cg *c, const ir_node *n) {
                                      cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
     LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
     LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, cg_i64(c, 1)));
+    /* in vectors (a scalar loop took about 2% of llama3_8b's decode
+     * core), the last one masked: the next row's m follows head_dim */
     LLVMValueRef src = row_at(c, os, lw.i, s.hdp);
     LLVMValueRef dst = part_at(c, &s, chunk, lw.i, cg_i64(c, 2));
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, s.hd), "d");
-    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, src, ld.i), ""),
-                   cg_gep(c, c->f32, dst, ld.i));
-    cg_for_end(c, &ld);
+    for (int64_t v = 0; v < s.nv; v++) {
+        LLVMValueRef ov = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, src, cg_i64(c, v * L)));
+        LLVMValueRef to = cg_gep(c, c->f32, dst, cg_i64(c, v * L)), inside = inside_hd(c, &s, v);
+        if (inside)
+            cg_vstore_masked(c, ov, to, inside);
+        else
+            cg_vstore(c, ATTN_DTYPE_F32, ov, to);
+    }
     cg_for_end(c, &lw);
     cg_for_end(c, &li);
 }
