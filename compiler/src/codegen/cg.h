@@ -291,6 +291,7 @@ ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
 ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
 /* A shuffle of v by constant lane indices idx[0..n). */
 ATTNC_HIDDEN LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n);
+ATTNC_HIDDEN void cg_transpose(cg *c, LLVMValueRef *v); /* lanes vectors, in place */
 ATTNC_HIDDEN LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMValueRef off);
 
 /* exp(x) for f32 (scalar or vector) as a polynomial in the IR (no libm call; the loop

@@ -487,6 +487,30 @@ LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
                                   LLVMConstVector(e, (unsigned)n), "");
 }
 
+/* v[0..lanes) as the rows of a lanes x lanes matrix, transposed in
+ * place: log2(lanes) rounds, each swapping the off-diagonal b x b blocks
+ * of every 2b x 2b block (b = lanes/2 .. 1), a two-input shuffle a
+ * vector (x86: vperm2f128/vshuff64x2, unpcklpd/unpckhpd, unpcklps/unpckhps). */
+void cg_transpose(cg *c, LLVMValueRef *v) {
+    int n = c->target.lanes;
+    ATTNC_ASSERT(n <= 64 && (n & (n - 1)) == 0);
+    LLVMValueRef lo[64], hi[64];
+    for (int b = n / 2; b >= 1; b /= 2) {
+        for (int j = 0; j < n; j++) { /* lanes of the second input count from n */
+            lo[j] = LLVMConstInt(c->i32, (unsigned)((j & b) ? n + j - b : j), false);
+            hi[j] = LLVMConstInt(c->i32, (unsigned)((j & b) ? n + j : j + b), false);
+        }
+        LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)n), mhi = LLVMConstVector(hi, (unsigned)n);
+        for (int i = 0; i < n; i++) {
+            if (i & b)
+                continue;
+            LLVMValueRef a = v[i], d = v[i + b];
+            v[i] = LLVMBuildShuffleVector(c->b, a, d, mlo, "");
+            v[i + b] = LLVMBuildShuffleVector(c->b, a, d, mhi, "");
+        }
+    }
+}
+
 /* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift;
  * q8_0: its q (times d: cg_cache_scale). */
 static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
