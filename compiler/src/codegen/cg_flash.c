@@ -574,9 +574,9 @@ static int64_t in_blocks(cg *c, const flash *f, const ir_node *rows, int64_t nd)
  * 4), 99.7-101.1 -> 94.1-99.1 ms, seed core 73.0-74.6 -> 69.2-69.5 ms;
  * AVX2 code within its noise (docs/performance.md).
  * out = false: qt = q * scale, 0 where rowok is 0; out = true: the rows
- * get ot, times inv if `scale` is 0 (a row past the item points at the
+ * get ot, times inv if `by_inv` (a row past the item points at the
  * dummy). */
-static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double scale,
+static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double scale, bool by_inv,
                            attn_dtype dt) {
     int L = f->lanes;
     LLVMTypeRef et = cg_elem_type(c, dt), vi = LLVMVectorType(c->i32, (unsigned)L);
@@ -587,7 +587,7 @@ static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double s
                 c->b, vi, cg_gep(c, c->i32, f->rowok, cg_i64(c, (int64_t)v * L)), "");
             LLVMSetAlignment(ok, 4);
             inside = LLVMBuildICmp(c->b, LLVMIntNE, ok, LLVMConstNull(vi), "");
-        } else if (scale == 0) {
+        } else if (by_inv) {
             inv = cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f->inv, cg_i64(c, (int64_t)v * L)));
         }
         cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, nd / L), "dblock");
@@ -704,7 +704,7 @@ static void flash_items(cg *c, const flash *fp, bool split) {
     if (n->alibi)
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f.sl, lr.i));
     cg_for_end(c, &lr);
-    rows_in_blocks(c, &f, qb, false, n->scale, f.q->dt);
+    rows_in_blocks(c, &f, qb, false, n->scale, false, f.q->dt);
     /* ot = 0 */
     cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
     for (int v = 0; v < f.rv; v++)
@@ -755,8 +755,10 @@ static void flash_items(cg *c, const flash *fp, bool split) {
     int64_t ob = in_blocks(c, &f, dst, f.vd);
     cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f.rows), "r");
     row_of(c, &f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
-    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1),
-                                     LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
+    LLVMValueRef inv =
+        split ? NULL
+              : LLVMBuildFDiv(c->b, cg_f32(c, 1),
+                              LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
     LLVMValueRef row =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, c->g->cfg.heads), ""), hh, "row");
     if (ob) { /* a row past the item stores its blocks to the dummy */
@@ -764,7 +766,8 @@ static void flash_items(cg *c, const flash *fp, bool split) {
         LLVMValueRef at = split ? cg_split_part(c, n, kc, row, cg_i64(c, 2)) : cg_addr(c, n, oi);
         LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, at, f.dummy, ""),
                        cg_gep(c, c->ptr, f.rowp, lo.i));
-        LLVMBuildStore(c->b, inv, at_f32(c, f.inv, lo.i));
+        if (inv)
+            LLVMBuildStore(c->b, inv, at_f32(c, f.inv, lo.i));
     }
     LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "store");
     LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
@@ -792,6 +795,6 @@ static void flash_items(cg *c, const flash *fp, bool split) {
     LLVMBuildBr(c->b, skip);
     LLVMPositionBuilderAtEnd(c->b, skip);
     cg_for_end(c, &lo);
-    rows_in_blocks(c, &f, ob, true, split ? 1.0 : 0.0, split ? ATTN_DTYPE_F32 : n->dt);
+    rows_in_blocks(c, &f, ob, true, 1.0, !split, split ? ATTN_DTYPE_F32 : n->dt);
     flash_next(c, item, step, head, exit);
 }
