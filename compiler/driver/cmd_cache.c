@@ -34,9 +34,16 @@ int cmd_cache(int argc, char **argv) {
         fputs(cache_usage, stdout);
         return EXIT_OK;
     }
-    bool info = n_pos == 1 && strcmp(pos[0], "info") == 0;
-    if (n_pos != 1 || (!info && strcmp(pos[0], "clear") != 0))
+    if (n_pos != 1)
         return usage_error("cache", "expected info or clear");
+    static const char *const words[] = {"info", "clear"};
+    bool info = strcmp(pos[0], "info") == 0;
+    if (!info && strcmp(pos[0], "clear") != 0) {
+        const char *near = attnc_suggest(pos[0], words, 2);
+        if (near)
+            return usage_error("cache", "unknown action '%s'; did you mean '%s'?", pos[0], near);
+        return usage_error("cache", "unknown action '%s'; expected info or clear", pos[0]);
+    }
     char dir[4096];
     attnc_options o = attnc_options_default();
     o.cache_dir = dir_opt;

@@ -845,6 +845,7 @@ static int write_out(const char *path, const char *text) {
         return EXIT_INPUT;
     }
     free(tmp);
+    printf("wrote %s\n", path);
     return EXIT_OK;
 }
 

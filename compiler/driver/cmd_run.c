@@ -71,6 +71,11 @@ static void engine_free(engine *e) {
 }
 
 static void print_timings(const attnc_timings *t) {
+    if (t->cache == ATTNC_CACHE_HIT) { /* nothing was lowered or compiled */
+        fprintf(stderr, "compile: spec %.1f ms, cache hit %.1f ms, link %.1f ms, total %.1f ms\n",
+                t->spec_ms, t->cache_ms, t->jit_ms, t->total_ms);
+        return;
+    }
     fprintf(stderr,
             "compile: spec %.1f ms, ir %.1f ms, passes %.1f ms, llvm ir %.1f ms, "
             "optimize %.1f ms, codegen %.1f ms (%.1f ms on %d threads), cache %s %.1f ms, "

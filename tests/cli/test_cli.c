@@ -68,6 +68,10 @@ static void cli_usage_errors_exit_1(void **state) {
     assert_stderr_has(f, "unknown option '--kv-dtpye'; did you mean '--kv-dtype'?");
     assert_int_equal(ATTNC(f, "help", "runn"), 1);
     assert_stderr_has(f, "unknown command 'runn'; did you mean 'run'?");
+    /* a CPU name is input (exit 2), and a typo of one gets the nearest */
+    assert_int_equal(
+        ATTNC(f, "compile", SPEC("seed"), "--cpu", "skylakx", "-o", path_in(f->dir, "x.o")), 2);
+    assert_stderr_has(f, "unknown CPU 'skylakx' for target x86-64; did you mean 'skylake'?");
     assert_int_equal(dir_count(f->dir), 0);
 }
 
@@ -128,6 +132,11 @@ static void cli_kernel_cache(void **state) {
     assert_stderr_has(f, "cache miss");
     assert_int_equal(ATTNC(f, "run", SPEC("seed"), "--weights", w, "--input", x, "-o", y, "-v"), 0);
     assert_stderr_has(f, "cache hit");
+    /* a hit lowers and compiles nothing: -v names no stage it skipped */
+    s = captured(f->err);
+    if (strstr(s, "threads") || strstr(s, "codegen"))
+        fail_msg("run -v on a hit names stages it skipped:\n%s", s);
+    free(s);
     assert_int_equal(ATTNC(f, "compile", SPEC("seed"), "-o", path_in(f->dir, "s.o")), 0);
     assert_int_equal(ATTNC(f, "cache", "info", "--dir", dir), 0);
     s = captured(f->out);
@@ -149,6 +158,8 @@ static void cli_kernel_cache(void **state) {
     free(s);
     assert_int_equal(ATTNC(f, "cache", "bogus"), 1);
     assert_stderr_has(f, "expected info or clear");
+    assert_int_equal(ATTNC(f, "cache", "infos"), 1);
+    assert_stderr_has(f, "unknown action 'infos'; did you mean 'info'?");
     assert_int_equal(ATTNC(f, "cache", "info", "--dir", w), 2); /* a file, not a directory */
     unsetenv("ATTNC_CACHE_DIR");
 }

@@ -142,6 +142,7 @@ static void gguf_metadata_imports_with_llama_cpp_conventions(void **state) {
     write_gguf(g, kv, 11, t, 2, 32);
     const char *out = path_in(f->dir, "g3.yaml");
     assert_int_equal(ATTNC(f, "import", g, "--layer", "0", "-o", out), 0);
+    assert_file_has(f->out, "wrote ");
     char *spec = captured(out);
     /* a local layer: window, base 10000; the norm weight already holds 1 + w */
     if (!strstr(spec, "sliding_window: 512") || !strstr(spec, "base: 10000 ") ||

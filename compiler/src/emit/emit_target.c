@@ -57,10 +57,17 @@ attnc_status emit_target_machine(attnc_ctx *ctx, const attnc_options *opt,
         st = host ? ATTNC_E_LLVM : ATTNC_E_SPEC;
         goto done;
     }
-    if (opt && opt->cpu && unknown_cpu(LLVMGetTargetName(target), opt->cpu)) {
+    const char *const *cpus =
+        opt && opt->cpu ? unknown_cpu(LLVMGetTargetName(target), opt->cpu) : NULL;
+    if (cpus) {
+        size_t n = 0;
+        while (cpus[n])
+            n++;
+        const char *near = attnc_suggest(opt->cpu, cpus, n);
         diag_error(ctx, ATTNC_E_SPEC, (attnc_loc){0},
-                   "unknown CPU '%s' for target %s (llc -mtriple=%s -mcpu=help lists them)",
-                   opt->cpu, LLVMGetTargetName(target), triple);
+                   "unknown CPU '%s' for target %s%s%s%s (llc -mtriple=%s -mcpu=help lists them)",
+                   opt->cpu, LLVMGetTargetName(target), near ? "; did you mean '" : "",
+                   near ? near : "", near ? "'?" : "", triple);
         st = ATTNC_E_SPEC;
         goto done;
     }
