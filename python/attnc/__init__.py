@@ -4,7 +4,8 @@ run prefill and decode through the paged KV cache.
 ctypes over the two C libraries (libattnc.so, the compiler, and libattn.so,
 the runtime); no compiled extension. The libraries are found in
 $ATTNC_LIB_DIR, else the source tree's build/ (when this package is run from
-it), else pkg-config's libdir of attnc, else the dynamic loader's paths.
+it, or was installed with pip from it), else pkg-config's libdir of attnc,
+else the dynamic loader's paths.
 Kernels run with the GIL released (ctypes drops it around every C call).
 
     import numpy as np, attnc
@@ -55,8 +56,14 @@ def _candidate_dirs():
         yield d, d
         yield d, d.parent / "runtime"
         return
-    root = Path(__file__).resolve().parent.parent.parent
-    yield root / "build" / "compiler", root / "build" / "runtime"
+    roots = [Path(__file__).resolve().parent.parent.parent]
+    try:  # a pip-installed copy: the tree it was built from (setup.py)
+        from ._origin import SOURCE_TREE
+        roots.append(Path(SOURCE_TREE))
+    except ImportError:
+        pass
+    for root in roots:
+        yield root / "build" / "compiler", root / "build" / "runtime"
     try:
         out = subprocess.run(["pkg-config", "--variable=libdir", "attnc"], capture_output=True,
                              text=True, timeout=10)
@@ -77,9 +84,11 @@ def _load():
         return ctypes.CDLL("libattn.so"), ctypes.CDLL("libattnc.so.0"), None
     except OSError as e:
         raise ImportError(
-            "attnc: libattnc.so and libattn.so not found (set ATTNC_LIB_DIR to the directory "
-            "holding libattnc.so, build the source tree with scripts/build, or install attnc "
-            "where pkg-config finds it): %s" % e) from None
+            "attnc: libattnc.so and libattn.so not found in %s: set ATTNC_LIB_DIR to the "
+            "directory holding libattnc.so (a build tree's build/compiler, or an install's lib), "
+            "build the source tree with scripts/build, or install attnc where pkg-config finds "
+            "it (%s)" % (", ".join(str(c) for c, _ in _candidate_dirs()) or "no directory", e)
+        ) from None
 
 
 _rt, _cc, _libdir = _load()
