@@ -411,7 +411,7 @@ static bool is_projection(const char *step) {
 static double tolerance(const attn_config *c) {
     attn_dtype kv = c->kv_dtype;
     if (kv == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
-        return 1e-2; /* a latent element's Q8_0 step is every head's (README) */
+        return 1e-2; /* a latent element's Q8_0 step is every head's (docs/spec.md, MLA) */
     return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3; /* f16, q8_0 */
 }
 

@@ -23,7 +23,7 @@ static const char weights_usage[] =
     "  --seed S     random seed (default 1)\n"
     "  --dtype T    stored dtype: f32, f16, bf16, q8_0 or q4_0 (default: the spec's\n"
     "               dtype); q8_0 and q4_0 matrices are ggml's blocks in U8 tensors\n"
-    "               (README \"Quantized weights\"), vectors stay f32\n"
+    "               (docs/spec.md, \"Quantized weights\"), vectors stay f32\n"
     "  --prefix P   prepended to every name, e.g. model.layers.0.self_attn.\n";
 
 static const char input_usage[] =

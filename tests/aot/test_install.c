@@ -2,7 +2,7 @@
  * (static and shared, no LLVM), libattnc, the headers and pkg-config
  * files; examples/aot, a CMake project of its own, builds against that
  * prefix (running attnc compile at build time), and its program matches
- * `attnc run --engine reference`; and README's link line for an object,
+ * `attnc run --engine reference`; and docs/api.md's link line for an object,
  * exactly as printed, links and runs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +63,7 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
     sh(cmd);
     snprintf(cmd, sizeof cmd, "! ldd %s/aot_example | grep -qi llvm", ex);
     sh(cmd);
-    /* README's link line, exactly as printed, from the install tree (plus
+    /* docs/api.md's link line, exactly as printed, from the install tree (plus
      * the sanitizer flags of a sanitizer build: its libattn needs them) */
     const char app[] =
         "#include <stdio.h>\n#include \"attn.h\"\n#include \"seed.h\"\n"
@@ -92,7 +92,7 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
         "-o app && ./app > app.log && grep -q 'linked and ran' app.log",
         dir, pre, spec, AOT_FLAGS, pre);
     sh(cmd);
-    /* README's JIT link lines: pkg-config --libs attnc alone (the shared
+    /* docs/api.md's JIT link lines: pkg-config --libs attnc alone (the shared
      * libattnc.so, found through the rpath), and attnc-static (the archive:
      * no libattnc.so needed at run time) */
     const char jit[] = "#include <stdio.h>\n#include \"attnc.h\"\n"
@@ -118,7 +118,7 @@ static void install_tree_builds_and_runs_the_aot_example(void **state) {
                  dir, AOT_FLAGS, pre, pcs[i], i, i, spec, i == 0 ? "" : "!", i);
         sh(cmd);
     }
-    /* README's Python install: pip from a copy of python/ into a venv (no
+    /* docs/api.md's Python install: pip from a copy of python/ into a venv (no
      * registry), libraries found through pkg-config's libdir (python
      * cannot load a sanitizer build's libraries) */
     if (AOT_FLAGS[0] == 0 && system("/usr/bin/python3 -c 'import venv, numpy' 2>/dev/null") == 0) {

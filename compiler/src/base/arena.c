@@ -1,5 +1,5 @@
 /* arena.c: bump allocation in chunks; everything is freed at once with the
- * context (STYLE.md §5). */
+ * context, so no pass frees what it allocates. */
 #include <stdlib.h>
 #include <string.h>
 
