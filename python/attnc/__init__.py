@@ -20,11 +20,10 @@ Kernels run with the GIL released (ctypes drops it around every C call).
 
 import ctypes
 import os
-import re
 import subprocess
 import tempfile
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_double, c_int, c_int32,
-                    c_int64, c_uint32, c_void_p)
+                    c_int64, c_void_p)
 from pathlib import Path
 
 import numpy as np
@@ -120,10 +119,13 @@ class _Timings(Structure):  # attnc_timings
                                         "total_ms")] + [("threads", c_int), ("cache", c_int)]
 
 
-class _KernelsHead(Structure):  # the start of attn_kernels: 4 x u32, then attn_config's first fields
-    _fields_ = [("abi_version", c_uint32), ("n_buffers", c_uint32), ("n_steps", c_uint32),
-                ("cpu_features", c_uint32), ("name", c_char * 64), ("heads", c_int64),
-                ("kv_groups", c_int64), ("head_dim", c_int64), ("d_model", c_int64)]
+_CONFIG_AT = 16  # attn_kernels: 4 x u32, then its attn_config (attn_kernels.h asserts it)
+
+
+class _ConfigField(Structure):  # attn_config_field (attn.h)
+    _fields_ = [("name", c_char_p), ("key", c_char_p), ("kind", c_int),
+                ("offset", ctypes.c_size_t), ("size", ctypes.c_size_t), ("plain", ctypes.c_bool),
+                ("default", c_double), ("lo", c_double), ("hi", c_double)]
 
 
 class _BlockOptions(Structure):  # attn_block_options
@@ -160,7 +162,7 @@ _jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_void_p, c_char_p, POI
 _jit_kernels = _fn(_cc, "attnc_jit_kernels", c_void_p, c_void_p)
 _jit_timings = _fn(_cc, "attnc_jit_timings", _Timings, c_void_p)
 _jit_free = _fn(_cc, "attnc_jit_free", None, c_void_p)
-_spec_to_yaml = _fn(_cc, "attnc_spec_to_yaml", c_void_p, c_void_p)
+_config_fields_fn = _fn(_rt, "attn_config_fields", POINTER(_ConfigField), POINTER(ctypes.c_size_t))
 _status_str = _fn(_rt, "attn_status_str", c_char_p, c_int)
 _block_options_default = _fn(_rt, "attn_block_options_default", _BlockOptions)
 _block_new = _fn(_rt, "attn_block_new", c_int, c_void_p, POINTER(_BlockOptions), POINTER(c_void_p))
@@ -198,19 +200,24 @@ def _raise(status, message):
 # ---- compiling ---------------------------------------------------------------
 
 
-def _memory_dim(table):
-    """cross_attention.memory_dim of a kernel table (0: self-attention),
-    from its config (at byte 16) printed as a spec: no mirror of
-    attn_config's layout here."""
-    p = _spec_to_yaml(table + 16)
-    if not p:
-        raise Error("attnc: out of memory printing a spec")
-    try:
-        text = ctypes.string_at(p).decode()
-    finally:
-        _libc.free(p)
-    m = re.search(r"^cross_attention:\n  memory_dim: (\d+)$", text, re.M)
-    return int(m.group(1)) if m else 0
+# attn_field_kind (attn.h): NAME, I64, I32, F64, BOOL, then the enums (ints)
+_KIND_CTYPE = [None, c_int64, c_int32, c_double, ctypes.c_bool] + [c_int] * 5
+
+
+def _fields():
+    n = ctypes.c_size_t()
+    f = _config_fields_fn(byref(n))
+    return [(f[i].name.decode(), _KIND_CTYPE[f[i].kind], f[i].offset) for i in range(n.value)]
+
+
+_FIELDS = _fields()  # attn_config's fields as the runtime lists them (attn_config.def)
+
+
+def _config(addr):
+    """The attn_config at addr as a dict of every field by its C name
+    (enums as their int values): no mirror of its layout here."""
+    return {name: ctypes.string_at(addr + off).decode() if ctype is None
+            else ctype.from_address(addr + off).value for name, ctype, off in _FIELDS}
 
 
 class Kernels:
@@ -219,11 +226,10 @@ class Kernels:
     def __init__(self, jit, label):
         self._jit = jit
         self._label = label
-        head = _KernelsHead.from_address(_jit_kernels(jit))
-        self.name = head.name.decode()
-        self.heads, self.kv_groups = head.heads, head.kv_groups
-        self.head_dim, self.d_model = head.head_dim, head.d_model
-        self.memory_dim = _memory_dim(_jit_kernels(jit))
+        self.config = _config(_jit_kernels(jit) + _CONFIG_AT)  # every attn_config field
+        c = self.config
+        self.name, self.heads, self.kv_groups = c["name"], c["heads"], c["kv_groups"]
+        self.head_dim, self.d_model, self.memory_dim = c["head_dim"], c["d_model"], c["memory_dim"]
         self.shard = None  # (i, n) for shard i of n of the heads
 
     @property
@@ -296,10 +302,7 @@ def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0, shard=N
     jit, ctx = c_void_p(), _ctx_new()
     try:
         st = _jit_compile(ctx, path.encode(), byref(opt), byref(jit))
-        n = _diag_text(ctx, None, 0)
-        buf = ctypes.create_string_buffer(max(n, 0) + 1)
-        _diag_text(ctx, buf, len(buf))
-        text = buf.value.decode(errors="replace")
+        text = _diags(ctx)
     finally:
         _ctx_free(ctx)
         if tmp:
@@ -311,6 +314,13 @@ def compile(spec, *, cpu=None, disable_passes=(), cache=True, threads=0, shard=N
     kernels = Kernels(jit.value, label)
     kernels.shard = (opt.shard_index, opt.shard_count) if opt.shard_count > 1 else None
     return kernels
+
+
+def _diags(ctx):
+    n = _diag_text(ctx, None, 0)
+    buf = ctypes.create_string_buffer(max(n, 0) + 1)
+    _diag_text(ctx, buf, len(buf))
+    return buf.value.decode(errors="replace")
 
 
 # ---- blocks, caches, sequences -------------------------------------------------------

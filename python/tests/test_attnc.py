@@ -165,6 +165,19 @@ def test_prefill_decode_forks_and_truncate_match_one_shot():
     assert cache.stats()["sequences"] == 7
 
 
+def test_kernels_config_holds_every_field_as_the_spec_set_it():
+    k = attnc.compile(SPECS / "mistral_7b.yaml", cache=False)
+    c = k.config
+    # every attn_config field, named as in C, read through the runtime's table
+    assert {"name", "heads", "kv_groups", "sliding_window", "rope_base", "kv_max_tokens",
+            "mla_eps", "shard_count"} <= set(c)
+    assert (c["name"], c["heads"], c["kv_groups"], c["head_dim"]) == ("mistral_7b", 32, 8, 128)
+    assert c["sliding_window"] == 4096 and c["causal"] is True and c["softcap"] == 0.0
+    assert c["rope_base"] == 10000.0 and c["kv_max_tokens"] == 8192
+    assert abs(c["scale"] - 128 ** -0.5) < 1e-15 and c["scale_auto"] is True
+    assert c["memory_dim"] == 0 and k.memory_dim == 0
+
+
 def test_float16_input_is_accepted(seed, tmp_path):
     w = tmp_path / "w.safetensors"
     cli("gen-weights", SPECS / "seed.yaml", "-o", w)

@@ -120,77 +120,57 @@ ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 #define ATTN_MAX_BLOCK_TOKENS 4096
 #define ATTN_MAX_WINDOW ATTN_MAX_TOKENS
 
+/* The kinds of attn_config's fields (attn_config.def). */
+typedef char attn_config_name[ATTN_NAME_MAX];
+#define ATTN_CTYPE_NAME attn_config_name
+#define ATTN_CTYPE_I64 int64_t
+#define ATTN_CTYPE_I32 int32_t
+#define ATTN_CTYPE_F64 double
+#define ATTN_CTYPE_BOOL bool
+#define ATTN_CTYPE_ROPE_STYLE attn_rope_style
+#define ATTN_CTYPE_SCALING attn_rope_scaling
+#define ATTN_CTYPE_QK_NORM attn_qk_norm
+#define ATTN_CTYPE_LAYOUT attn_layout
+#define ATTN_CTYPE_DTYPE attn_dtype
+
 /* The constants of one attention block: the validated, normalized spec.
  * Plain data; the compiler fills it from YAML, C users may fill it by hand
- * (then call attn_config_check). */
+ * (then call attn_config_check). Its fields, their spec keys and what
+ * each means are in attn_config.def. */
 typedef struct attn_config {
-    char name[ATTN_NAME_MAX]; /* C identifier */
-    int64_t heads;            /* query heads */
-    int64_t kv_groups;        /* K/V heads; divides heads */
-    int64_t head_dim;
-    int64_t d_model;
-    bool causal;
-    attn_rope_style rope_style; /* ATTN_ROPE_NONE: no rotation */
-    double rope_base;
-    int64_t rotary_dim; /* even, <= head_dim */
-    attn_rope_scaling rope_scaling;
-    double rope_factor;                      /* linear and llama3 */
-    double rope_low_freq_factor;             /* llama3 */
-    double rope_high_freq_factor;            /* llama3 */
-    int64_t rope_original_max_position;      /* llama3, yarn */
-    double rope_beta_fast, rope_beta_slow;   /* yarn: the ramp's rotation counts */
-    double rope_mscale, rope_mscale_all_dim; /* yarn: the derived attention factor */
-    double rope_attention_factor;            /* yarn: cos and sin are multiplied by it */
-    bool rope_truncate;                      /* yarn: round the ramp's ends to whole dims */
-    bool sinks;                              /* a learned per-head logit in the softmax */
-    bool alibi;                              /* score -= slope_h * (p - j) */
-    attn_qk_norm qk_norm;                    /* ATTN_QK_NORM_NONE: off */
-    bool qk_norm_weight;                     /* times a learned weight */
-    int32_t qk_norm_offset;                  /* 1: times (1 + weight) (Gemma) */
-    attn_layout weights_layout;              /* how checkpoints store the weights */
-    double qk_norm_eps;
-    int64_t chunk;            /* chunked_attention: 0 = off; needs causal */
-    int64_t temp_floor_scale; /* query_temperature: 0 = off */
-    double temp_attn_scale;
-    int64_t sliding_window; /* 0 = unlimited; needs causal */
-    double softcap;         /* 0 = off */
-    bool qkv_bias;
-    bool o_bias;
-    bool no_k_bias;   /* with qkv_bias: q and v have a bias, k none (spec k_bias: false; Whisper) */
-    bool scale_auto;  /* scale = 1/sqrt(head_dim) */
-    double scale;     /* the effective scale, also when scale_auto */
-    attn_dtype dtype; /* weights */
-    attn_dtype kv_dtype;     /* K/V cache; the reference rounds K/V to it */
-    int64_t kv_block_tokens; /* tokens per cache block */
-    int64_t kv_max_tokens;   /* longest sequence */
-    /* cross_attention: 0 = self-attention; else K and V are projected
-     * from a sequence's memory [rows, memory_dim] (attn_seq_set_memory),
-     * once, and every query sees every memory row */
-    int64_t memory_dim;
-    /* One shard of a block's heads for tensor parallelism
-     * (attn_config_shard): shard_index of shard_count, each holding
-     * heads / shard_count query heads and kv_groups / shard_count K/V
-     * groups (the fields above are the shard's own); 0 of 0: the whole
-     * block. Its forward gives a partial output: the shards' outputs sum
-     * to the whole block's. */
-    int64_t shard_index, shard_count;
-    /* Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; spec key mla),
-     * on when mla_kv_lora_rank > 0. Each token's K and V come from one
-     * latent: kv_a_proj_with_mqa(x) = [c; k_pe], c RMS-normalized
-     * (kv_a_layernorm, eps mla_eps) to the cache's c_kv, k_pe (rotated,
-     * shared by all heads) beside it: the cache holds kv_lora_rank +
-     * qk_rope_head_dim values per token. Head h's key is [c_kv .
-     * W_kb[h]^T; k_pe] and its value c_kv . W_vb[h]^T (kv_b_proj's rows
-     * of h: qk_nope_head_dim of K, then v_head_dim of V). Queries come
-     * from q_proj (q_lora_rank 0) or q_b_proj(RMSNorm(q_a_proj(x)));
-     * RoPE turns each head's last qk_rope_head_dim dims. The fields
-     * above then hold: head_dim = qk_nope_head_dim + qk_rope_head_dim
-     * (the q.k dim), kv_groups = heads, rotary_dim = qk_rope_head_dim;
-     * o_proj takes heads * v_head_dim. */
-    int64_t mla_q_lora_rank, mla_kv_lora_rank;
-    int64_t mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_v_head_dim;
-    double mla_eps;
+#define ATTN_FIELD(kind, field, key) ATTN_CTYPE_##kind field;
+#define ATTN_PLAIN(kind, field, key, token, def, lo, hi) ATTN_CTYPE_##kind field;
+#include "attn_config.def"
+#undef ATTN_FIELD
+#undef ATTN_PLAIN
 } attn_config;
+
+typedef enum attn_field_kind {
+    ATTN_KIND_NAME,
+    ATTN_KIND_I64,
+    ATTN_KIND_I32,
+    ATTN_KIND_F64,
+    ATTN_KIND_BOOL,
+    ATTN_KIND_ROPE_STYLE,
+    ATTN_KIND_SCALING,
+    ATTN_KIND_QK_NORM,
+    ATTN_KIND_LAYOUT,
+    ATTN_KIND_DTYPE,
+    ATTN_KIND_COUNT
+} attn_field_kind;
+
+/* One field of attn_config, as attn_config.def lists it. */
+typedef struct attn_config_field {
+    const char *name;     /* the C field ("sliding_window") */
+    const char *key;      /* its spec key's path ("kv_cache.max_tokens"); "" for none */
+    attn_field_kind kind; /* the enums are ints (4 bytes) */
+    size_t offset, size;  /* in attn_config */
+    bool plain;           /* a plain top-level key with the default and range below */
+    double def, lo, hi;
+} attn_config_field;
+
+/* Every field of attn_config in layout order; *n gets their count. */
+ATTN_API const attn_config_field *attn_config_fields(size_t *n);
 
 /* The dims of one head's value and attention output: v_head_dim with
  * MLA, else head_dim. */

@@ -81,10 +81,6 @@ void rt_dequant_row(attn_dtype t, const unsigned char *src, float *y, int64_t n)
     }
 }
 
-size_t rt_quant_block_bytes(attn_dtype t) {
-    return t == ATTN_DTYPE_Q8_0 ? 34 : t == ATTN_DTYPE_Q4_0 ? 18 : 0;
-}
-
 /* Whether block b of t holds exactly the values x. */
 static bool block_holds(attn_dtype t, const unsigned char *b, const float *x) {
     float y[RT_QK];

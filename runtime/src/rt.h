@@ -29,7 +29,7 @@ RT_HIDDEN float rt_round(attn_dtype t, float f);
 RT_HIDDEN void rt_round_row(attn_dtype t, float *x, int64_t n);
 
 #define RT_QK 32 /* values per block of Q8_0 and Q4_0 */
-/* Bytes per block of t; 0 if t is not a block format. */
+/* Bytes per block of t; 0 if t is not a block format (dtype.c). */
 RT_HIDDEN size_t rt_quant_block_bytes(attn_dtype t);
 /* n values (a multiple of RT_QK) of x as blocks of t at dst, with ggml's
  * reference quantizers. -1, or the first index that is NaN or infinite,
@@ -57,7 +57,7 @@ RT_HIDDEN const char *rt_unstorable(float v);
  * memory. */
 RT_HIDDEN void *rt_alloc_large(size_t bytes);
 
-/* Field by field (structs may differ in padding). */
+/* Field by field (structs may differ in padding; config.c). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
 
 /* Maps the regular file at path read-only and privately: *map (NULL for

@@ -25,36 +25,26 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMTypeRef kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(llctx), kparams, 3, false);
     const char *name = g->cfg.name;
 
-    /* the config, field by field into zeroed storage: padding stays 0 */
+    /* the config, field by field (attn_config.def) into zeroed storage:
+     * padding stays 0, and so do the name's bytes after its end */
     attn_config cfg;
     memset(&cfg, 0, sizeof cfg);
     const attn_config *c = &g->cfg;
-    memcpy(cfg.name, c->name, strnlen(c->name, ATTN_NAME_MAX - 1));
-    cfg.heads = c->heads, cfg.kv_groups = c->kv_groups, cfg.head_dim = c->head_dim;
-    cfg.d_model = c->d_model, cfg.causal = c->causal, cfg.rope_style = c->rope_style;
-    cfg.rope_base = c->rope_base, cfg.rotary_dim = c->rotary_dim;
-    cfg.rope_scaling = c->rope_scaling, cfg.rope_factor = c->rope_factor;
-    cfg.rope_low_freq_factor = c->rope_low_freq_factor;
-    cfg.rope_high_freq_factor = c->rope_high_freq_factor;
-    cfg.rope_original_max_position = c->rope_original_max_position;
-    cfg.rope_beta_fast = c->rope_beta_fast, cfg.rope_beta_slow = c->rope_beta_slow;
-    cfg.rope_mscale = c->rope_mscale, cfg.rope_mscale_all_dim = c->rope_mscale_all_dim;
-    cfg.rope_attention_factor = c->rope_attention_factor, cfg.rope_truncate = c->rope_truncate;
-    cfg.sinks = c->sinks, cfg.alibi = c->alibi, cfg.qk_norm = c->qk_norm;
-    cfg.qk_norm_weight = c->qk_norm_weight, cfg.qk_norm_offset = c->qk_norm_offset;
-    cfg.weights_layout = c->weights_layout;
-    cfg.qk_norm_eps = c->qk_norm_eps, cfg.chunk = c->chunk;
-    cfg.temp_floor_scale = c->temp_floor_scale, cfg.temp_attn_scale = c->temp_attn_scale;
-    cfg.sliding_window = c->sliding_window, cfg.softcap = c->softcap;
-    cfg.qkv_bias = c->qkv_bias, cfg.o_bias = c->o_bias, cfg.scale_auto = c->scale_auto;
-    cfg.scale = c->scale, cfg.dtype = c->dtype, cfg.kv_dtype = c->kv_dtype;
-    cfg.kv_block_tokens = c->kv_block_tokens, cfg.kv_max_tokens = c->kv_max_tokens;
-    cfg.no_k_bias = c->no_k_bias, cfg.memory_dim = c->memory_dim;
-    cfg.shard_index = c->shard_index, cfg.shard_count = c->shard_count;
-    cfg.mla_q_lora_rank = c->mla_q_lora_rank, cfg.mla_kv_lora_rank = c->mla_kv_lora_rank;
-    cfg.mla_qk_nope_head_dim = c->mla_qk_nope_head_dim;
-    cfg.mla_qk_rope_head_dim = c->mla_qk_rope_head_dim;
-    cfg.mla_v_head_dim = c->mla_v_head_dim, cfg.mla_eps = c->mla_eps;
+#define COPY_NAME(f) memcpy(cfg.f, c->f, strnlen(c->f, ATTN_NAME_MAX - 1))
+#define ATTN_FIELD(k, f, key) COPY_##k(f);
+#define ATTN_PLAIN(k, f, key, token, def, lo, hi) COPY_##k(f);
+#define COPY_I64(f) cfg.f = c->f
+#define COPY_I32 COPY_I64
+#define COPY_F64 COPY_I64
+#define COPY_BOOL COPY_I64
+#define COPY_ROPE_STYLE COPY_I64
+#define COPY_SCALING COPY_I64
+#define COPY_QK_NORM COPY_I64
+#define COPY_LAYOUT COPY_I64
+#define COPY_DTYPE COPY_I64
+#include "attn_config.def"
+#undef ATTN_FIELD
+#undef ATTN_PLAIN
 
     attn_buffer_desc bufs[ATTN_MAX_BUFFERS];
     memset(bufs, 0, sizeof bufs);

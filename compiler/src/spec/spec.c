@@ -44,3 +44,14 @@ attnc_status spec_load_file(attnc_ctx *ctx, const char *path, attn_config *out, 
     free(text);
     return st;
 }
+
+const attn_config_field *spec_plain_field(spec_key k) {
+    if (k < SPEC_K_FIRST_PLAIN || k >= SPEC_K_COUNT)
+        return NULL;
+    size_t n;
+    const attn_config_field *f = attn_config_fields(&n);
+    for (size_t i = 0, at = SPEC_K_FIRST_PLAIN; i < n; i++)
+        if (f[i].plain && at++ == (size_t)k)
+            return &f[i];
+    return NULL;
+}

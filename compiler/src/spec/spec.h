@@ -29,34 +29,37 @@ struct ynode {
 ATTNC_HIDDEN attnc_status spec_yaml_read(attnc_ctx *ctx, const char *file, const char *text,
                                          size_t len, ynode **root);
 
-/* The spec's top-level keys, in the order of the schema. */
+/* The spec's top-level keys: those with rules of their own, then the
+ * plain keys of attn_config.def in its order (SPEC_K_HEADS, ...). */
 typedef enum spec_key {
     SPEC_K_NAME,
-    SPEC_K_HEADS,
     SPEC_K_KV_GROUPS,
     SPEC_K_KV_HEADS,
     SPEC_K_HEAD_DIM,
-    SPEC_K_D_MODEL,
-    SPEC_K_CAUSAL,
     SPEC_K_ROPE,
-    SPEC_K_SLIDING_WINDOW,
-    SPEC_K_SOFTCAP,
-    SPEC_K_QKV_BIAS,
-    SPEC_K_O_BIAS,
     SPEC_K_SCALE,
     SPEC_K_DTYPE,
     SPEC_K_KV_CACHE,
     SPEC_K_QK_NORM,
-    SPEC_K_SINKS,
-    SPEC_K_ALIBI,
-    SPEC_K_CHUNKED,
     SPEC_K_QUERY_TEMP,
     SPEC_K_WEIGHTS,
     SPEC_K_K_BIAS,
     SPEC_K_CROSS,
     SPEC_K_MLA,
+    SPEC_K_FIRST_PLAIN,
+    SPEC_K_BEFORE_PLAIN = SPEC_K_FIRST_PLAIN - 1,
+#define ATTN_FIELD(kind, field, key)
+#define ATTN_PLAIN(kind, field, key, token, def, lo, hi) SPEC_K_##token,
+#include "attn_config.def"
+#undef ATTN_FIELD
+#undef ATTN_PLAIN
     SPEC_K_COUNT
 } spec_key;
+
+/* The key's name ("sliding_window"). */
+ATTNC_HIDDEN const char *spec_key_name(spec_key k);
+/* The attn_config.def row of a plain key; NULL for the others. */
+ATTNC_HIDDEN const attn_config_field *spec_plain_field(spec_key k);
 
 /* Where each key was written; keys left to their default point at the
  * top-level mapping. Later stages tag IR nodes with these. */

@@ -16,31 +16,30 @@
 
 /* indexes are spec_key (spec.h) */
 static const char *const top_keys[SPEC_K_COUNT] = {
-    "name",
-    "heads",
-    "kv_groups",
-    "kv_heads",
-    "head_dim",
-    "d_model",
-    "causal",
-    "rope",
-    "sliding_window",
-    "softcap",
-    "qkv_bias",
-    "o_bias",
-    "scale",
-    "dtype",
-    "kv_cache",
-    "qk_norm",
-    "sinks",
-    "alibi",
-    "chunked_attention",
-    "query_temperature",
-    "weights",
-    "k_bias",
-    "cross_attention",
-    "mla",
+    [SPEC_K_NAME] = "name",
+    [SPEC_K_KV_GROUPS] = "kv_groups",
+    [SPEC_K_KV_HEADS] = "kv_heads",
+    [SPEC_K_HEAD_DIM] = "head_dim",
+    [SPEC_K_ROPE] = "rope",
+    [SPEC_K_SCALE] = "scale",
+    [SPEC_K_DTYPE] = "dtype",
+    [SPEC_K_KV_CACHE] = "kv_cache",
+    [SPEC_K_QK_NORM] = "qk_norm",
+    [SPEC_K_QUERY_TEMP] = "query_temperature",
+    [SPEC_K_WEIGHTS] = "weights",
+    [SPEC_K_K_BIAS] = "k_bias",
+    [SPEC_K_CROSS] = "cross_attention",
+    [SPEC_K_MLA] = "mla",
+#define ATTN_FIELD(kind, field, key)
+#define ATTN_PLAIN(kind, field, key, token, def, lo, hi) [SPEC_K_##token] = key,
+#include "attn_config.def"
+#undef ATTN_FIELD
+#undef ATTN_PLAIN
 };
+
+const char *spec_key_name(spec_key k) {
+    return (unsigned)k < SPEC_K_COUNT ? top_keys[k] : NULL;
+}
 
 enum { R_BASE, R_STYLE, R_ROTARY_DIM, R_SCALING, R_COUNT };
 static const char *const rope_keys[R_COUNT] = {"base", "style", "rotary_dim", "scaling"};
@@ -178,9 +177,16 @@ static void take_map(checker *ck, const ynode *m, const char *path, const char *
                     found(&word, buf, sizeof buf), path, near);
             } else {
                 char list[512] = "";
-                for (int i = 0; i < n_known; i++)
+                const char *prev = "";
+                for (int i = 0; i < n_known; i++) { /* in alphabetical order */
+                    const char *next = NULL;
+                    for (int j = 0; j < n_known; j++)
+                        if (strcmp(known[j], prev) > 0 && (!next || strcmp(known[j], next) < 0))
+                            next = known[j];
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                             known[i]);
+                             next);
+                    prev = next;
+                }
                 err(ck, k->loc, "unknown key '%s%s'; known keys%s%s: %s", path,
                     found(&word, buf, sizeof buf), *path ? " of " : "", path, list);
             }
@@ -716,6 +722,52 @@ static void sort_by_location(attnc_ctx *ctx, size_t from) {
     }
 }
 
+/* ---- plain keys (attn_config.def) ------------------------------------------ */
+
+/* Sets every plain field of c to its default. */
+static void plain_defaults(attn_config *c) {
+    for (int k = SPEC_K_FIRST_PLAIN; k < SPEC_K_COUNT; k++) {
+        const attn_config_field *f = spec_plain_field((spec_key)k);
+        char *p = (char *)c + f->offset;
+        if (f->kind == ATTN_KIND_I64)
+            *(int64_t *)p = (int64_t)f->def;
+        else if (f->kind == ATTN_KIND_F64)
+            *(double *)p = f->def;
+        else if (f->kind == ATTN_KIND_BOOL)
+            *(bool *)p = f->def != 0;
+    }
+}
+
+/* Each plain key given, by its kind and range, into its field of c;
+ * ok[k] tells which were given and valid. */
+static void check_plain(checker *ck, const ynode *const *val, attn_config *c, bool *ok) {
+    char buf[128];
+    for (int k = SPEC_K_FIRST_PLAIN; k < SPEC_K_COUNT; k++) {
+        const attn_config_field *f = spec_plain_field((spec_key)k);
+        const ynode *v = val[k];
+        char *p = (char *)c + f->offset;
+        ok[k] = false;
+        if (!v)
+            continue;
+        if (f->kind == ATTN_KIND_I64) {
+            ok[k] = get_int(ck, v, f->key, (int64_t)f->lo, (int64_t)f->hi, (int64_t *)p);
+        } else if (f->kind == ATTN_KIND_F64) {
+            double d;
+            ok[k] = get_num(ck, v, f->key, f->lo, false, &d);
+            if (ok[k] && d > f->hi)
+                err(ck, v->loc, "%s: expected a number in %g..%g, found %s", f->key, f->lo, f->hi,
+                    found(v, buf, sizeof buf));
+            ok[k] = ok[k] && d <= f->hi;
+            if (ok[k])
+                *(double *)p = d;
+        } else if (f->kind == ATTN_KIND_BOOL) {
+            ok[k] = get_bool(ck, v, f->key, (bool *)p);
+        } else {
+            ATTNC_ASSERT(!"a plain key is I64, F64 or BOOL");
+        }
+    }
+}
+
 /* ---- the whole spec ------------------------------------------------------ */
 
 attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out,
@@ -738,7 +790,6 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
 
     attn_config c = {
         .kv_groups = 0,
-        .causal = true,
         .rope_style = ATTN_ROPE_NONE,
         .scale_auto = true,
         .dtype = ATTN_DTYPE_F32,
@@ -748,6 +799,9 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     };
     static const char *const required[] = {"name", "heads", "head_dim"};
     static const int required_idx[] = {SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_HEAD_DIM};
+    plain_defaults(&c);
+    bool ok[SPEC_K_COUNT];
+    check_plain(ck, val, &c, ok);
     bool mla = val[SPEC_K_MLA] != NULL; /* it defines head_dim itself */
     for (int i = 0; i < (mla ? 2 : 3); i++)
         if (!val[required_idx[i]])
@@ -763,8 +817,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         else
             memcpy(c.name, v->str, v->len + 1);
     }
-    bool heads_ok =
-        val[SPEC_K_HEADS] && get_int(ck, val[SPEC_K_HEADS], "heads", 1, ATTN_MAX_HEADS, &c.heads);
+    bool heads_ok = ok[SPEC_K_HEADS];
     bool hd_ok = !mla && val[SPEC_K_HEAD_DIM] &&
                  get_int(ck, val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
     bool mla_ok = mla && check_mla(ck, val[SPEC_K_MLA], &c);
@@ -797,17 +850,12 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             mla ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)" : "head_dim",
             (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
 
-    if (val[SPEC_K_D_MODEL])
-        get_int(ck, val[SPEC_K_D_MODEL], "d_model", 1, ATTN_MAX_D_MODEL, &c.d_model);
-    else if (heads_ok && hd_ok) {
+    if (!val[SPEC_K_D_MODEL] && heads_ok && hd_ok) {
         c.d_model = c.heads * c.head_dim;
         if (c.d_model > ATTN_MAX_D_MODEL && c.d_model <= ATTN_MAX_QDIM)
             err(ck, root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
                 (long long)c.d_model, ATTN_MAX_D_MODEL);
     }
-
-    if (val[SPEC_K_CAUSAL])
-        get_bool(ck, val[SPEC_K_CAUSAL], "causal", &c.causal);
 
     const ynode *rotary_at = NULL;
     if (val[SPEC_K_ROPE])
@@ -830,18 +878,9 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
                 (long long)c.head_dim);
     }
 
-    if (val[SPEC_K_SLIDING_WINDOW] &&
-        get_int(ck, val[SPEC_K_SLIDING_WINDOW], "sliding_window", 0, ATTN_MAX_WINDOW,
-                &c.sliding_window) &&
-        c.sliding_window > 0 && !c.causal)
+    if (ok[SPEC_K_SLIDING_WINDOW] && c.sliding_window > 0 && !c.causal)
         err(ck, val[SPEC_K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
             (long long)c.sliding_window);
-    if (val[SPEC_K_SOFTCAP])
-        get_num(ck, val[SPEC_K_SOFTCAP], "softcap", 0, false, &c.softcap);
-    if (val[SPEC_K_QKV_BIAS])
-        get_bool(ck, val[SPEC_K_QKV_BIAS], "qkv_bias", &c.qkv_bias);
-    if (val[SPEC_K_O_BIAS])
-        get_bool(ck, val[SPEC_K_O_BIAS], "o_bias", &c.o_bias);
     const ynode *sv = val[SPEC_K_SCALE];
     if (sv && !(sv->kind == YNODE_SCALAR && sv->plain && strcmp(sv->str, "auto") == 0)) {
         double d;
@@ -880,17 +919,12 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         check_cache(ck, val[SPEC_K_KV_CACHE], &c);
     if (val[SPEC_K_QK_NORM])
         check_qk_norm(ck, val[SPEC_K_QK_NORM], &c);
-    if (val[SPEC_K_SINKS])
-        get_bool(ck, val[SPEC_K_SINKS], "sinks", &c.sinks);
-    if (val[SPEC_K_ALIBI] && get_bool(ck, val[SPEC_K_ALIBI], "alibi", &c.alibi) && c.alibi &&
-        c.rope_style != ATTN_ROPE_NONE)
+    if (ok[SPEC_K_ALIBI] && c.alibi && c.rope_style != ATTN_ROPE_NONE)
         err(ck, val[SPEC_K_ALIBI]->loc,
             "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: "
             "none",
             key[SPEC_K_ROPE]->loc.line, key[SPEC_K_ROPE]->loc.col);
-    if (val[SPEC_K_CHUNKED] &&
-        get_int(ck, val[SPEC_K_CHUNKED], "chunked_attention", 0, ATTN_MAX_WINDOW, &c.chunk) &&
-        c.chunk > 0 && !c.causal)
+    if (ok[SPEC_K_CHUNKED] && c.chunk > 0 && !c.causal)
         err(ck, val[SPEC_K_CHUNKED]->loc, "chunked_attention (%lld) requires causal: true",
             (long long)c.chunk);
     if (val[SPEC_K_QUERY_TEMP])

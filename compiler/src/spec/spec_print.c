@@ -60,6 +60,21 @@ static const char *yn(bool b) {
     return b ? "true" : "false";
 }
 
+/* Plain key k of c (attn_config.def) as "key: value", once: done[k]
+ * records it. */
+static void plain(out *o, const attn_config *c, spec_key k, bool *done) {
+    const attn_config_field *f = spec_plain_field(k);
+    const char *p = (const char *)c + f->offset;
+    char a[40];
+    done[k] = true;
+    if (f->kind == ATTN_KIND_I64)
+        put(o, "%s: %lld\n", f->key, (long long)*(const int64_t *)p);
+    else if (f->kind == ATTN_KIND_F64)
+        put(o, "%s: %s\n", f->key, num(*(const double *)p, a, sizeof a));
+    else
+        put(o, "%s: %s\n", f->key, yn(*(const bool *)p));
+}
+
 char *attnc_spec_to_yaml(const attn_config *c) {
     if (!c)
         return NULL;
@@ -69,8 +84,9 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     if (!o.buf)
         return NULL;
     char a[40], b[40], d[40];
+    bool done[SPEC_K_COUNT] = {false};
     put(&o, "name: %s\n", c->name);
-    put(&o, "heads: %lld\n", (long long)c->heads);
+    plain(&o, c, SPEC_K_HEADS, done);
     bool mla = c->mla_kv_lora_rank > 0; /* it defines kv_groups, head_dim, rotary_dim */
     if (mla)
         put(&o,
@@ -82,8 +98,8 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     else
         put(&o, "kv_groups: %lld\nhead_dim: %lld\n", (long long)c->kv_groups,
             (long long)c->head_dim);
-    put(&o, "d_model: %lld\n", (long long)c->d_model);
-    put(&o, "causal: %s\n", yn(c->causal));
+    plain(&o, c, SPEC_K_D_MODEL, done);
+    plain(&o, c, SPEC_K_CAUSAL, done);
     if (c->rope_style == ATTN_ROPE_NONE || (unsigned)c->rope_style >= ATTN_ROPE_COUNT) {
         put(&o, "rope: none\n");
     } else {
@@ -119,25 +135,25 @@ char *attnc_spec_to_yaml(const attn_config *c) {
             break;
         }
     }
-    put(&o, "sliding_window: %lld\n", (long long)c->sliding_window);
-    put(&o, "softcap: %s\n", num(c->softcap, a, sizeof a));
+    plain(&o, c, SPEC_K_SLIDING_WINDOW, done);
+    plain(&o, c, SPEC_K_SOFTCAP, done);
     if (c->qk_norm == ATTN_QK_NORM_NONE || (unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
         put(&o, "qk_norm: none\n");
     else
         put(&o, "qk_norm:\n  type: rms\n  scope: %s\n  eps: %s\n  weight: %s\n  offset: %d\n",
             c->qk_norm == ATTN_QK_NORM_HEAD ? "head" : "all", num(c->qk_norm_eps, a, sizeof a),
             yn(c->qk_norm_weight), (int)c->qk_norm_offset);
-    put(&o, "sinks: %s\n", yn(c->sinks));
-    put(&o, "alibi: %s\n", yn(c->alibi));
-    put(&o, "chunked_attention: %lld\n", (long long)c->chunk);
+    plain(&o, c, SPEC_K_SINKS, done);
+    plain(&o, c, SPEC_K_ALIBI, done);
+    plain(&o, c, SPEC_K_CHUNKED, done);
     if (c->temp_floor_scale > 0)
         put(&o, "query_temperature:\n  floor_scale: %lld\n  attn_scale: %s\n",
             (long long)c->temp_floor_scale, num(c->temp_attn_scale, a, sizeof a));
     else
         put(&o, "query_temperature: none\n");
-    put(&o, "qkv_bias: %s\n", yn(c->qkv_bias));
+    plain(&o, c, SPEC_K_QKV_BIAS, done);
     put(&o, "k_bias: %s\n", yn(c->qkv_bias && !c->no_k_bias));
-    put(&o, "o_bias: %s\n", yn(c->o_bias));
+    plain(&o, c, SPEC_K_O_BIAS, done);
     if (c->memory_dim > 0)
         put(&o, "cross_attention:\n  memory_dim: %lld\n", (long long)c->memory_dim);
     else
@@ -154,6 +170,9 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
     put(&o, "kv_cache:\n  dtype: %s\n  block_tokens: %lld\n  max_tokens: %lld\n",
         attn_dtype_name(c->kv_dtype), (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
+    for (int k = SPEC_K_FIRST_PLAIN; k < SPEC_K_COUNT; k++) /* keys with no place above */
+        if (!done[k])
+            plain(&o, c, (spec_key)k, done);
     if (o.failed) {
         free(o.buf);
         return NULL;
