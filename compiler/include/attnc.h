@@ -114,6 +114,29 @@ ATTNC_API int64_t attnc_mla_prefill_tokens(const attn_config *c);
  * the same config. malloc'd (caller frees); NULL when out of memory. */
 ATTNC_API char *attnc_spec_to_yaml(const attn_config *c);
 
+/* ---- importing a checkpoint's config --------------------------------------- */
+
+typedef struct attnc_import_options {
+    const char *name;   /* the spec's name; NULL: MODELTYPE_layerN */
+    int dtype;          /* an attn_dtype for the weights; -1: the checkpoint's (config.json's
+                           torch_dtype, a GGUF layer's q weight type; else f32) */
+    int64_t max_tokens; /* kv_cache.max_tokens; 0: the model's context length, at most
+                           8192 (4096 when it names none) */
+} attnc_import_options;
+
+ATTNC_API attnc_import_options attnc_import_options_default(void);
+
+/* The spec of layer's attention (docs/checkpoints.md) from path: a
+ * Hugging Face config.json or a GGUF file (its metadata and the layer's
+ * tensor names and types), each key with a comment naming its source.
+ * A field that changes attention in a way attnc cannot express is an
+ * error naming it (ATTNC_E_SPEC); an unreadable file ATTNC_E_IO. The
+ * spec is validated as attnc_spec_load_string would. On success
+ * *yaml_text is malloc'd (the caller frees it); on failure it is
+ * untouched and ctx says why. opt may be NULL (the defaults). */
+ATTNC_API attnc_status attnc_import(attnc_ctx *ctx, const char *path, int64_t layer,
+                                    const attnc_import_options *opt, char **yaml_text);
+
 /* ---- compiling ------------------------------------------------------------ */
 
 /* How to compile a spec; start from attnc_options_default(). */

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Error", "Kernels", "Block", "Cache", "Seq", "compile", "library_dir", "load_tensors",
-           "save_tensors"]
+__all__ = ["Error", "Kernels", "Block", "Cache", "Seq", "compile", "import_spec", "library_dir",
+           "load_tensors", "save_tensors"]
 
 _ST_MAX_DIMS = 8
 _MSG_MAX = 512
@@ -162,6 +162,12 @@ _jit_compile = _fn(_cc, "attnc_jit_compile_file", c_int, c_void_p, c_char_p, POI
 _jit_kernels = _fn(_cc, "attnc_jit_kernels", c_void_p, c_void_p)
 _jit_timings = _fn(_cc, "attnc_jit_timings", _Timings, c_void_p)
 _jit_free = _fn(_cc, "attnc_jit_free", None, c_void_p)
+class _ImportOptions(Structure):  # attnc_import_options
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("max_tokens", c_int64)]
+
+
+_import = _fn(_cc, "attnc_import", c_int, c_void_p, c_char_p, c_int64, POINTER(_ImportOptions),
+              POINTER(c_void_p))
 _config_fields_fn = _fn(_rt, "attn_config_fields", POINTER(_ConfigField), POINTER(ctypes.c_size_t))
 _status_str = _fn(_rt, "attn_status_str", c_char_p, c_int)
 _block_options_default = _fn(_rt, "attn_block_options_default", _BlockOptions)
@@ -321,6 +327,32 @@ def _diags(ctx):
     buf = ctypes.create_string_buffer(max(n, 0) + 1)
     _diag_text(ctx, buf, len(buf))
     return buf.value.decode(errors="replace")
+
+
+def import_spec(path, layer=0, *, name=None, dtype=None, max_tokens=0):
+    """The spec (YAML text) of layer's attention from a Hugging Face
+    config.json or a GGUF file, as `attnc import` writes it; pass it to
+    compile(). name: the spec's name (default MODELTYPE_layerN); dtype:
+    the weights' dtype ("f32", "bf16", "q8_0", ...; default the
+    checkpoint's); max_tokens: kv_cache.max_tokens (0: the model's
+    context, at most 8192). Raises Error naming a field attnc cannot
+    express."""
+    if dtype is not None and dtype not in _DTYPES:
+        raise Error("attnc: dtype '%s': expected one of %s" % (dtype, ", ".join(_DTYPES)))
+    opt = _ImportOptions(name.encode() if name else None,
+                         _DTYPES[dtype] if dtype is not None else -1, int(max_tokens))
+    out, ctx = c_void_p(), _ctx_new()
+    try:
+        st = _import(ctx, os.fspath(path).encode(), int(layer), byref(opt), byref(out))
+        text = _diags(ctx)
+    finally:
+        _ctx_free(ctx)
+    if st != 0:
+        raise Error(text.strip() or "attnc: importing %s failed" % path, st)
+    try:
+        return ctypes.string_at(out.value).decode()
+    finally:
+        _libc.free(out)
 
 
 # ---- blocks, caches, sequences -------------------------------------------------------

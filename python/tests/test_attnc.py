@@ -178,6 +178,25 @@ def test_kernels_config_holds_every_field_as_the_spec_set_it():
     assert c["memory_dim"] == 0 and k.memory_dim == 0
 
 
+def test_import_spec_equals_attnc_import_and_compiles(tmp_path):
+    cfg = ROOT / "tests" / "data" / "hf" / "llama3_1_8b.json"
+    text = attnc.import_spec(cfg, layer=3, dtype="bf16", max_tokens=1024)
+    out = tmp_path / "l3.yaml"
+    cli("import", cfg, "--layer", 3, "--dtype", "bf16", "--max-tokens", 1024, "-o", out)
+    assert text == out.read_text()
+    assert "name: llama_layer3" in text and "dtype: bf16" in text
+    k = attnc.compile(text, cache=False)
+    assert (k.heads, k.kv_groups, k.config["kv_max_tokens"]) == (32, 8, 1024)
+    # a field attnc cannot express is an error naming it; a missing file says so
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", "num_attention_heads": 4, "hidden_size": 64,'
+                   ' "rope_scaling": {"rope_type": "longrope", "factor": 2}}')
+    with pytest.raises(attnc.Error, match="longrope"):
+        attnc.import_spec(bad)
+    with pytest.raises(attnc.Error, match="cannot open"):
+        attnc.import_spec(tmp_path / "none.json")
+
+
 def test_float16_input_is_accepted(seed, tmp_path):
     w = tmp_path / "w.safetensors"
     cli("gen-weights", SPECS / "seed.yaml", "-o", w)

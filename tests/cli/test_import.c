@@ -112,7 +112,7 @@ static void unexpressible_fields_are_errors(void **state) {
         assert_stderr_has(f, cases[i].msg);
     }
     assert_int_equal(ATTNC(f, "import", path_in(f->dir, "none.json")), 2);
-    assert_stderr_has(f, "none.json: cannot open");
+    assert_stderr_has(f, "none.json: error: cannot open");
 }
 
 /* ---- GGUF ------------------------------------------------------------------ */
