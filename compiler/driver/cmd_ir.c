@@ -8,9 +8,11 @@
 static const char ir_usage[] =
     "usage: attnc ir SPEC [--after PASS] [--disable-pass NAME]... [--list-passes]\n"
     "\n"
-    "Prints the graph IR of SPEC after the whole pass pipeline: one node a line,\n"
+    "Prints the graph IR of SPEC after the whole pass pipeline: the config it\n"
+    "was built for on 'config FIELD=VALUE ...' lines, then one node a line,\n"
     "  %ID = OP OPERANDS ATTRIBUTES : DTYPE[SHAPE]  ; LINE:COL of the spec key\n"
     "with ne[0] innermost, S the new tokens and T the cached plus new tokens.\n"
+    "attnc opt reads it back.\n"
     "\n"
     "  --after PASS         stop after PASS; 'lower' prints the unfused graph\n"
     "  --disable-pass NAME  skip a pass (repeatable)\n"
@@ -58,16 +60,19 @@ int cmd_ir(int argc, char **argv) {
 }
 
 static const char opt_usage[] =
-    "usage: attnc opt FILE.ir --spec SPEC [--pass NAME]...\n"
+    "usage: attnc opt FILE.ir [--spec SPEC] [--pass NAME]...\n"
     "\n"
-    "Reads the graph IR in FILE.ir as `attnc ir SPEC` prints it, checks it\n"
-    "(the verifier; every shape is inferred again and must be the printed\n"
-    "one), runs the passes named, in the order given, over it, and prints\n"
-    "the result: a pass can be run on its own, on a graph written or edited\n"
-    "by hand (tests/passes). Attributes the printer takes from the config\n"
-    "(RoPE's base, the mask's window) come from SPEC.\n"
+    "Reads the graph IR in FILE.ir as `attnc ir SPEC` prints it: the config\n"
+    "lines (every field of the config the graph was built for), then one\n"
+    "node a line. Checks it (the verifier; every shape is inferred again and\n"
+    "must be the printed one, and every node's attributes the ones the\n"
+    "config gives it: RoPE's base, the mask's window are edited on the\n"
+    "config lines), runs the passes named, in the order given, over it, and\n"
+    "prints the result: a pass can be run on its own, on a graph written or\n"
+    "edited by hand (tests/passes).\n"
     "\n"
-    "  --spec SPEC   the spec the graph is of (its config; the graph's name)\n"
+    "  --spec SPEC   the spec of a graph without config lines (a spec given\n"
+    "                with config lines must have the same config)\n"
     "  --pass NAME   a pass to run (repeatable; attnc ir --list-passes)\n";
 
 int cmd_opt(int argc, char **argv) {
@@ -85,8 +90,8 @@ int cmd_opt(int argc, char **argv) {
         fputs(opt_usage, stdout);
         return EXIT_OK;
     }
-    if (n_pos != 1 || !spec)
-        return usage_error("opt", "expected one FILE.ir and --spec SPEC");
+    if (n_pos != 1)
+        return usage_error("opt", "expected one FILE.ir");
     if (!check_pass_names("opt", passes, n_passes))
         return EXIT_USAGE;
     attnc_ctx *ctx = attnc_ctx_new();

@@ -175,10 +175,12 @@ ATTNC_API attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path,
                                      const attnc_options *opt, const char *after_pass,
                                      const char **text);
 /* attnc opt: the graph IR text in the file ir_path (as attnc_ir_text
- * prints it, for the spec at spec_path, whose config the passes need),
- * read back and verified, then the passes named run over it in this
- * order (the verifier after each), printed to *text (lives as long as
- * ctx). Errors: the file's path:line:col, an unknown pass name. */
+ * prints it: the config it was built for, then the nodes), read back and
+ * verified, then the passes named run over it in this order (the
+ * verifier after each), printed to *text (lives as long as ctx).
+ * spec_path may be NULL; a spec given must have the text's config, and a
+ * text without config lines needs one. Errors: the file's path:line:col,
+ * an unknown pass name. */
 ATTNC_API attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *ir_path,
                                       const char *const *passes, int n_passes, const char **text);
 

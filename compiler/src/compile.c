@@ -100,11 +100,11 @@ attnc_status attnc_ir_text(attnc_ctx *ctx, const char *spec_path, const attnc_op
 
 attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *ir_path,
                             const char *const *passes, int n_passes, const char **text) {
-    if (!ctx || !spec_path || !ir_path || !text || n_passes < 0 || (n_passes && !passes))
+    if (!ctx || !ir_path || !text || n_passes < 0 || (n_passes && !passes))
         return ATTNC_E_INVALID;
     attn_config cfg;
     spec_locs locs;
-    attnc_status st = spec_load_file(ctx, spec_path, &cfg, &locs);
+    attnc_status st = spec_path ? spec_load_file(ctx, spec_path, &cfg, &locs) : ATTNC_OK;
     if (st != ATTNC_OK)
         return st;
     for (int i = 0; i < n_passes; i++)
@@ -119,7 +119,7 @@ attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *i
     if ((st = diag_read_file(ctx, (attnc_loc){ir_path, 0, 0}, ir_path, "IR file", 64u << 20, &src,
                              &len)) != ATTNC_OK)
         return st;
-    st = ir_parse(ctx, &cfg, &locs, ir_path, src, &g);
+    st = ir_parse(ctx, spec_path ? &cfg : NULL, spec_path ? &locs : NULL, ir_path, src, &g);
     free(src);
     if (st != ATTNC_OK)
         return st;

@@ -89,12 +89,13 @@ static const char *spec_file(const char *spec) {
     return path;
 }
 
-/* attnc_opt_text of the file at ir with passes; NULL with the diagnostics
- * printed (first one into *first, if asked) on failure. */
+/* attnc_opt_text of the file at ir with passes (spec NULL: none);
+ * NULL with the diagnostics printed (first one into *first, if asked) on
+ * failure. */
 static const char *opt_of(attnc_ctx *ctx, const char *spec, const char *ir,
                           const char *const *passes, int n, char *first, size_t size) {
     const char *text = NULL;
-    attnc_status st = attnc_opt_text(ctx, spec_file(spec), ir, passes, n, &text);
+    attnc_status st = attnc_opt_text(ctx, spec ? spec_file(spec) : NULL, ir, passes, n, &text);
     if (first && size)
         first[0] = 0;
     for (size_t i = 0; i < attnc_diag_count(ctx); i++) {
@@ -109,20 +110,23 @@ static const char *opt_of(attnc_ctx *ctx, const char *spec, const char *ir,
 }
 
 /* Every shipped spec's graph, lowered and after the pipeline, printed,
- * read back and printed again: the same text. */
+ * read back (with its spec, and alone: the text's config lines) and
+ * printed again: the same text. */
 static void opt_reads_back_what_ir_prints(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     for (size_t i = 0; i < n_shipped_specs; i++)
-        for (int stage = 0; stage < 2; stage++) {
+        for (int stage = 0; stage < 4; stage++) {
             attnc_ctx *ctx = attnc_ctx_new();
-            const char *text = ir_of(ctx, shipped_specs[i], stage ? NULL : "lower", NULL, 0);
+            const char *text = ir_of(ctx, shipped_specs[i], stage % 2 ? NULL : "lower", NULL, 0);
             const char *path = path_in(dir, "g.ir");
             write_file(path, text, strlen(text));
-            const char *back = opt_of(ctx, shipped_specs[i], path, NULL, 0, NULL, 0);
+            const char *back =
+                opt_of(ctx, stage < 2 ? shipped_specs[i] : NULL, path, NULL, 0, NULL, 0);
             if (!back || strcmp(back, text) != 0)
-                fail_msg("%s (%s): read back differs:\n%s", shipped_specs[i],
-                         stage ? "pipeline" : "lower", back ? back : "(failed)");
+                fail_msg("%s (%s, %s): read back differs:\n%s", shipped_specs[i],
+                         stage % 2 ? "pipeline" : "lower", stage < 2 ? "with its spec" : "alone",
+                         back ? back : "(failed)");
             attnc_ctx_free(ctx);
         }
     tmpdir_remove(dir);
@@ -190,12 +194,89 @@ static void opt_hand_written_graphs(void **state) {
     }
 }
 
+/* The config lines make the text the contract: opt needs no spec, an
+ * edit of a node's attribute that the config sets is refused (not
+ * ignored), an edit of the config line with the node's agreeing is
+ * taken, and a config that is incomplete, unknown or not the spec's is
+ * refused at its line. */
+static void opt_takes_the_config_lines(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attnc_ctx *ctx = attnc_ctx_new();
+    char *base = strdup(ir_of(ctx, "mistral_7b", "lower", NULL, 0));
+    attnc_ctx_free(ctx);
+    assert_non_null(strstr(base, "sliding_window=4096"));
+    assert_non_null(strstr(base, "causal window=4096"));
+    struct {
+        const char *edits[2][2]; /* up to two (from, to) */
+        const char *spec, *want; /* want NULL: accepted, the output has the edit */
+    } cases[] = {
+        {{{"causal window=4096", "causal window=100"}, {0}},
+         NULL,
+         "the node and the config lines give the attributes 'causal window=4096', not "
+         "'causal window=100'"},
+        {{{"causal window=4096", "causal window=100"},
+          {"sliding_window=4096", "sliding_window=100"}},
+         NULL,
+         NULL},
+        {{{"sliding_window=4096", "sliding_windw=4096"}, {0}},
+         NULL,
+         "unknown config field 'sliding_windw'; did you mean 'sliding_window'?"},
+        {{{" sliding_window=4096", ""}, {0}}, NULL, "the config lines lack sliding_window"},
+        {{{"heads=32", "heads=33"}, {0}},
+         NULL,
+         "the config lines: kv_groups (8) must divide heads"},
+        {{{"causal=true", "causal=yes"}, {0}}, NULL, "config causal: 'yes' is not a value of it"},
+        {{{"causal window=4096", "causal window=100"},
+          {"sliding_window=4096", "sliding_window=100"}},
+         "mistral_7b",
+         "the config lines and the spec differ in sliding_window"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = strdup(base);
+        for (int e = 0; e < 2 && cases[i].edits[e][0]; e++) {
+            const char *from = cases[i].edits[e][0], *to = cases[i].edits[e][1];
+            const char *at = strstr(text, from);
+            assert_non_null(at);
+            char *next = malloc(strlen(text) + strlen(to) + 1);
+            sprintf(next, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+            free(text);
+            text = next;
+        }
+        const char *path = path_in(dir, "g.ir");
+        write_file(path, text, strlen(text));
+        ctx = attnc_ctx_new();
+        char first[1024];
+        const char *out = opt_of(ctx, cases[i].spec, path, NULL, 0, first, sizeof first);
+        if (!cases[i].want && (!out || !strstr(out, "causal window=100")))
+            fail_msg("case %zu: refused: %s", i, first);
+        if (cases[i].want && (out || !strstr(first, cases[i].want)))
+            fail_msg("case %zu: '%s' lacks '%s'", i, out ? "(accepted)" : first, cases[i].want);
+        if (cases[i].want && !strstr(first, "g.ir:"))
+            fail_msg("case %zu: '%s' is not located", i, first);
+        attnc_ctx_free(ctx);
+        free(text);
+    }
+    /* without config lines, a spec is needed */
+    const char *graph = strstr(base, "graph ");
+    write_file(path_in(dir, "g.ir"), graph, strlen(graph));
+    ctx = attnc_ctx_new();
+    char first[1024];
+    assert_null(opt_of(ctx, NULL, path_in(dir, "g.ir"), NULL, 0, first, sizeof first));
+    assert_non_null(strstr(first, "no config lines"));
+    attnc_ctx_free(ctx);
+    free(base);
+    tmpdir_remove(dir);
+}
+
 /* Broken IR files: each refused at its line and column, with the reason. */
 static void opt_refuses_broken_ir(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     attnc_ctx *ctx = attnc_ctx_new();
     const char *lowered = ir_of(ctx, "seed", "lower", NULL, 0);
+    while (strncmp(lowered, "config ", 7) == 0) /* the spec's config, as older files */
+        lowered = strchr(lowered, '\n') + 1;
     char *base = strdup(lowered);
     attnc_ctx_free(ctx);
     struct {
@@ -450,6 +531,7 @@ int main(void) {
         cmocka_unit_test(verifier_checks_gates),
         cmocka_unit_test(verifier_checks_attributes),
         cmocka_unit_test(opt_reads_back_what_ir_prints),
+        cmocka_unit_test(opt_takes_the_config_lines),
         cmocka_unit_test(opt_runs_each_pass_alone),
         cmocka_unit_test(opt_hand_written_graphs),
         cmocka_unit_test(opt_refuses_broken_ir),

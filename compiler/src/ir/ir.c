@@ -60,6 +60,42 @@ int ir_weight_id(const char *name) {
     return -1;
 }
 
+static const char *const *enum_names(attn_field_kind k, int *n) {
+    static const char *const styles[] = {"none", "half", "interleaved"};
+    static const char *const scalings[] = {"none", "linear", "llama3", "yarn"};
+    static const char *const norms[] = {"none", "head", "all"};
+    static const char *const layouts[] = {"llama", "gptj", "neox", "falcon", "phi3", "bloom"};
+    static const char *const dtypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    _Static_assert(sizeof styles / sizeof *styles == ATTN_ROPE_COUNT, "rope styles");
+    _Static_assert(sizeof scalings / sizeof *scalings == ATTN_SCALING_COUNT, "scalings");
+    _Static_assert(sizeof norms / sizeof *norms == ATTN_QK_NORM_COUNT, "qk norms");
+    _Static_assert(sizeof layouts / sizeof *layouts == ATTN_LAYOUT_COUNT, "layouts");
+    _Static_assert(sizeof dtypes / sizeof *dtypes == ATTN_DTYPE_COUNT, "dtypes");
+    switch (k) {
+    case ATTN_KIND_ROPE_STYLE: *n = ATTN_ROPE_COUNT; return styles;
+    case ATTN_KIND_SCALING: *n = ATTN_SCALING_COUNT; return scalings;
+    case ATTN_KIND_QK_NORM: *n = ATTN_QK_NORM_COUNT; return norms;
+    case ATTN_KIND_LAYOUT: *n = ATTN_LAYOUT_COUNT; return layouts;
+    case ATTN_KIND_DTYPE: *n = ATTN_DTYPE_COUNT; return dtypes;
+    default: *n = 0; return NULL;
+    }
+}
+
+const char *ir_enum_name(attn_field_kind k, int v) {
+    int n;
+    const char *const *names = enum_names(k, &n);
+    return v >= 0 && v < n ? names[v] : NULL;
+}
+
+int ir_enum_value(attn_field_kind k, const char *s, size_t len) {
+    int n;
+    const char *const *names = enum_names(k, &n);
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == len && strncmp(names[i], s, len) == 0)
+            return i;
+    return -1;
+}
+
 ir_dim ir_const(int64_t c) {
     return (ir_dim){c, 0, 0, 0};
 }

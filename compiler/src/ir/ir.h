@@ -142,11 +142,21 @@ ATTNC_HIDDEN char *ir_print(ir_graph *g);
  * the id of such a name, -1 if none. */
 ATTNC_HIDDEN const char *ir_weight_name(int id);
 ATTNC_HIDDEN int ir_weight_id(const char *name);
+/* The attributes ir_print gives node n (" scale=0.125 causal"), arena-owned. */
+ATTNC_HIDDEN const char *ir_node_attrs(ir_graph *g, const ir_node *n);
+/* A config field of an enum kind as the IR's config lines name its
+ * values ("interleaved", "llama3", "bf16"); NULL for none. The value of
+ * such a name (its n bytes), -1 for none. */
+ATTNC_HIDDEN const char *ir_enum_name(attn_field_kind k, int v);
+ATTNC_HIDDEN int ir_enum_value(attn_field_kind k, const char *s, size_t n);
 /* The graph ir_print printed, read back from text (named path in
- * diagnostics, path:line:col) for the spec's config cfg and key
- * locations locs (passes need both; the text names the spec's graph):
- * ids, order, attributes and locations as printed; every node's shape
- * is inferred again and must be the printed one. Verified. */
+ * diagnostics, path:line:col): ids, order, attributes and locations as
+ * printed; every node's shape is inferred again and must be the printed
+ * one. Verified. The config comes from the text's config lines (then
+ * every attribute must be the one the printer gives the node with that
+ * config: nothing written is ignored), or, for a text without them, from
+ * cfg and locs (the spec's; may be NULL with config lines; given both,
+ * they must agree). */
 ATTNC_HIDDEN attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                                    const char *path, const char *text, ir_graph **out);
 

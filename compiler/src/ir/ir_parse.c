@@ -1,11 +1,16 @@
-/* ir_parse.c: ir_print's text read back into a graph (attnc opt). One
- * node a line:
+/* ir_parse.c: ir_print's text read back into a graph (attnc opt). The
+ * config the graph was built for first, every field of attn_config.def:
+ *   config name=seed heads=12 kv_groups=4 head_dim=64 ...
+ * then one node a line:
  *   %27 = linear %0, %26, %31 scale=0.0625 cols=4096 : f32[8192, S]  ; 8:1
  * ids, operands, the attributes ir_ops.def gives the op, dtype, shape and
- * the spec key's line:col. Attributes the printer takes from the config
- * (RoPE's base, the mask's window, a flash node's group) are skipped: the
- * config comes from the spec. Every shape is inferred again and must be
- * the printed one, so a hand-edited file cannot lie about shapes. */
+ * the spec key's line:col. Every shape is inferred again and must be the
+ * printed one, and every node's attributes must be the ones the printer
+ * gives it with that config (RoPE's base, the mask's window come from
+ * the config lines), so a hand-edited file can neither lie about shapes
+ * nor have an edit ignored. A text without config lines (older files,
+ * hand-written tests) takes its config from the spec and is not held to
+ * the printer's attributes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@ typedef struct parser {
     uint32_t line;
     ir_node **by_id; /* [cap] */
     int cap, max_id;
+    bool strict; /* config lines given: attributes must print as written */
 } parser;
 
 static attnc_status fail(parser *p, const char *at, const char *line, const char *fmt, ...)
@@ -218,6 +224,84 @@ static attn_dtype dtype_named(const char *s, size_t n) {
     return ATTN_DTYPE_COUNT;
 }
 
+/* One "config name=value ..." line into c; seen[i] marks field i. */
+static attnc_status config_line(parser *p, const char *line, attn_config *c, bool *seen) {
+    size_t nf;
+    const attn_config_field *f = attn_config_fields(&nf);
+    const char *s = skip_spaces(skip_spaces(line) + 6);
+    while (*s) {
+        size_t len = word_len(s), eq = strcspn(s, "=");
+        if (eq >= len)
+            return fail(p, s, line, "expected FIELD=VALUE, found '%.*s'", (int)len, s);
+        size_t i = 0;
+        while (i < nf && !(strlen(f[i].name) == eq && strncmp(f[i].name, s, eq) == 0))
+            i++;
+        if (i == nf) {
+            const char *names[256];
+            for (size_t j = 0; j < nf && j < 256; j++)
+                names[j] = f[j].name;
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)(eq < 63 ? eq : 63), s);
+            const char *near = attnc_suggest(word, names, nf < 256 ? nf : 256);
+            return fail(p, s, line, "unknown config field '%s'%s%s%s", word,
+                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+        }
+        const char *v = s + eq + 1;
+        size_t vl = len - eq - 1;
+        char text[96], *end;
+        snprintf(text, sizeof text, "%.*s", (int)(vl < 95 ? vl : 95), v);
+        char *at = (char *)c + f[i].offset;
+        bool ok = vl > 0 && vl < 95;
+        errno = 0;
+        switch (f[i].kind) {
+        case ATTN_KIND_NAME:
+            ok = ok && vl < ATTN_NAME_MAX;
+            if (ok) {
+                memset(at, 0, ATTN_NAME_MAX);
+                memcpy(at, v, vl);
+            }
+            break;
+        case ATTN_KIND_I64:
+        case ATTN_KIND_I32: {
+            long long x = ok ? strtoll(text, &end, 10) : 0;
+            ok = ok && !*end && !errno &&
+                 (f[i].kind == ATTN_KIND_I64 || (x >= INT32_MIN && x <= INT32_MAX));
+            if (ok && f[i].kind == ATTN_KIND_I64)
+                *(int64_t *)at = x;
+            else if (ok)
+                *(int32_t *)at = (int32_t)x;
+            break;
+        }
+        case ATTN_KIND_F64: {
+            double x = ok ? strtod(text, &end) : 0;
+            ok = ok && !*end && !errno;
+            if (ok)
+                *(double *)at = x;
+            break;
+        }
+        case ATTN_KIND_BOOL:
+            ok = ok && (strcmp(text, "true") == 0 || strcmp(text, "false") == 0);
+            if (ok)
+                *(bool *)at = text[0] == 't';
+            break;
+        default: {
+            int e = ir_enum_value(f[i].kind, v, vl);
+            ok = e >= 0;
+            if (ok)
+                memcpy(at, &(int32_t){e}, sizeof(int32_t));
+        }
+        }
+        if (!ok)
+            return fail(p, v, line, "config %s: '%.*s' is not a value of it", f[i].name, (int)vl,
+                        v);
+        if (seen[i])
+            return fail(p, s, line, "config %s is given twice", f[i].name);
+        seen[i] = true;
+        s = skip_spaces(s + len);
+    }
+    return ATTNC_OK;
+}
+
 /* One node line (its text in line, NUL-terminated). */
 static attnc_status node_line(parser *p, const char *line, const char *spec_path) {
     const char *s = skip_spaces(line), *start = s;
@@ -250,6 +334,7 @@ static attnc_status node_line(parser *p, const char *line, const char *spec_path
     if (!node)
         return diag_first_code(p->ctx);
     node->id = (int)id;
+    const char *attrs = s;
     while (*s && *s != ':') {
         size_t len = word_len(s);
         if (!attribute(node, s, len))
@@ -259,6 +344,9 @@ static attnc_status node_line(parser *p, const char *line, const char *spec_path
     }
     if (*s != ':')
         return fail(p, s, line, "expected ': dtype[dims]'");
+    size_t attrs_len = (size_t)(s - attrs);
+    while (attrs_len && (attrs[attrs_len - 1] == ' ' || attrs[attrs_len - 1] == '\t'))
+        attrs_len--;
     s = skip_spaces(s + 1);
     size_t tl = strcspn(s, "[");
     attn_dtype dt = dtype_named(s, tl);
@@ -305,26 +393,56 @@ static attnc_status node_line(parser *p, const char *line, const char *spec_path
     if (!same || node->dt != dt)
         return fail(p, start, line, "%%%d: the printed shape is not what its operands give",
                     node->id);
+    if (p->strict) { /* what is written is what the node and the config give */
+        const char *want = ir_node_attrs(p->g, node);
+        want = want ? skip_spaces(want) : "";
+        if (strlen(want) != attrs_len || strncmp(want, attrs, attrs_len) != 0)
+            return fail(p, attrs, line,
+                        "%%%d: the node and the config lines give the attributes '%s', not "
+                        "'%.*s' (attributes the config sets are edited on its lines)",
+                        node->id, want, (int)attrs_len, attrs);
+    }
     p->by_id[node->id] = node;
     if (node->id > p->max_id)
         p->max_id = node->id;
     return ATTNC_OK;
 }
 
+/* Which field of a and b differs first; NULL if none. */
+static const char *differing_field(const attn_config *a, const attn_config *b) {
+    size_t n;
+    const attn_config_field *f = attn_config_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *x = (const char *)a + f[i].offset, *y = (const char *)b + f[i].offset;
+        bool same = f[i].kind == ATTN_KIND_NAME  ? strncmp(x, y, ATTN_NAME_MAX) == 0
+                    : f[i].kind == ATTN_KIND_F64 ? *(const double *)x == *(const double *)y
+                                                 : memcmp(x, y, f[i].size) == 0;
+        if (!same)
+            return f[i].name;
+    }
+    return NULL;
+}
+
 attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                       const char *path, const char *text, ir_graph **out) {
     ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
     char *copy = text ? arena_strndup(&ctx->arena, text, strlen(text)) : NULL;
-    if (!g || !copy) {
+    size_t nf;
+    attn_config_fields(&nf);
+    bool *seen = arena_alloc(&ctx->arena, nf * sizeof *seen);
+    if (!g || !copy || !seen) {
         diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }
+    memset(g, 0, sizeof *g);
+    memset(seen, 0, nf * sizeof *seen);
     g->ctx = ctx;
-    g->cfg = *cfg;
-    g->locs = *locs;
-    parser p = {ctx, g, path, 0, NULL, 0, -1};
-    const char *spec_path = locs->key[0].file;
+    parser p = {ctx, g, path, 0, NULL, 0, -1, false};
+    const char *spec_path = locs ? locs->key[0].file : "<spec>";
+    attn_config own;
+    memset(&own, 0, sizeof own);
     bool header = false;
+    uint32_t config_at = 0;
     for (char *line = copy, *next; line; line = next) {
         next = strchr(line, '\n');
         if (next)
@@ -333,14 +451,46 @@ attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
         const char *s = skip_spaces(line);
         if (!*s || *s == ';')
             continue;
+        if (!header && strncmp(s, "config ", 7) == 0) {
+            attnc_status st = config_line(&p, line, &own, seen);
+            if (st != ATTNC_OK)
+                return st;
+            config_at = config_at ? config_at : p.line;
+            continue;
+        }
         if (!header) {
-            size_t n = strlen(cfg->name);
             if (strncmp(s, "graph ", 6) != 0)
-                return fail(&p, s, line, "expected 'graph NAME' first");
+                return fail(&p, s, line, "expected 'config ...' lines or 'graph NAME' first");
+            if (config_at) { /* the text's own config: whole, valid, the spec's if given */
+                for (size_t i = 0; i < nf; i++)
+                    if (!seen[i])
+                        return fail(&p, s, line, "the config lines lack %s",
+                                    attn_config_fields(NULL)[i].name);
+                attn_msg m;
+                const char *diff = cfg ? differing_field(&own, cfg) : NULL;
+                if (attn_config_check(&own, &m) != ATTN_OK || diff) {
+                    p.line = config_at;
+                    return diff ? fail(&p, NULL, NULL, "the config lines and the spec differ in %s",
+                                       diff)
+                                : fail(&p, NULL, NULL, "the config lines: %s", m.text);
+                }
+                g->cfg = own;
+                p.strict = true;
+            } else if (cfg) {
+                g->cfg = *cfg;
+            } else {
+                return fail(&p, s, line,
+                            "no config lines: name the spec the graph is of (--spec), or "
+                            "print the graph again with attnc ir");
+            }
+            for (int k = 0; k < SPEC_K_COUNT; k++)
+                g->locs.key[k] = locs ? locs->key[k] : (attnc_loc){spec_path, 0, 0};
+            const char *name = g->cfg.name;
+            size_t n = strlen(name);
             s = skip_spaces(s + 6);
-            if (strncmp(s, cfg->name, n) != 0 || (s[n] && s[n] != ' ' && s[n] != '\t'))
-                return fail(&p, s, line, "the graph is '%.*s'; the spec is '%s'", (int)word_len(s),
-                            s, cfg->name);
+            if (strncmp(s, name, n) != 0 || (s[n] && s[n] != ' ' && s[n] != '\t'))
+                return fail(&p, s, line, "the graph is '%.*s'; the %s is '%s'", (int)word_len(s), s,
+                            config_at ? "config's name" : "spec", name);
             header = true;
             continue;
         }

@@ -158,10 +158,71 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
         put(t, " %s_prefill>=%lld", n->gate > 0 ? "when" : "unless", (long long)llabs(n->gate));
 }
 
+/* Integers as integers; else the shortest text that reads back as d. */
+static const char *num(double d, char *buf, size_t n) {
+    if (d == (double)(long long)d && d > -1e15 && d < 1e15) {
+        snprintf(buf, n, "%lld", (long long)d);
+        return buf;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    return buf;
+}
+
+/* Every field of the config (attn_config.def) as name=value, on
+ * "config" lines of at most 100 columns: what the graph was built for,
+ * so that the text alone can be read back (attnc opt). */
+static void put_config(text *t, const attn_config *c) {
+    size_t n, col = 0;
+    const attn_config_field *f = attn_config_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = (const char *)c + f[i].offset;
+        char v[64], item[160];
+        int32_t e;
+        switch (f[i].kind) {
+        case ATTN_KIND_NAME: snprintf(v, sizeof v, "%s", p); break;
+        case ATTN_KIND_I64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)p); break;
+        case ATTN_KIND_I32: snprintf(v, sizeof v, "%d", (int)*(const int32_t *)p); break;
+        case ATTN_KIND_F64: num(*(const double *)p, v, sizeof v); break;
+        case ATTN_KIND_BOOL:
+            snprintf(v, sizeof v, "%s", *(const bool *)p ? "true" : "false");
+            break;
+        default:
+            memcpy(&e, p, sizeof e); /* the enums are ints */
+            snprintf(v, sizeof v, "%s",
+                     ir_enum_name(f[i].kind, e) ? ir_enum_name(f[i].kind, e) : "?");
+        }
+        int len = snprintf(item, sizeof item, "%s=%s", f[i].name, v);
+        if (col && col + 1 + (size_t)len > 100) {
+            put(t, "\n");
+            col = 0;
+        }
+        if (!col) {
+            put(t, "config");
+            col = 6;
+        }
+        put(t, " %s", item);
+        col += 1 + (size_t)len;
+    }
+    put(t, "\n");
+}
+
+const char *ir_node_attrs(ir_graph *g, const ir_node *n) {
+    text t = {arena_alloc(&g->ctx->arena, 256), 0, 256, &g->ctx->arena};
+    if (t.buf)
+        t.buf[0] = 0;
+    put_attrs(&t, g, n);
+    return t.buf;
+}
+
 char *ir_print(ir_graph *g) {
     text t = {arena_alloc(&g->ctx->arena, 4096), 0, 4096, &g->ctx->arena};
     if (t.buf)
         t.buf[0] = 0;
+    put_config(&t, &g->cfg);
     if (g->cfg.memory_dim > 0)
         put(&t, "graph %s  ; S = new tokens (memory rows from memory), T = memory rows\n",
             g->cfg.name);
