@@ -392,6 +392,13 @@ typedef struct attn_weights {
     float *wkv_b;     /* kv_b_proj [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank] */
 } attn_weights;
 
+/* The name of kernel-table weight id (attn_weight_id, attn_kernels.h) in
+ * a checkpoint of layout llama ("q_proj.weight", ...; MLA's
+ * DeepseekV3Attention names), NULL for none; the id of such a name, -1
+ * for none. Other layouts' names: docs/checkpoints.md. */
+ATTN_API const char *attn_weight_name(int id);
+ATTN_API int attn_weight_by_name(const char *name);
+
 /* Zero-initialized weights for cfg (checked with attn_config_check). */
 ATTN_API attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_msg *msg);
 /* Deterministic random weights: uniform with variance 1/fan_in, so scores

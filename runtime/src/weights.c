@@ -11,53 +11,70 @@
 #include "attn_kernels.h"
 #include "rt.h"
 
-/* The logical tensors; MLA's (Q_A..KV_B) after the others. */
-enum {
-    W_Q,
-    W_K,
-    W_V,
-    W_O,
-    B_Q,
-    B_K,
-    B_V,
-    B_O,
-    N_Q,
-    N_K,
-    SINKS,
-    Q_A,
-    Q_A_NORM,
-    Q_B,
-    KV_A,
-    KV_A_NORM,
-    KV_B,
-    W_COUNT
+/* The logical tensors are the kernel table's weight ids (attn_kernels.h),
+ * named by attn_weight_name; attn_weights keeps q, k and v apart, so the
+ * fused ATTN_W_QKV and ATTN_B_QKV hold nothing here (no shape, no slot). */
+
+/* The names of the kernel table's weights in a checkpoint of layout llama
+ * (Hugging Face's q_proj, ...; DeepseekV3Attention's for MLA), the names
+ * attnc ir prints. */
+static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
+    [ATTN_W_Q] = "q_proj.weight",
+    [ATTN_W_K] = "k_proj.weight",
+    [ATTN_W_V] = "v_proj.weight",
+    [ATTN_W_O] = "o_proj.weight",
+    [ATTN_B_Q] = "q_proj.bias",
+    [ATTN_B_K] = "k_proj.bias",
+    [ATTN_B_V] = "v_proj.bias",
+    [ATTN_B_O] = "o_proj.bias",
+    [ATTN_W_QKV] = "qkv_proj.weight",
+    [ATTN_B_QKV] = "qkv_proj.bias",
+    [ATTN_W_Q_NORM] = "q_norm.weight",
+    [ATTN_W_K_NORM] = "k_norm.weight",
+    [ATTN_W_SINKS] = "sinks",
+    /* modeling_deepseek_v3.py, DeepseekV3Attention */
+    [ATTN_W_Q_A] = "q_a_proj.weight",
+    [ATTN_W_Q_A_NORM] = "q_a_layernorm.weight",
+    [ATTN_W_Q_B] = "q_b_proj.weight",
+    [ATTN_W_KV_A] = "kv_a_proj_with_mqa.weight",
+    [ATTN_W_KV_A_NORM] = "kv_a_layernorm.weight",
+    [ATTN_W_KV_B] = "kv_b_proj.weight",
 };
 
-static const char *const w_names[W_COUNT] = {
-    "q_proj.weight",
-    "k_proj.weight",
-    "v_proj.weight",
-    "o_proj.weight",
-    "q_proj.bias",
-    "k_proj.bias",
-    "v_proj.bias",
-    "o_proj.bias",
-    "q_norm.weight",
-    "k_norm.weight",
-    "sinks",
-    /* modeling_deepseek_v3.py, DeepseekV3Attention */
-    "q_a_proj.weight",
-    "q_a_layernorm.weight",
-    "q_b_proj.weight",
-    "kv_a_proj_with_mqa.weight",
-    "kv_a_layernorm.weight",
-    "kv_b_proj.weight",
-};
+const char *attn_weight_name(int id) {
+    return id >= 0 && id < ATTN_WEIGHT_COUNT ? weight_names[id] : NULL;
+}
+
+int attn_weight_by_name(const char *name) {
+    for (int i = 0; name && i < ATTN_WEIGHT_COUNT; i++)
+        if (strcmp(name, weight_names[i]) == 0)
+            return i;
+    return -1;
+}
 
 static float **slot(attn_weights *w, int i) {
-    float **s[W_COUNT] = {&w->wq,       &w->wk,   &w->wv,     &w->wo,        &w->bq,    &w->bk,
-                          &w->bv,       &w->bo,   &w->q_norm, &w->k_norm,    &w->sinks, &w->wq_a,
-                          &w->q_a_norm, &w->wq_b, &w->wkv_a,  &w->kv_a_norm, &w->wkv_b};
+    static float *none; /* the fused ids: always NULL */
+    float **s[ATTN_WEIGHT_COUNT] = {
+        [ATTN_W_Q] = &w->wq,
+        [ATTN_W_K] = &w->wk,
+        [ATTN_W_V] = &w->wv,
+        [ATTN_W_O] = &w->wo,
+        [ATTN_B_Q] = &w->bq,
+        [ATTN_B_K] = &w->bk,
+        [ATTN_B_V] = &w->bv,
+        [ATTN_B_O] = &w->bo,
+        [ATTN_W_QKV] = &none,
+        [ATTN_B_QKV] = &none,
+        [ATTN_W_Q_NORM] = &w->q_norm,
+        [ATTN_W_K_NORM] = &w->k_norm,
+        [ATTN_W_SINKS] = &w->sinks,
+        [ATTN_W_Q_A] = &w->wq_a,
+        [ATTN_W_Q_A_NORM] = &w->q_a_norm,
+        [ATTN_W_Q_B] = &w->wq_b,
+        [ATTN_W_KV_A] = &w->wkv_a,
+        [ATTN_W_KV_A_NORM] = &w->kv_a_norm,
+        [ATTN_W_KV_B] = &w->wkv_b,
+    };
     return s[i];
 }
 
@@ -65,15 +82,15 @@ static float **slot(attn_weights *w, int i) {
 static int mla_shape(const attn_config *c, int i, int64_t shape[2]) {
     int64_t ql = c->mla_q_lora_rank, kvl = c->mla_kv_lora_rank, D = c->d_model;
     switch (i) {
-    case W_Q: shape[0] = c->heads * c->head_dim, shape[1] = D; return ql ? 0 : 2;
-    case W_O: shape[0] = D, shape[1] = c->heads * c->mla_v_head_dim; return 2;
-    case B_O: shape[0] = D; return c->o_bias;
-    case Q_A: shape[0] = ql, shape[1] = D; return ql ? 2 : 0;
-    case Q_A_NORM: shape[0] = ql; return ql ? 1 : 0;
-    case Q_B: shape[0] = c->heads * c->head_dim, shape[1] = ql; return ql ? 2 : 0;
-    case KV_A: shape[0] = kvl + c->mla_qk_rope_head_dim, shape[1] = D; return 2;
-    case KV_A_NORM: shape[0] = kvl; return 1;
-    case KV_B:
+    case ATTN_W_Q: shape[0] = c->heads * c->head_dim, shape[1] = D; return ql ? 0 : 2;
+    case ATTN_W_O: shape[0] = D, shape[1] = c->heads * c->mla_v_head_dim; return 2;
+    case ATTN_B_O: shape[0] = D; return c->o_bias;
+    case ATTN_W_Q_A: shape[0] = ql, shape[1] = D; return ql ? 2 : 0;
+    case ATTN_W_Q_A_NORM: shape[0] = ql; return ql ? 1 : 0;
+    case ATTN_W_Q_B: shape[0] = c->heads * c->head_dim, shape[1] = ql; return ql ? 2 : 0;
+    case ATTN_W_KV_A: shape[0] = kvl + c->mla_qk_rope_head_dim, shape[1] = D; return 2;
+    case ATTN_W_KV_A_NORM: shape[0] = kvl; return 1;
+    case ATTN_W_KV_B:
         shape[0] = c->heads * (c->mla_qk_nope_head_dim + c->mla_v_head_dim), shape[1] = kvl;
         return 2;
     }
@@ -81,8 +98,8 @@ static int mla_shape(const attn_config *c, int i, int64_t shape[2]) {
 }
 
 static bool is_matrix(int i) {
-    return i == W_Q || i == W_K || i == W_V || i == W_O || i == Q_A || i == Q_B || i == KV_A ||
-           i == KV_B;
+    return i == ATTN_W_Q || i == ATTN_W_K || i == ATTN_W_V || i == ATTN_W_O || i == ATTN_W_Q_A ||
+           i == ATTN_W_Q_B || i == ATTN_W_KV_A || i == ATTN_W_KV_B;
 }
 
 /* Shape of tensor i for c (Linear layout [out, in]); 0 dims if absent. */
@@ -91,19 +108,21 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     if (c->mla_kv_lora_rank > 0)
         return mla_shape(c, i, shape);
     switch (i) {
-    case W_Q: shape[0] = q, shape[1] = c->d_model; return 2;
-    case W_K: /* cross-attention: K and V from the memory */
-    case W_V: shape[0] = kv, shape[1] = c->memory_dim > 0 ? c->memory_dim : c->d_model; return 2;
-    case W_O: shape[0] = c->d_model, shape[1] = q; return 2;
-    case B_Q: shape[0] = q; return c->qkv_bias;
-    case B_K: shape[0] = kv; return c->qkv_bias && !c->no_k_bias;
-    case B_V: shape[0] = kv; return c->qkv_bias;
-    case B_O: shape[0] = c->d_model; return c->o_bias;
-    case N_Q:
-    case N_K:
-        shape[0] = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim : i == N_Q ? q : kv;
+    case ATTN_W_Q: shape[0] = q, shape[1] = c->d_model; return 2;
+    case ATTN_W_K: /* cross-attention: K and V from the memory */
+    case ATTN_W_V:
+        shape[0] = kv, shape[1] = c->memory_dim > 0 ? c->memory_dim : c->d_model;
+        return 2;
+    case ATTN_W_O: shape[0] = c->d_model, shape[1] = q; return 2;
+    case ATTN_B_Q: shape[0] = q; return c->qkv_bias;
+    case ATTN_B_K: shape[0] = kv; return c->qkv_bias && !c->no_k_bias;
+    case ATTN_B_V: shape[0] = kv; return c->qkv_bias;
+    case ATTN_B_O: shape[0] = c->d_model; return c->o_bias;
+    case ATTN_W_Q_NORM:
+    case ATTN_W_K_NORM:
+        shape[0] = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim : i == ATTN_W_Q_NORM ? q : kv;
         return c->qk_norm != ATTN_QK_NORM_NONE && c->qk_norm_weight;
-    case SINKS: shape[0] = c->heads; return c->sinks;
+    case ATTN_W_SINKS: shape[0] = c->heads; return c->sinks;
     }
     return 0;
 }
@@ -111,7 +130,7 @@ static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
 /* The longest row of the projection matrices. */
 static int64_t w_cols_max(const attn_config *c) {
     int64_t most = 1;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         int64_t sh[2] = {0, 0};
         if (is_matrix(i) && w_shape(c, i, sh) == 2 && sh[1] > most)
             most = sh[1];
@@ -141,24 +160,24 @@ static void slice_part(const attn_config *F, const attn_config *S, int i, attn_d
     int64_t cols = nd == 2 ? fs[1] : 1, rows = ss[0], I = S->shard_index;
     size_t row = attn_dtype_bytes(dt, cols);
     switch (i) {
-    case W_O: /* [d_model, heads * head_dim]: the shard's columns */
+    case ATTN_W_O: /* [d_model, heads * head_dim]: the shard's columns */
         for (int64_t r = 0; r < fs[0]; r++)
             memcpy(dst + (size_t)r * attn_dtype_bytes(dt, ss[1]),
                    src + (size_t)r * row + attn_dtype_bytes(dt, I * ss[1]),
                    attn_dtype_bytes(dt, ss[1]));
         return;
-    case B_O:
+    case ATTN_B_O:
         if (I == 0)
             memcpy(dst, src, (size_t)rows * row);
         else
             memset(dst, 0, (size_t)rows * row);
         return;
-    case Q_A: /* MLA: what every head reads, whole in every shard */
-    case Q_A_NORM:
-    case KV_A:
-    case KV_A_NORM: memcpy(dst, src, (size_t)rows * row); return;
-    case N_Q:
-    case N_K:
+    case ATTN_W_Q_A: /* MLA: what every head reads, whole in every shard */
+    case ATTN_W_Q_A_NORM:
+    case ATTN_W_KV_A:
+    case ATTN_W_KV_A_NORM: memcpy(dst, src, (size_t)rows * row); return;
+    case ATTN_W_Q_NORM:
+    case ATTN_W_K_NORM:
         if (F->qk_norm == ATTN_QK_NORM_HEAD) {
             memcpy(dst, src, (size_t)rows * row);
             return;
@@ -183,7 +202,7 @@ static attn_status gather_part(rt_src *s, const attn_config *c, const char *pref
         return gather_one(s, &whole, prefix, i, check_finite, to, NULL, m);
     unsigned char *all = malloc(attn_dtype_bytes(to, (int64_t)w_numel(&whole, i)));
     if (!all)
-        return rt_fail(m, ATTN_E_NOMEM, "out of memory loading '%s'", w_names[i]);
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory loading '%s'", attn_weight_name(i));
     attn_status st = gather_one(s, &whole, prefix, i, check_finite, to, all, m);
     if (!st)
         slice_part(&whole, c, i, to, all, dst);
@@ -200,7 +219,7 @@ attn_status attn_weights_shard(const attn_weights *full, int64_t index, int64_t 
     attn_status st = attn_config_shard(&full->cfg, index, count, &sc, m);
     if (st || (st = attn_weights_new(&sc, &w, m)))
         return st;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         if (!w_numel(&sc, i))
             continue;
         const unsigned char *src = (const unsigned char *)*slot((attn_weights *)full, i);
@@ -216,7 +235,7 @@ attn_status attn_weights_shard(const attn_weights *full, int64_t index, int64_t 
 void attn_weights_free(attn_weights *w) {
     if (!w)
         return;
-    for (int i = 0; i < W_COUNT; i++)
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
         free(*slot(w, i));
     free(w);
 }
@@ -231,12 +250,12 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
     if (!w)
         return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating weights");
     w->cfg = *cfg;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         size_t n = w_numel(cfg, i);
         if (n && !(*slot(w, i) = calloc(n, sizeof(float)))) {
             attn_weights_free(w);
-            return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)", w_names[i],
-                           n);
+            return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)",
+                           attn_weight_name(i), n);
         }
     }
     *out = w;
@@ -249,7 +268,7 @@ void attn_weights_round(attn_weights *w) {
     attn_dtype dt = w->cfg.dtype;
     if (rt_quant_block_bytes(dt)) { /* the matrices' rows through their blocks */
         unsigned char *blk = malloc(attn_dtype_bytes(dt, w_cols_max(&w->cfg)));
-        for (int i = 0; blk && i < W_COUNT; i++) {
+        for (int i = 0; blk && i < ATTN_WEIGHT_COUNT; i++) {
             int64_t sh[2];
             if (!is_matrix(i) || w_shape(&w->cfg, i, sh) != 2)
                 continue;
@@ -262,7 +281,7 @@ void attn_weights_round(attn_weights *w) {
         free(blk);
         return;
     }
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         float *p = *slot(w, i);
         size_t n = w_numel(&w->cfg, i);
         for (size_t j = 0; j < n; j++)
@@ -292,14 +311,15 @@ attn_status attn_weights_random(const attn_config *cfg, uint64_t seed, attn_weig
     if (st)
         return st;
     uint64_t s = seed;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         int64_t sh[2] = {1, 1};
         int nd = w_shape(cfg, i, sh);
         /* variance 1/fan_in for weights keeps activations O(1); norm
          * weights around 1 (their factor, with offset 1 too), sinks in
          * [-1, 1] */
-        bool norm = i == N_Q || i == N_K || i == Q_A_NORM || i == KV_A_NORM;
-        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : i == SINKS ? 1.0 : norm ? 0.5 : 0.1;
+        bool norm = i == ATTN_W_Q_NORM || i == ATTN_W_K_NORM || i == ATTN_W_Q_A_NORM ||
+                    i == ATTN_W_KV_A_NORM;
+        double a = nd == 2 ? sqrt(3.0 / (double)sh[1]) : i == ATTN_W_SINKS ? 1.0 : norm ? 0.5 : 0.1;
         float *p = *slot(w, i);
         size_t n = w_numel(cfg, i);
         attn_random_uniform(&s, p, n, a);
@@ -322,9 +342,9 @@ attn_status attn_check_finite(const float *x, size_t n, const char *what, attn_m
 attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *m) {
     if (!w)
         return rt_fail(m, ATTN_E_INVALID, "attn_weights_check_finite: NULL weights");
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         char what[64];
-        snprintf(what, sizeof what, "tensor '%s'", w_names[i]);
+        snprintf(what, sizeof what, "tensor '%s'", attn_weight_name(i));
         attn_status st =
             attn_check_finite(*slot((attn_weights *)w, i), w_numel(&w->cfg, i), what, m);
         if (st)
@@ -363,17 +383,31 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
                                int *which) {
     /* llama.cpp's names (llama-arch.cpp LLM_TENSOR_ATTN_*; MLA: deepseek2's,
      * kv_b unsplit, as its converter wrote DeepSeek-V2 files) */
-    static const char *const ggml[W_COUNT] = {
-        "attn_q.weight",         "attn_k.weight",     "attn_v.weight",
-        "attn_output.weight",    "attn_q.bias",       "attn_k.bias",
-        "attn_v.bias",           "attn_output.bias",  "attn_q_norm.weight",
-        "attn_k_norm.weight",    "attn_sinks.weight", "attn_q_a.weight",
-        "attn_q_a_norm.weight",  "attn_q_b.weight",   "attn_kv_a_mqa.weight",
-        "attn_kv_a_norm.weight", "attn_kv_b.weight",
+    static const char *const ggml[ATTN_WEIGHT_COUNT] = {
+        [ATTN_W_Q] = "attn_q.weight",
+        [ATTN_W_K] = "attn_k.weight",
+        [ATTN_W_V] = "attn_v.weight",
+        [ATTN_W_O] = "attn_output.weight",
+        [ATTN_B_Q] = "attn_q.bias",
+        [ATTN_B_K] = "attn_k.bias",
+        [ATTN_B_V] = "attn_v.bias",
+        [ATTN_B_O] = "attn_output.bias",
+        [ATTN_W_QKV] = "attn_qkv.weight",
+        [ATTN_B_QKV] = "attn_qkv.bias",
+        [ATTN_W_Q_NORM] = "attn_q_norm.weight",
+        [ATTN_W_K_NORM] = "attn_k_norm.weight",
+        [ATTN_W_SINKS] = "attn_sinks.weight",
+        [ATTN_W_Q_A] = "attn_q_a.weight",
+        [ATTN_W_Q_A_NORM] = "attn_q_a_norm.weight",
+        [ATTN_W_Q_B] = "attn_q_b.weight",
+        [ATTN_W_KV_A] = "attn_kv_a_mqa.weight",
+        [ATTN_W_KV_A_NORM] = "attn_kv_a_norm.weight",
+        [ATTN_W_KV_B] = "attn_kv_b.weight",
     };
-    bool qkv = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
-    bool bias = i >= B_Q && i <= B_O;
-    *which = qkv ? (i - (bias ? B_Q : W_Q)) : -1;
+    bool qkv = i == ATTN_W_Q || i == ATTN_W_K || i == ATTN_W_V || i == ATTN_B_Q || i == ATTN_B_K ||
+               i == ATTN_B_V;
+    bool bias = i >= ATTN_B_Q && i <= ATTN_B_O;
+    *which = qkv ? (i - (bias ? ATTN_B_Q : ATTN_W_Q)) : -1;
     if (gguf) {
         if (qkv && fused_gguf)
             return bias ? "attn_qkv.bias" : "attn_qkv.weight";
@@ -383,18 +417,20 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
     switch (c->weights_layout) {
     case ATTN_LAYOUT_GPTJ:
         *which = -1;
-        return i == W_O ? "out_proj.weight" : i == B_O ? "out_proj.bias" : w_names[i];
+        return i == ATTN_W_O   ? "out_proj.weight"
+               : i == ATTN_B_O ? "out_proj.bias"
+                               : attn_weight_name(i);
     case ATTN_LAYOUT_NEOX:
     case ATTN_LAYOUT_FALCON:
     case ATTN_LAYOUT_BLOOM:
         if (qkv)
             return bias ? "query_key_value.bias" : "query_key_value.weight";
-        return i == W_O ? "dense.weight" : i == B_O ? "dense.bias" : w_names[i];
+        return i == ATTN_W_O ? "dense.weight" : i == ATTN_B_O ? "dense.bias" : attn_weight_name(i);
     case ATTN_LAYOUT_PHI3:
         if (qkv)
             return bias ? "qkv_proj.bias" : "qkv_proj.weight";
-        return w_names[i];
-    default: *which = -1; return w_names[i];
+        return attn_weight_name(i);
+    default: *which = -1; return attn_weight_name(i);
     }
 }
 
@@ -440,7 +476,8 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
         return rt_fail(m, ATTN_E_INVALID, "prefix too long (%zu bytes)", strlen(p));
     rt_tensor t;
     attn_status st = rt_src_find(s, name, &t, m);
-    bool qkv_part = i == W_Q || i == W_K || i == W_V || i == B_Q || i == B_K || i == B_V;
+    bool qkv_part = i == ATTN_W_Q || i == ATTN_W_K || i == ATTN_W_V || i == ATTN_B_Q ||
+                    i == ATTN_B_K || i == ATTN_B_V;
     if (st == ATTN_E_FORMAT && gguf && qkv_part) { /* q, k and v fused in one tensor */
         const char *fused = source_name(c, gguf, i, true, &which);
         char fname[600];
@@ -521,18 +558,18 @@ static attn_status gather_one(rt_src *s, const attn_config *c, const char *prefi
 /* The logical tensors weight id (attn_weight_id) is made of, in order. */
 static int parts_of(int id, int parts[3]) {
     switch (id) {
-    case ATTN_W_QKV: parts[0] = W_Q, parts[1] = W_K, parts[2] = W_V; return 3;
-    case ATTN_B_QKV: parts[0] = B_Q, parts[1] = B_K, parts[2] = B_V; return 3;
-    case ATTN_W_Q_NORM: parts[0] = N_Q; return 1;
-    case ATTN_W_K_NORM: parts[0] = N_K; return 1;
-    case ATTN_W_SINKS: parts[0] = SINKS; return 1;
-    case ATTN_W_Q_A: parts[0] = Q_A; return 1;
-    case ATTN_W_Q_A_NORM: parts[0] = Q_A_NORM; return 1;
-    case ATTN_W_Q_B: parts[0] = Q_B; return 1;
-    case ATTN_W_KV_A: parts[0] = KV_A; return 1;
-    case ATTN_W_KV_A_NORM: parts[0] = KV_A_NORM; return 1;
-    case ATTN_W_KV_B: parts[0] = KV_B; return 1;
-    default: parts[0] = id; return id >= 0 && id <= B_O;
+    case ATTN_W_QKV: parts[0] = ATTN_W_Q, parts[1] = ATTN_W_K, parts[2] = ATTN_W_V; return 3;
+    case ATTN_B_QKV: parts[0] = ATTN_B_Q, parts[1] = ATTN_B_K, parts[2] = ATTN_B_V; return 3;
+    case ATTN_W_Q_NORM: parts[0] = ATTN_W_Q_NORM; return 1;
+    case ATTN_W_K_NORM: parts[0] = ATTN_W_K_NORM; return 1;
+    case ATTN_W_SINKS: parts[0] = ATTN_W_SINKS; return 1;
+    case ATTN_W_Q_A: parts[0] = ATTN_W_Q_A; return 1;
+    case ATTN_W_Q_A_NORM: parts[0] = ATTN_W_Q_A_NORM; return 1;
+    case ATTN_W_Q_B: parts[0] = ATTN_W_Q_B; return 1;
+    case ATTN_W_KV_A: parts[0] = ATTN_W_KV_A; return 1;
+    case ATTN_W_KV_A_NORM: parts[0] = ATTN_W_KV_A_NORM; return 1;
+    case ATTN_W_KV_B: parts[0] = ATTN_W_KV_B; return 1;
+    default: parts[0] = id; return id >= 0 && id <= ATTN_B_O;
     }
 }
 
@@ -582,7 +619,7 @@ static attn_status convert_part(const attn_weights *w, int i, attn_dtype to, uns
         if (bad >= 0)
             return rt_fail(m, ATTN_E_FORMAT,
                            "weights: tensor '%s' holds %s at element %lld: it cannot be quantized",
-                           w_names[i], rt_unstorable(src[r * cols + bad]),
+                           attn_weight_name(i), rt_unstorable(src[r * cols + bad]),
                            (long long)(r * cols + bad));
     }
     return ATTN_OK;
@@ -597,7 +634,7 @@ static attn_status from_part(const attn_weights *w, const attn_config *c, int i,
     size_t bytes = attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, i));
     unsigned char *all = malloc(bytes ? bytes : 1);
     if (!all)
-        return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", w_names[i]);
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", attn_weight_name(i));
     attn_status st = convert_part(w, i, to, all, m);
     if (!st)
         slice_part(&w->cfg, c, i, to, all, dst);
@@ -628,7 +665,7 @@ attn_status attn_weights_load(const attn_config *cfg, const char *path, const ch
     attn_status st = attn_weights_new(cfg, &w, m);
     if (st || (st = rt_src_open(path, &s, m)))
         goto fail;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         if (w_numel(cfg, i) && (st = gather_part(s, cfg, prefix, i, false, ATTN_DTYPE_F32,
                                                  (unsigned char *)*slot(w, i), m)))
             goto fail;
@@ -651,7 +688,7 @@ attn_status attn_weights_check(const attn_config *cfg, const char *path, const c
     attn_status st = attn_config_check(cfg, m);
     if (st || (st = rt_src_open(path, &s, m)))
         return st;
-    for (int i = 0; i < W_COUNT && !st; i++)
+    for (int i = 0; i < ATTN_WEIGHT_COUNT && !st; i++)
         if (w_numel(cfg, i))
             st = gather_part(s, cfg, prefix, i, false, ATTN_DTYPE_F32, NULL, m);
     rt_src_close(s);
@@ -685,12 +722,12 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
     if (!w || !path || (unsigned)dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, ATTN_E_INVALID, "attn_weights_save: bad argument");
     const attn_config *c = &w->cfg;
-    attn_st_tensor t[W_COUNT];
-    char names[W_COUNT][512];
+    attn_st_tensor t[ATTN_WEIGHT_COUNT];
+    char names[ATTN_WEIGHT_COUNT][512];
     float *fused[2] = {NULL, NULL}; /* q/k/v weights and biases of a fused layout */
     int n = 0;
     attn_status st = ATTN_OK;
-    for (int i = 0; i < W_COUNT && !st; i++) {
+    for (int i = 0; i < ATTN_WEIGHT_COUNT && !st; i++) {
         int64_t sh[2] = {0, 0};
         int nd = w_shape(c, i, sh), which;
         const char *local = source_name(c, false, i, false, &which);
@@ -698,7 +735,7 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
             continue;
         const float *data = *slot((attn_weights *)w, i);
         if (which == 0) { /* q, k and v rows where the family's file keeps them */
-            bool bias = i == B_Q;
+            bool bias = i == ATTN_B_Q;
             int64_t cols = bias ? 1 : c->d_model;
             int64_t rows[3] = {c->heads * c->head_dim, c->kv_groups * c->head_dim,
                                c->kv_groups * c->head_dim};
@@ -708,7 +745,7 @@ attn_status attn_weights_save(const attn_weights *w, const char *path, attn_dtyp
                 break;
             }
             for (int part = 0; part < 3; part++) {
-                const float *src = *slot((attn_weights *)w, (bias ? B_Q : W_Q) + part);
+                const float *src = *slot((attn_weights *)w, (bias ? ATTN_B_Q : ATTN_W_Q) + part);
                 for (int64_t r = 0; r < rows[part]; r++)
                     memcpy(f + qkv_row(c, false, part, r) * cols, src + r * cols,
                            (size_t)cols * sizeof *f);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_kernels.h"
 #include "rt.h"
 #include "support.h"
 
@@ -203,6 +204,22 @@ static void weights_load_qk_norm_and_sinks_by_shape(void **state) {
     attn_weights_free(w);
 }
 
+/* One name table for the kernel table's weight ids, read both ways. */
+static void weight_names_cover_every_id_both_ways(void **state) {
+    (void)state;
+    for (int id = 0; id < ATTN_WEIGHT_COUNT; id++) {
+        const char *name = attn_weight_name(id);
+        assert_non_null(name);
+        assert_int_equal(attn_weight_by_name(name), id);
+    }
+    assert_string_equal(attn_weight_name(ATTN_W_QKV), "qkv_proj.weight");
+    assert_string_equal(attn_weight_name(ATTN_W_KV_B), "kv_b_proj.weight");
+    assert_null(attn_weight_name(ATTN_WEIGHT_COUNT));
+    assert_null(attn_weight_name(-1));
+    assert_int_equal(attn_weight_by_name("q_proj.wieght"), -1);
+    assert_int_equal(attn_weight_by_name(NULL), -1);
+}
+
 static void weights_reject_invalid_config(void **state) {
     (void)state;
     attn_config c = config_small(6, 4, 8, 16);
@@ -261,6 +278,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(weights_load_names_missing_and_misshaped_tensors, setup,
                                         teardown),
         cmocka_unit_test(weights_reject_invalid_config),
+        cmocka_unit_test(weight_names_cover_every_id_both_ways),
         cmocka_unit_test_setup_teardown(weights_load_qk_norm_and_sinks_by_shape, setup, teardown),
         cmocka_unit_test(config_check_enforces_every_invariant),
     };

@@ -27,37 +27,13 @@ unsigned ir_op_attrs(ir_op op) {
     return ops[op].attrs;
 }
 
-static const char *const weight_names[ATTN_WEIGHT_COUNT] = {
-    "q_proj.weight",
-    "k_proj.weight",
-    "v_proj.weight",
-    "o_proj.weight",
-    "q_proj.bias",
-    "k_proj.bias",
-    "v_proj.bias",
-    "o_proj.bias",
-    "qkv_proj.weight",
-    "qkv_proj.bias",
-    "q_norm.weight",
-    "k_norm.weight",
-    "sinks",
-    "q_a_proj.weight",
-    "q_a_layernorm.weight",
-    "q_b_proj.weight",
-    "kv_a_proj_with_mqa.weight",
-    "kv_a_layernorm.weight",
-    "kv_b_proj.weight",
-};
-
 const char *ir_weight_name(int id) {
-    return id >= 0 && id < ATTN_WEIGHT_COUNT ? weight_names[id] : "?";
+    const char *name = attn_weight_name(id);
+    return name ? name : "?";
 }
 
 int ir_weight_id(const char *name) {
-    for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
-        if (strcmp(name, weight_names[i]) == 0)
-            return i;
-    return -1;
+    return attn_weight_by_name(name);
 }
 
 static const char *const *enum_names(attn_field_kind k, int *n) {
