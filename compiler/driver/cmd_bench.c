@@ -733,29 +733,37 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
     return rc;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *help = NULL, *mode = "prefill", *part = "block", *seq_s = NULL, *cache_s = NULL;
-    const char *threads_s = NULL, *runs_s = NULL, *json = NULL, *ablation = NULL, *pos[1];
-    const char *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL, *memory_s = NULL;
-    const char *shard_s = NULL;
-    bench b = {0};
+/* What bench was asked besides the bench itself. */
+typedef struct bench_ask {
+    const char *mode, *part, *shard_s, *cache_s;
+    bool json, ablation;
+    attn_dtype dtype, kv_dtype; /* ATTN_DTYPE_COUNT: the spec's */
+} bench_ask;
+
+/* The command line into b and q; EXIT_OK, -1 after --help, or the exit
+ * code after the message. */
+static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
+    const char *help = NULL, *seq_s = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
+    const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
+    const char *memory_s = NULL, *pos[1];
+    q->mode = "prefill", q->part = "block";
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
-        {"--mode", NULL, true, &mode, NULL, 0},
-        {"--part", NULL, true, &part, NULL, 0},
+        {"--mode", NULL, true, &q->mode, NULL, 0},
+        {"--part", NULL, true, &q->part, NULL, 0},
         {"--seq", NULL, true, &seq_s, NULL, 0},
-        {"--cache", NULL, true, &cache_s, NULL, 0},
+        {"--cache", NULL, true, &q->cache_s, NULL, 0},
         {"--threads", NULL, true, &threads_s, NULL, 0},
         {"--runs", NULL, true, &runs_s, NULL, 0},
         {"--json", NULL, false, &json, NULL, 0},
         {"--ablation", NULL, false, &ablation, NULL, 0},
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
-        {"--cpu", NULL, true, &b.cpu, NULL, 0},
-        {"--disable-pass", NULL, true, b.disabled, &b.n_disabled, 32},
+        {"--cpu", NULL, true, &b->cpu, NULL, 0},
+        {"--disable-pass", NULL, true, b->disabled, &b->n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {"--memory", NULL, true, &memory_s, NULL, 0},
-        {"--shard", NULL, true, &shard_s, NULL, 0},
+        {"--shard", NULL, true, &q->shard_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -763,125 +771,151 @@ int cmd_bench(int argc, char **argv) {
         return EXIT_USAGE;
     if (help) {
         fputs(bench_usage, stdout);
-        return EXIT_OK;
+        return -1;
     }
     if (n_pos != 1)
         return usage_error("bench", "expected one SPEC file");
-    if (strcmp(mode, "prefill") && strcmp(mode, "decode"))
-        return usage_error("bench", "--mode expects prefill or decode, found '%s'", mode);
-    if (strcmp(part, "core") && strcmp(part, "block"))
-        return usage_error("bench", "--part expects core or block, found '%s'", part);
-    b.decode = strcmp(mode, "decode") == 0;
-    b.core = strcmp(part, "core") == 0;
-    if (b.decode && seq_s)
+    if (strcmp(q->mode, "prefill") && strcmp(q->mode, "decode"))
+        return usage_error("bench", "--mode expects prefill or decode, found '%s'", q->mode);
+    if (strcmp(q->part, "core") && strcmp(q->part, "block"))
+        return usage_error("bench", "--part expects core or block, found '%s'", q->part);
+    b->decode = strcmp(q->mode, "decode") == 0;
+    b->core = strcmp(q->part, "core") == 0;
+    if (b->decode && seq_s)
         return usage_error("bench",
                            "--seq is for --mode prefill; decode adds one token to --cache");
-    if (!b.decode && cache_s)
+    if (!b->decode && q->cache_s)
         return usage_error("bench", "--cache is for --mode decode");
     int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7;
     if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
-        (cache_s && !parse_int("bench", "--cache", cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
+        (q->cache_s &&
+         !parse_int("bench", "--cache", q->cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
         (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
-        (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b.memory)))
+        (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)))
         return EXIT_USAGE;
-    attn_dtype dtype = ATTN_DTYPE_COUNT, kv_dtype = ATTN_DTYPE_COUNT;
-    if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &dtype)) ||
-        (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, true, &kv_dtype)))
+    q->dtype = q->kv_dtype = ATTN_DTYPE_COUNT;
+    if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &q->dtype)) ||
+        (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, true, &q->kv_dtype)))
         return EXIT_USAGE;
-    if (!check_pass_names("bench", b.disabled, b.n_disabled) ||
-        (shard_s && !parse_shard("bench", shard_s, &b.shard)))
+    if (!check_pass_names("bench", b->disabled, b->n_disabled) ||
+        (q->shard_s && !parse_shard("bench", q->shard_s, &b->shard)))
         return EXIT_USAGE;
-    b.spec = pos[0];
-    b.no_cache = no_cache != NULL;
-    b.seq = seq;
-    b.cache = cache;
-    b.threads = (int)threads;
-    b.runs = (int)runs;
-    int rc = load_spec(b.spec, &b.cfg);
+    b->spec = pos[0];
+    b->no_cache = no_cache != NULL;
+    b->seq = seq;
+    b->cache = cache;
+    b->threads = (int)threads;
+    b->runs = (int)runs;
+    q->json = json != NULL;
+    q->ablation = ablation != NULL;
+    return EXIT_OK;
+}
+
+/* The spec with the dtypes asked for (a copy at tmp when they differ),
+ * checked against the tokens asked, sharded, and its random weights and
+ * memory. */
+static int bench_prepare(bench *b, const bench_ask *q, char *tmp) {
+    int rc = load_spec(b->spec, &b->cfg);
     if (rc == EXIT_OK)
-        rc = cpu_runs_here("bench", b.cpu);
+        rc = cpu_runs_here("bench", b->cpu);
     if (rc != EXIT_OK)
         return rc;
-    bool other_dtypes = dtype != ATTN_DTYPE_COUNT || kv_dtype != ATTN_DTYPE_COUNT;
-    if (dtype != ATTN_DTYPE_COUNT)
-        b.cfg.dtype = dtype;
-    if (kv_dtype != ATTN_DTYPE_COUNT)
-        b.cfg.kv_dtype = kv_dtype;
-    bool cross = b.cfg.memory_dim > 0;
-    if (cross && !b.memory) {
+    bool other_dtypes = q->dtype != ATTN_DTYPE_COUNT || q->kv_dtype != ATTN_DTYPE_COUNT;
+    if (q->dtype != ATTN_DTYPE_COUNT)
+        b->cfg.dtype = q->dtype;
+    if (q->kv_dtype != ATTN_DTYPE_COUNT)
+        b->cfg.kv_dtype = q->kv_dtype;
+    bool cross = b->cfg.memory_dim > 0;
+    if (cross && !b->memory) {
         fprintf(stderr,
                 "attnc: error: bench: %s has cross_attention: give its memory rows with "
                 "--memory N\n",
-                b.spec);
+                b->spec);
         return EXIT_USAGE;
     }
-    if (!cross && b.memory)
+    if (!cross && b->memory)
         return usage_error("bench",
                            "--memory is for cross-attention, and %s has no "
                            "cross_attention",
-                           b.spec);
-    if (cross && cache_s)
+                           b->spec);
+    if (cross && q->cache_s)
         return usage_error("bench", "--cache is for self-attention; cross-attention decodes one "
                                     "token against --memory rows");
-    int64_t need = cross ? b.memory : b.decode ? cache + 1 : seq;
-    if (need > b.cfg.kv_max_tokens) {
+    int64_t need = cross ? b->memory : b->decode ? b->cache + 1 : b->seq;
+    if (need > b->cfg.kv_max_tokens) {
         fprintf(stderr, "attnc: error: bench: %lld tokens exceed kv_cache.max_tokens %lld of %s\n",
-                (long long)need, (long long)b.cfg.kv_max_tokens, b.spec);
+                (long long)need, (long long)b->cfg.kv_max_tokens, b->spec);
         return EXIT_INPUT;
     }
     attn_msg m = {{0}};
-    attn_config whole = b.cfg; /* the spec copy below is the whole block's */
-    if (b.shard.shard_count > 0 && attn_config_shard(&whole, b.shard.shard_index,
-                                                     b.shard.shard_count, &b.cfg, &m) != ATTN_OK) {
-        fprintf(stderr, "attnc: error: %s: --shard %s: %s\n", b.spec, shard_s, m.text);
+    attn_config whole = b->cfg; /* the spec copy below is the whole block's */
+    if (b->shard.shard_count > 0 &&
+        attn_config_shard(&whole, b->shard.shard_index, b->shard.shard_count, &b->cfg, &m) !=
+            ATTN_OK) {
+        fprintf(stderr, "attnc: error: %s: --shard %s: %s\n", b->spec, q->shard_s, m.text);
         return EXIT_INPUT;
     }
-    attn_status st = attn_weights_random(&b.cfg, 1, &b.w, &m);
+    attn_status st = attn_weights_random(&b->cfg, 1, &b->w, &m);
     if (st)
         return runtime_error(st, &m);
-    if (cross && !(b.mem = random_input(b.memory * b.cfg.memory_dim, 7))) {
-        attn_weights_free(b.w);
+    if (cross && !(b->mem = random_input(b->memory * b->cfg.memory_dim, 7)))
         return runtime_error(ATTN_E_NOMEM, NULL);
-    }
-    char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml"; /* the spec with the dtypes asked for */
-    b.compiled = b.spec;
-    if (other_dtypes && (rc = write_spec_copy(&whole, tmp)) != EXIT_OK) {
-        attn_weights_free(b.w);
+    b->compiled = b->spec;
+    if (other_dtypes && (rc = write_spec_copy(&whole, tmp)) != EXIT_OK)
         return rc;
-    }
     if (other_dtypes)
-        b.compiled = tmp;
+        b->compiled = tmp;
+    return EXIT_OK;
+}
+
+/* The roofline, then the spec's row and, with --ablation, a row per pass
+ * disabled. */
+static int bench_rows(bench *b, const bench_ask *q) {
     roofline rl;
     probes pb;
-    if ((rc = probes_open(b.threads, b.cpu, &pb)) == EXIT_OK &&
+    int rc;
+    if ((rc = probes_open(b->threads, b->cpu, &pb)) == EXIT_OK &&
         (rc = measure_roofline(&pb, 7, &rl)) == EXIT_OK) {
-        if (!json) {
+        if (!q->json) {
+            bool cross = b->cfg.memory_dim > 0;
             char against[64] = "";
             if (cross)
-                snprintf(against, sizeof against, ", memory %lld rows", (long long)b.memory);
+                snprintf(against, sizeof against, ", memory %lld rows", (long long)b->memory);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
                    "%s (%.0f bytes a token)%s%s\n",
-                   b.cfg.name, mode, part, b.decode ? "cache" : "seq",
-                   (long long)(b.decode ? (cross ? 0 : cache) : seq), against, b.threads,
-                   attn_dtype_name(b.cfg.dtype), attn_dtype_name(b.cfg.kv_dtype),
-                   cache_token_bytes(&b.cfg), b.cpu ? ", cpu " : "", b.cpu ? b.cpu : "");
+                   b->cfg.name, q->mode, q->part, b->decode ? "cache" : "seq",
+                   (long long)(b->decode ? (cross ? 0 : b->cache) : b->seq), against, b->threads,
+                   attn_dtype_name(b->cfg.dtype), attn_dtype_name(b->cfg.kv_dtype),
+                   cache_token_bytes(&b->cfg), b->cpu ? ", cpu " : "", b->cpu ? b->cpu : "");
             print_roofline_line(&rl);
         }
-        rc = bench_variant(&b, &pb, &rl, NULL, json, true);
+        rc = bench_variant(b, &pb, &rl, NULL, q->json, true);
     }
-    for (int i = 0; rc == EXIT_OK && ablation && attnc_pass_name(i); i++) {
+    for (int i = 0; rc == EXIT_OK && q->ablation && attnc_pass_name(i); i++) {
         const char *p = attnc_pass_name(i);
         bool off = strcmp(p, "dce") == 0;
-        for (int j = 0; j < b.n_disabled; j++)
-            off |= strcmp(b.disabled[j], p) == 0;
+        for (int j = 0; j < b->n_disabled; j++)
+            off |= strcmp(b->disabled[j], p) == 0;
         if (!off)
-            rc = bench_variant(&b, &pb, &rl, p, json, false);
+            rc = bench_variant(b, &pb, &rl, p, q->json, false);
     }
     probes_close(&pb);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench b = {0};
+    bench_ask q = {0};
+    char tmp[] = "/tmp/attnc-bench-XXXXXX.yaml"; /* the spec with the dtypes asked for */
+    int rc = bench_parse(argc, argv, &b, &q);
+    if (rc != EXIT_OK)
+        return rc < 0 ? EXIT_OK : rc;
+    if ((rc = bench_prepare(&b, &q, tmp)) == EXIT_OK)
+        rc = bench_rows(&b, &q);
     attn_weights_free(b.w);
     free(b.mem);
-    if (b.compiled != b.spec)
+    if (b.compiled && b.compiled != b.spec)
         remove(tmp);
     return rc;
 }

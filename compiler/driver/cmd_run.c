@@ -85,29 +85,43 @@ static void print_timings(const attnc_timings *t) {
             t->total_ms);
 }
 
-int cmd_run(int argc, char **argv) {
-    const char *help = NULL, *weights = NULL, *input = NULL, *output = NULL, *verbose = NULL;
-    const char *check_finite = NULL, *no_cache = NULL;
-    const char *engine_s = "jit", *chunk_s = NULL, *prefix = NULL, *threads_s = NULL;
-    const char *layer_s = NULL, *memory_path = NULL, *shard = NULL;
-    const char *disabled[32], *pos[1];
+/* What run was asked, and what it read. */
+typedef struct run_job {
+    const char *spec, *weights, *input, *output, *memory_path, *prefix, *engine_s;
+    bool use_jit, verbose, check_finite;
+    int64_t chunk, threads, layer;
+    const char *disabled[32];
+    attnc_options o;
+    attn_config cfg;
+    char layer_prefix[128];
+    attn_weights *w; /* the reference engine's */
+    attn_st *xf, *mf;
+    float *x, *memory, *y;
+    int64_t T, rows; /* tokens of x, rows of the memory */
+} run_job;
+
+/* The command line into j; EXIT_OK, or the exit code after the message. */
+static int run_parse(int argc, char **argv, run_job *j) {
+    const char *help = NULL, *verbose = NULL, *check_finite = NULL, *no_cache = NULL;
+    const char *chunk_s = NULL, *threads_s = NULL, *layer_s = NULL, *shard = NULL, *pos[1];
     int n_disabled = 0, n_pos;
-    attnc_options o = attnc_options_default();
+    j->engine_s = "jit";
+    j->o = attnc_options_default();
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
-        {"--weights", NULL, true, &weights, NULL, 0},
-        {"--input", NULL, true, &input, NULL, 0},
-        {"--memory", NULL, true, &memory_path, NULL, 0},
-        {"--output", "-o", true, &output, NULL, 0},
-        {"--engine", NULL, true, &engine_s, NULL, 0},
+        {"--weights", NULL, true, &j->weights, NULL, 0},
+        {"--input", NULL, true, &j->input, NULL, 0},
+        {"--memory", NULL, true, &j->memory_path, NULL, 0},
+        {"--output", "-o", true, &j->output, NULL, 0},
+        {"--engine", NULL, true, &j->engine_s, NULL, 0},
         {"--chunk", NULL, true, &chunk_s, NULL, 0},
-        {"--prefix", NULL, true, &prefix, NULL, 0},
+        {"--prefix", NULL, true, &j->prefix, NULL, 0},
         {"--layer", NULL, true, &layer_s, NULL, 0},
         {"--threads", NULL, true, &threads_s, NULL, 0},
-        {"--cpu", NULL, true, &o.cpu, NULL, 0},
-        {"--disable-pass", NULL, true, disabled, &n_disabled, 32},
-        {"--emit-llvm", NULL, true, &o.emit_llvm, NULL, 0},
-        {"--emit-asm", NULL, true, &o.emit_asm, NULL, 0},
+        {"--cpu", NULL, true, &j->o.cpu, NULL, 0},
+        {"--disable-pass", NULL, true, j->disabled, &n_disabled, 32},
+        {"--emit-llvm", NULL, true, &j->o.emit_llvm, NULL, 0},
+        {"--emit-asm", NULL, true, &j->o.emit_asm, NULL, 0},
         {"--verbose", "-v", false, &verbose, NULL, 0},
         {"--check-finite", NULL, false, &check_finite, NULL, 0},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
@@ -118,180 +132,196 @@ int cmd_run(int argc, char **argv) {
         return EXIT_USAGE;
     if (help) {
         fputs(run_usage, stdout);
-        return EXIT_OK;
+        return -1; /* done: exit 0 */
     }
     if (n_pos != 1)
         return usage_error("run", "expected one SPEC file");
-    if (!weights || !input || !output)
+    if (!j->weights || !j->input || !j->output)
         return usage_error("run", "--weights, --input and -o are required");
-    bool use_jit = strcmp(engine_s, "jit") == 0;
-    if (!use_jit && strcmp(engine_s, "reference") != 0)
-        return usage_error("run", "--engine expects jit or reference, found '%s'", engine_s);
-    int64_t chunk = 0, threads = 0, layer = -1;
-    if (prefix && layer_s)
+    j->spec = pos[0];
+    j->use_jit = strcmp(j->engine_s, "jit") == 0;
+    if (!j->use_jit && strcmp(j->engine_s, "reference") != 0)
+        return usage_error("run", "--engine expects jit or reference, found '%s'", j->engine_s);
+    j->layer = -1;
+    if (j->prefix && layer_s)
         return usage_error("run", "give --prefix or --layer, not both");
-    if ((layer_s && !parse_int("run", "--layer", layer_s, 0, 1000000, &layer)) ||
-        (chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &chunk)) ||
-        (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &threads)))
+    if ((layer_s && !parse_int("run", "--layer", layer_s, 0, 1000000, &j->layer)) ||
+        (chunk_s && !parse_int("run", "--chunk", chunk_s, 1, ATTN_MAX_TOKENS, &j->chunk)) ||
+        (threads_s && !parse_int("run", "--threads", threads_s, 1, 1024, &j->threads)))
         return EXIT_USAGE;
-    if (!check_pass_names("run", disabled, n_disabled) || (shard && !parse_shard("run", shard, &o)))
+    if (!check_pass_names("run", j->disabled, n_disabled) ||
+        (shard && !parse_shard("run", shard, &j->o)))
         return EXIT_USAGE;
-    o.disabled_passes = disabled;
-    o.n_disabled_passes = n_disabled;
-    o.no_cache = no_cache != NULL;
+    j->o.disabled_passes = j->disabled;
+    j->o.n_disabled_passes = n_disabled;
+    j->o.no_cache = no_cache != NULL;
+    j->verbose = verbose != NULL;
+    j->check_finite = check_finite != NULL;
+    return EXIT_OK;
+}
 
-    attn_config cfg;
-    int rc = load_spec_shard(pos[0], &o, &cfg);
+/* The spec, then the weights (checked, or loaded for the reference
+ * engine), x and the memory, each checked as asked and against the
+ * cache's size. */
+static int run_read(run_job *j) {
+    int rc = load_spec_shard(j->spec, &j->o, &j->cfg);
     if (rc != EXIT_OK)
         return rc;
-
-    bool cross = cfg.memory_dim > 0;
-    if (cross && !memory_path) {
+    const attn_config *cfg = &j->cfg;
+    bool cross = cfg->memory_dim > 0;
+    if (cross && !j->memory_path) {
         fprintf(stderr,
                 "attnc: error: %s has cross_attention: give its memory with --memory "
                 "M.safetensors (tensor 'memory' [rows, %lld])\n",
-                pos[0], (long long)cfg.memory_dim);
+                j->spec, (long long)cfg->memory_dim);
         return EXIT_USAGE;
     }
-    if (!cross && memory_path)
+    if (!cross && j->memory_path)
         return usage_error("run",
                            "--memory is for cross-attention, and %s has no "
                            "cross_attention",
-                           pos[0]);
+                           j->spec);
     attn_msg m = {{0}};
-    attn_weights *w = NULL;
-    engine e = {0};
-    float *x = NULL, *y = NULL, *memory = NULL;
-    int64_t T = 0, rows = 0;
     attn_status st;
-    attn_st *xf = NULL, *mf = NULL;
-    char layer_prefix[128];
-    if (layer >= 0) {
-        if ((st = attn_layer_prefix(&cfg, weights, layer, layer_prefix, sizeof layer_prefix, &m)))
+    if (j->layer >= 0) {
+        if ((st = attn_layer_prefix(cfg, j->weights, j->layer, j->layer_prefix,
+                                    sizeof j->layer_prefix, &m)))
             return runtime_error(st, &m);
-        prefix = layer_prefix;
+        j->prefix = j->layer_prefix;
     }
     /* the jit engine loads the checkpoint straight into its block, in the
      * spec's dtype; the reference engine needs f32 weights */
-    if ((use_jit && (st = attn_weights_check(&cfg, weights, prefix, &m))) ||
-        (!use_jit && (st = attn_weights_load(&cfg, weights, prefix, &w, &m))) ||
-        (st = attn_st_open(input, &xf, &m)) ||
-        (st = attn_st_read_rows_f32(xf, "x", cfg.d_model, &x, &T, &m)) ||
-        (cross && (st = attn_st_open(memory_path, &mf, &m))) ||
-        (cross && (st = attn_st_read_rows_f32(mf, "memory", cfg.memory_dim, &memory, &rows, &m)))) {
-        rc = runtime_error(st, &m);
-        goto done;
-    }
-    if (!use_jit && check_finite && (st = attn_weights_check_finite(w, &m))) {
-        fprintf(stderr, "attnc: error: %s: %s\n", weights, m.text);
-        rc = EXIT_INPUT;
-        goto done;
+    if ((j->use_jit && (st = attn_weights_check(cfg, j->weights, j->prefix, &m))) ||
+        (!j->use_jit && (st = attn_weights_load(cfg, j->weights, j->prefix, &j->w, &m))) ||
+        (st = attn_st_open(j->input, &j->xf, &m)) ||
+        (st = attn_st_read_rows_f32(j->xf, "x", cfg->d_model, &j->x, &j->T, &m)) ||
+        (cross && (st = attn_st_open(j->memory_path, &j->mf, &m))) ||
+        (cross &&
+         (st = attn_st_read_rows_f32(j->mf, "memory", cfg->memory_dim, &j->memory, &j->rows, &m))))
+        return runtime_error(st, &m);
+    if (!j->use_jit && j->check_finite && (st = attn_weights_check_finite(j->w, &m))) {
+        fprintf(stderr, "attnc: error: %s: %s\n", j->weights, m.text);
+        return EXIT_INPUT;
     }
     char what[1100];
-    snprintf(what, sizeof what, "%s: tensor 'x'", input);
-    if (check_finite && (st = attn_check_finite(x, (size_t)(T * cfg.d_model), what, &m))) {
-        rc = runtime_error(st, &m);
-        goto done;
+    snprintf(what, sizeof what, "%s: tensor 'x'", j->input);
+    if (j->check_finite && (st = attn_check_finite(j->x, (size_t)(j->T * cfg->d_model), what, &m)))
+        return runtime_error(st, &m);
+    if (cross && j->check_finite) {
+        snprintf(what, sizeof what, "%s: tensor 'memory'", j->memory_path);
+        if ((st = attn_check_finite(j->memory, (size_t)(j->rows * cfg->memory_dim), what, &m)))
+            return runtime_error(st, &m);
     }
-    if (cross && check_finite) {
-        snprintf(what, sizeof what, "%s: tensor 'memory'", memory_path);
-        if ((st = attn_check_finite(memory, (size_t)(rows * cfg.memory_dim), what, &m))) {
-            rc = runtime_error(st, &m);
-            goto done;
-        }
-    }
-    if (cross && (rows < 1 || rows > cfg.kv_max_tokens)) {
+    if (cross && (j->rows < 1 || j->rows > cfg->kv_max_tokens)) {
         fprintf(stderr,
                 "attnc: error: %s: 'memory' has %lld rows; kv_cache.max_tokens of %s is "
                 "%lld\n",
-                memory_path, (long long)rows, pos[0], (long long)cfg.kv_max_tokens);
-        rc = EXIT_INPUT;
-        goto done;
+                j->memory_path, (long long)j->rows, j->spec, (long long)cfg->kv_max_tokens);
+        return EXIT_INPUT;
     }
-    if (!cross && T > cfg.kv_max_tokens) {
+    if (!cross && j->T > cfg->kv_max_tokens) {
         fprintf(stderr,
-                "attnc: error: %s: 'x' has %lld tokens; kv_cache.max_tokens of %s is %lld\n", input,
-                (long long)T, pos[0], (long long)cfg.kv_max_tokens);
-        rc = EXIT_INPUT;
-        goto done;
+                "attnc: error: %s: 'x' has %lld tokens; kv_cache.max_tokens of %s is %lld\n",
+                j->input, (long long)j->T, j->spec, (long long)cfg->kv_max_tokens);
+        return EXIT_INPUT;
     }
-    if (chunk == 0 || chunk > T)
-        chunk = T;
-    if (!cfg.causal && !cross && chunk < T) {
-        rc = usage_error("run", "--chunk needs a causal spec: a non-causal block attends to "
-                                "keys that later chunks have not delivered yet");
-        goto done;
+    if (j->chunk == 0 || j->chunk > j->T)
+        j->chunk = j->T;
+    if (!cfg->causal && !cross && j->chunk < j->T)
+        return usage_error("run", "--chunk needs a causal spec: a non-causal block attends to "
+                                  "keys that later chunks have not delivered yet");
+    if (!(j->y = malloc((size_t)(j->T * cfg->d_model) * sizeof(float))))
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    return EXIT_OK;
+}
+
+/* The engine asked for, with one sequence (holding the memory, if any). */
+static int run_engine(run_job *j, engine *e) {
+    bool cross = j->cfg.memory_dim > 0;
+    int64_t slots = cross ? j->rows : j->T;
+    attn_msg m = {{0}};
+    attn_status st;
+    if (!j->use_jit) {
+        if ((st = attn_ref_new(j->w, slots, &e->ref, &m)) != ATTN_OK ||
+            (cross && (st = attn_ref_set_memory(e->ref, j->rows, j->memory, &m))))
+            return runtime_error(st, &m);
+        return EXIT_OK;
     }
-    if (!(y = malloc((size_t)(T * cfg.d_model) * sizeof(float)))) {
-        rc = runtime_error(ATTN_E_NOMEM, NULL);
-        goto done;
+    attnc_ctx *cx = attnc_ctx_new();
+    int rc = compile_report(cx, attnc_jit_compile_file(cx, j->spec, &j->o, &e->jit));
+    if (rc != EXIT_OK)
+        return rc;
+    if (j->verbose) {
+        attnc_timings t = attnc_jit_timings(e->jit);
+        print_timings(&t);
     }
-    if (use_jit) {
-        attnc_ctx *cx = attnc_ctx_new();
-        if ((rc = compile_report(cx, attnc_jit_compile_file(cx, pos[0], &o, &e.jit))) != EXIT_OK)
-            goto done;
-        if (verbose) {
-            attnc_timings t = attnc_jit_timings(e.jit);
-            print_timings(&t);
-        }
-        attn_block_options bo = attn_block_options_default();
-        bo.n_threads = (int)threads;
-        if ((st = attn_block_new(attnc_jit_kernels(e.jit), &bo, &e.block)) ||
-            (st = attn_block_load(e.block, weights, prefix,
-                                  check_finite ? ATTN_LOAD_CHECK_FINITE : 0)) ||
-            (st = attn_cache_new(e.block, cross ? rows : T, &e.cache)) ||
-            (st = attn_seq_new(e.cache, &e.seq)) ||
-            (cross && (st = attn_seq_set_memory(e.cache, e.seq, rows, memory)))) {
-            snprintf(m.text, sizeof m.text, "%s",
-                     e.cache   ? attn_cache_error(e.cache)
-                     : e.block ? attn_block_error(e.block)
-                               : "");
-            rc = runtime_error(st, &m);
-            goto done;
-        }
-    } else if ((st = attn_ref_new(w, cross ? rows : T, &e.ref, &m)) != ATTN_OK ||
-               (cross && (st = attn_ref_set_memory(e.ref, rows, memory, &m)))) {
-        rc = runtime_error(st, &m);
-        goto done;
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = (int)j->threads;
+    if ((st = attn_block_new(attnc_jit_kernels(e->jit), &bo, &e->block)) ||
+        (st = attn_block_load(e->block, j->weights, j->prefix,
+                              j->check_finite ? ATTN_LOAD_CHECK_FINITE : 0)) ||
+        (st = attn_cache_new(e->block, slots, &e->cache)) ||
+        (st = attn_seq_new(e->cache, &e->seq)) ||
+        (cross && (st = attn_seq_set_memory(e->cache, e->seq, j->rows, j->memory)))) {
+        snprintf(m.text, sizeof m.text, "%s",
+                 e->cache   ? attn_cache_error(e->cache)
+                 : e->block ? attn_block_error(e->block)
+                            : "");
+        return runtime_error(st, &m);
     }
+    return EXIT_OK;
+}
+
+/* x through the engine in chunks, y written, a summary printed. */
+static int run_feed(run_job *j, engine *e) {
+    const attn_config *cfg = &j->cfg;
+    attn_msg m = {{0}};
+    attn_status st;
     double t0 = now_seconds();
-    for (int64_t at = 0; at < T; at += chunk) {
-        int64_t n = T - at < chunk ? T - at : chunk;
-        const float *xs = x + at * cfg.d_model;
-        float *ys = y + at * cfg.d_model;
+    for (int64_t at = 0; at < j->T; at += j->chunk) {
+        int64_t n = j->T - at < j->chunk ? j->T - at : j->chunk;
+        const float *xs = j->x + at * cfg->d_model;
+        float *ys = j->y + at * cfg->d_model;
         int32_t n32 = (int32_t)n;
-        st = use_jit ? attn_forward(e.block, e.cache, 1, &e.seq, &n32, xs, ys)
-                     : attn_ref_forward(e.ref, n, xs, ys, &m);
+        st = j->use_jit ? attn_forward(e->block, e->cache, 1, &e->seq, &n32, xs, ys)
+                        : attn_ref_forward(e->ref, n, xs, ys, &m);
         if (st) {
-            if (use_jit)
-                snprintf(m.text, sizeof m.text, "%s", attn_cache_error(e.cache));
-            rc = runtime_error(st, &m);
-            goto done;
+            if (j->use_jit)
+                snprintf(m.text, sizeof m.text, "%s", attn_cache_error(e->cache));
+            return runtime_error(st, &m);
         }
     }
     double secs = now_seconds() - t0;
-    attn_st_tensor out = {"y", ATTN_DTYPE_F32, 2, {T, cfg.d_model}, y};
-    if ((st = attn_st_write(output, &out, 1, &m))) {
-        rc = runtime_error(st, &m);
-        goto done;
-    }
+    attn_st_tensor out = {"y", ATTN_DTYPE_F32, 2, {j->T, cfg->d_model}, j->y};
+    if ((st = attn_st_write(j->output, &out, 1, &m)))
+        return runtime_error(st, &m);
     double sum = 0, sq = 0;
-    for (int64_t i = 0; i < T * cfg.d_model; i++) {
-        sum += y[i];
-        sq += (double)y[i] * y[i];
+    for (int64_t i = 0; i < j->T * cfg->d_model; i++) {
+        sum += j->y[i];
+        sq += (double)j->y[i] * j->y[i];
     }
-    printf("%s: %lld tokens (chunks of %lld), engine %s: %.3f s, %.1f tokens/s\n", cfg.name,
-           (long long)T, (long long)chunk, engine_s, secs, (double)T / (secs > 0 ? secs : 1e-9));
-    printf("y [%lld, %lld] f32: rms %.6g, sum %.6g -> %s\n", (long long)T, (long long)cfg.d_model,
-           sqrt(sq / (double)(T * cfg.d_model)), sum, output);
-    rc = EXIT_OK;
-done:
+    printf("%s: %lld tokens (chunks of %lld), engine %s: %.3f s, %.1f tokens/s\n", cfg->name,
+           (long long)j->T, (long long)j->chunk, j->engine_s, secs,
+           (double)j->T / (secs > 0 ? secs : 1e-9));
+    printf("y [%lld, %lld] f32: rms %.6g, sum %.6g -> %s\n", (long long)j->T,
+           (long long)cfg->d_model, sqrt(sq / (double)(j->T * cfg->d_model)), sum, j->output);
+    return EXIT_OK;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_job j = {0};
+    engine e = {0};
+    int rc = run_parse(argc, argv, &j);
+    if (rc != EXIT_OK)
+        return rc < 0 ? EXIT_OK : rc;
+    if ((rc = run_read(&j)) == EXIT_OK && (rc = run_engine(&j, &e)) == EXIT_OK)
+        rc = run_feed(&j, &e);
     engine_free(&e);
-    attn_st_close(xf);
-    attn_st_close(mf);
-    attn_weights_free(w);
-    free(x);
-    free(memory);
-    free(y);
+    attn_st_close(j.xf);
+    attn_st_close(j.mf);
+    attn_weights_free(j.w);
+    free(j.x);
+    free(j.memory);
+    free(j.y);
     return rc;
 }

@@ -135,10 +135,9 @@ static attn_status check_mla(const attn_config *c, attn_msg *m) {
     return ATTN_OK;
 }
 
-attn_status attn_config_check(const attn_config *c, attn_msg *m) {
+/* A C identifier of 1..ATTN_NAME_MAX - 1 bytes. */
+static attn_status check_name(const attn_config *c, attn_msg *m) {
     const attn_status bad = ATTN_E_INVALID;
-    if (!c)
-        return rt_fail(m, bad, "config is NULL");
     size_t len = strnlen(c->name, ATTN_NAME_MAX);
     if (len == 0 || len == ATTN_NAME_MAX)
         return rt_fail(m, bad, "name must be 1 to %d bytes", ATTN_NAME_MAX - 1);
@@ -149,9 +148,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
         if (!ok)
             return rt_fail(m, bad, "name '%s' is not a C identifier", c->name);
     }
-    attn_status st = check_plain(c, m);
-    if (st != ATTN_OK)
-        return st;
+    return ATTN_OK;
+}
+
+/* Groups, head_dim and their product. */
+static attn_status check_heads(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if (!in_range(c->kv_groups, 1, c->heads) || c->heads % c->kv_groups)
         return rt_fail(m, bad, "kv_groups (%lld) must divide heads (%lld)", (long long)c->kv_groups,
                        (long long)c->heads);
@@ -161,6 +163,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (c->heads * c->head_dim > ATTN_MAX_QDIM)
         return rt_fail(m, bad, "heads * head_dim (%lld) exceeds %d",
                        (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
+    return ATTN_OK;
+}
+
+/* RoPE and its scaling (linear, llama3, yarn). */
+static attn_status check_rope(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if ((unsigned)c->rope_style >= ATTN_ROPE_COUNT)
         return rt_fail(m, bad, "rope style %d is unknown", (int)c->rope_style);
     if (c->rope_style != ATTN_ROPE_NONE) {
@@ -202,6 +210,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                            "finite, the factor > 0",
                            c->rope_attention_factor);
     }
+    return ATTN_OK;
+}
+
+/* QK-norm and the weights' layout. */
+static attn_status check_norm_layout(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if ((unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
         return rt_fail(m, bad, "qk_norm %d is unknown", (int)c->qk_norm);
     if (c->qk_norm != ATTN_QK_NORM_NONE && (!(c->qk_norm_eps >= 0) || !isfinite(c->qk_norm_eps) ||
@@ -217,6 +231,13 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                        "(%lld) must equal heads (%lld)",
                        attn_layout_name(c->weights_layout), (long long)c->kv_groups,
                        (long long)c->heads);
+    return ATTN_OK;
+}
+
+/* What the mask and the scores need: causal windows and chunks, no ALiBi with
+ * RoPE, the query temperature, the scale. */
+static attn_status check_mask(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
         return rt_fail(m, bad, "alibi and rope do not go together");
     if (c->chunk > 0 && !c->causal)
@@ -230,6 +251,13 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
         return rt_fail(m, bad, "sliding_window needs causal attention");
     if (!(c->scale > 0) || !isfinite(c->scale))
         return rt_fail(m, bad, "scale (%g) must be a finite number > 0", c->scale);
+    return ATTN_OK;
+}
+
+/* The weights' and the cache's dtypes and what their blocks of 32 need;
+ * the cache's size. */
+static attn_status check_dtypes(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, bad, "dtype is unknown");
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
@@ -250,6 +278,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
         return rt_fail(m, bad, "kv_cache.max_tokens (%lld) must be in 1..%lld",
                        (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
+    return ATTN_OK;
+}
+
+/* The k bias and cross-attention. */
+static attn_status check_bias_cross(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if (c->no_k_bias && !c->qkv_bias)
         return rt_fail(m, bad, "no_k_bias (k_bias: false) needs qkv_bias");
     if (c->no_k_bias && attn_layout_fuses_qkv(c->weights_layout))
@@ -275,6 +309,12 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
                            "multiple of %d",
                            attn_dtype_name(c->dtype), (long long)c->memory_dim, RT_QK);
     }
+    return ATTN_OK;
+}
+
+/* The shard and the cache's block size. */
+static attn_status check_shard_blocks(const attn_config *c, attn_msg *m) {
+    const attn_status bad = ATTN_E_INVALID;
     if (!in_range(c->shard_count, 0, ATTN_MAX_HEADS) ||
         !in_range(c->shard_index, 0, c->shard_count > 0 ? c->shard_count - 1 : 0) ||
         (c->shard_count > 0 && c->heads * c->shard_count > ATTN_MAX_HEADS))
@@ -287,7 +327,23 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
         return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
                        (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
-    return check_mla(c, m);
+    return ATTN_OK;
+}
+
+attn_status attn_config_check(const attn_config *c, attn_msg *m) {
+    if (!c)
+        return rt_fail(m, ATTN_E_INVALID, "config is NULL");
+    /* in this order: the first broken rule is the one reported */
+    attn_status (*const checks[])(const attn_config *, attn_msg *) = {
+        check_name, check_plain,  check_heads,      check_rope,         check_norm_layout,
+        check_mask, check_dtypes, check_bias_cross, check_shard_blocks, check_mla,
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+        attn_status st = checks[i](c, m);
+        if (st != ATTN_OK)
+            return st;
+    }
+    return ATTN_OK;
 }
 
 /* Equality by kind: names as strings, numbers as values (so 0.0 == -0.0). */

@@ -1,16 +1,25 @@
-/* ir.c: op table, symbolic dims, node creation and the one shape function
- * that the builder, the passes and the verifier all use. */
+/* ir.c: op table, symbolic dims, node creation and the shape rules (one
+ * per op, named in ir_ops.def) that the builder, the passes and the
+ * verifier all use through ir_infer_shape. */
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/ir.h"
 
+/* Each op's shape rule (ir_ops.def's last column): checks the operands
+ * and sets n's dims and dtype, or says why not. */
+typedef bool shape_rule(const ir_graph *g, ir_node *n, char *why, size_t why_len);
+#define X(op, name, lo, hi, flags, attrs, shape) static shape_rule shape;
+#include "ir/ir_ops.def"
+#undef X
+
 static const struct {
     const char *name;
     int lo, hi;
     unsigned flags, attrs;
+    shape_rule *shape;
 } ops[IR_OP_COUNT] = {
-#define X(op, name, lo, hi, flags, attrs) {name, lo, hi, flags, attrs},
+#define X(op, name, lo, hi, flags, attrs, shape) {name, lo, hi, flags, attrs, shape},
 #include "ir/ir_ops.def"
 #undef X
 };
@@ -150,13 +159,357 @@ static bool want_ndim(const ir_node *a, int nd, char *why, size_t why_len) {
     return true;
 }
 
-bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+/* The shape rule of input (ir_ops.def). */
+static bool shape_input(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     const attn_config *c = &g->cfg;
-    ir_dim S = ir_sym_s(), T = ir_sym_t(), z = ir_const(0);
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    (void)why, (void)why_len;
+    set_shape(n, 2, ir_const(c->d_model), S, z);
+    return true;
+}
+
+/* The shape rule of memory (ir_ops.def). */
+static bool shape_memory(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    if (c->memory_dim <= 0)
+        return WHY("memory without cross_attention");
+    set_shape(n, 2, ir_const(c->memory_dim), S, z);
+    return true;
+}
+
+/* The shape rule of weight (ir_ops.def). */
+static bool shape_weight(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    weight_shape(c, n);
+    return n->ndim ? true : WHY("unknown weight %d", n->weight);
+}
+
+/* The shape rule of linear (ir_ops.def). */
+static bool shape_linear(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_node *a = n->args[0], *b = n->args[1];
+    int64_t v = 0;
+    if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S))
+        return WHY("input %%%d is not [in, S] with the in of weight %%%d", a->id, b->id);
+    for (int i = 2; i < n->nargs; i++) {
+        const ir_node *o = n->args[i];
+        if (o->op == IR_OP_WEIGHT ? o->ndim != 1 || !ir_dim_eq(o->ne[0], b->ne[1])
+                                  : o->op != IR_OP_ROPE_TABLE)
+            return WHY("operand %%%d is neither a bias matching weight %%%d nor a rope table",
+                       o->id, b->id);
+        if (i == 3 && o->op == n->args[2]->op)
+            return WHY("operands %%%d and %%%d are of one kind", n->args[2]->id, o->id);
+    }
+    if (!ir_dim_is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
+        return WHY("scaled columns %lld exceed the %lld outputs", (long long)n->scale_cols,
+                   (long long)v);
+    if (n->rope_cols < 0 || n->rope_cols > v || n->rope_cols % c->head_dim ||
+        (n->rope_cols > 0) != (ir_linear_rope_table(n) != NULL))
+        return WHY("rotated columns %lld are not whole heads within %lld outputs, with a table",
+                   (long long)n->rope_cols, (long long)v);
+    for (int i = 0; i < 2; i++)
+        if (n->to_cache[i] &&
+            (n->cache_col[i] < 0 || n->cache_col[i] + c->kv_groups * c->head_dim > v))
+            return WHY("cache columns from %lld exceed the %lld outputs",
+                       (long long)n->cache_col[i], (long long)v);
+    set_shape(n, 2, b->ne[1], S, z);
+    return true;
+}
+
+/* The shape rule of slice (ir_ops.def). */
+static bool shape_slice(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    (void)g;
+    ir_node *a = n->args[0];
+    int64_t v = 0;
+    if (a->ndim != 3 && !want_ndim(a, 2, why, why_len))
+        return false;
+    if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 || n->offset + n->cols > v)
+        return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
+                   (long long)(n->offset + n->cols), (long long)v);
+    set_shape(n, a->ndim, ir_const(n->cols), a->ne[1], a->ne[2]);
+    return true;
+}
+
+/* The shape rule of split_heads (ir_ops.def). */
+static bool shape_split_heads(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0];
+    int64_t v = 0;
+    if (!want_ndim(a, 2, why, why_len))
+        return false;
+    if (!ir_dim_is_const(a->ne[0], &v) || v % c->head_dim)
+        return WHY("%lld columns are not a whole number of heads of %lld", (long long)v,
+                   (long long)c->head_dim);
+    set_shape(n, 3, hd, ir_const(v / c->head_dim), a->ne[1]);
+    return true;
+}
+
+/* The shape rule of qk_norm, rope, temperature (ir_ops.def). */
+static bool shape_per_head(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s();
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0], *b = n->args[1];
+    int64_t v = 0;
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[2], S))
+        return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
+    if (n->op == IR_OP_TEMPERATURE && !ir_dim_eq(a->ne[1], ir_const(c->heads)))
+        return WHY("operand %%%d is not the queries [head_dim, heads, S]", a->id);
+    if (n->op == IR_OP_QK_NORM && c->qk_norm == ATTN_QK_NORM_NONE)
+        return WHY("the spec has no qk_norm");
+    if (n->op == IR_OP_QK_NORM && b) {
+        int64_t len = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim
+                      : ir_dim_is_const(a->ne[1], &v) ? v * c->head_dim
+                                                      : -1;
+        if (b->op != IR_OP_WEIGHT || b->ndim != 1 || !ir_dim_eq(b->ne[0], ir_const(len)))
+            return WHY("operand %%%d is not a norm weight of %lld elements", b->id, (long long)len);
+    }
+    set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+    return true;
+}
+
+/* The shape rule of rope_table (ir_ops.def). */
+static bool shape_rope_table(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    if (c->rope_style == ATTN_ROPE_NONE)
+        return WHY("the spec has no rope");
+    set_shape(n, 2, ir_const(c->rotary_dim), S, z);
+    return true;
+}
+
+/* The shape rule of cache_append (ir_ops.def). */
+static bool shape_cache_append(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), T = ir_sym_t();
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0];
+    bool mla = c->mla_kv_lora_rank > 0;
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    /* a K/V head per group, or MLA's one latent per token in K */
+    ir_dim row = mla ? ir_const(attn_cache_columns(c, 0)) : hd;
+    ir_dim groups = ir_const(mla ? 1 : c->kv_groups);
+    if (!ir_dim_eq(a->ne[0], row) || !ir_dim_eq(a->ne[1], groups) || !ir_dim_eq(a->ne[2], S) ||
+        (mla && n->cache != 0))
+        return WHY("operand %%%d is not [%s, S] of cache %s", a->id,
+                   mla ? "latent, 1" : "head_dim, kv_groups", mla ? "K" : "K or V");
+    set_shape(n, 3, row, a->ne[1], T);
+    n->dt = c->kv_dtype;
+    return true;
+}
+
+/* The shape rule of gqa_expand (ir_ops.def). */
+static bool shape_gqa_expand(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim T = ir_sym_t();
+    ir_node *a = n->args[0];
+    int64_t v = 0, w = 0;
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (!ir_dim_is_const(a->ne[0], &w) || !ir_dim_is_const(a->ne[1], &v) || c->heads % v ||
+        !ir_dim_eq(a->ne[2], T))
+        return WHY("operand %%%d is not [dims, kv heads dividing heads, T]", a->id);
+    set_shape(n, 3, a->ne[0], ir_const(c->heads), T); /* widened to f32 */
+    return true;
+}
+
+/* The shape rule of qk, pv, flash (ir_ops.def). */
+static bool shape_attention(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), T = ir_sym_t();
     ir_dim hd = ir_const(c->head_dim);
     ir_node *a = n->args[0], *b = n->args[1];
     bool mla = c->mla_kv_lora_rank > 0;
     int64_t v = 0, w = 0;
+    const ir_node *q = n->op != IR_OP_PV ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
+    if (!want_ndim(a, 3, why, why_len) || !want_ndim(b, 3, why, why_len))
+        return false;
+    if (n->op == IR_OP_FLASH && n->nargs == 4 && !ir_sinks(n))
+        return WHY("operand %%%d is not the sinks [heads]", n->args[3]->id);
+    /* the q.k dims are q's (head_dim; MLA's latent + rope), the
+     * values' their own (head_dim; MLA's latent) */
+    ir_dim qkd = q ? q->ne[0] : hd,
+           vd = n->op == IR_OP_QK ? hd : n->args[n->op == IR_OP_PV ? 1 : 2]->ne[0];
+    for (int i = 1; i < n->nargs && i < 3; i++) {
+        const ir_node *kv = n->args[i];
+        bool is_v = n->op == IR_OP_PV || i == 2;
+        if (!want_ndim(kv, 3, why, why_len))
+            return false;
+        if (!ir_dim_eq(kv->ne[0], is_v ? vd : qkd) || !ir_dim_is_const(kv->ne[0], &v) ||
+            (!mla && !ir_dim_eq(kv->ne[0], hd)) || !ir_dim_eq(kv->ne[2], T) ||
+            !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
+            (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
+            return WHY("keys/values %%%d are not [head dims, kv heads, T]", kv->id);
+    }
+    if (q && (!ir_dim_is_const(q->ne[0], &v) || (!mla && !ir_dim_eq(q->ne[0], hd)) ||
+              !ir_dim_eq(q->ne[1], ir_const(c->heads)) || !ir_dim_eq(q->ne[2], S)))
+        return WHY("queries %%%d are not [head_dim, heads, S]", q->id);
+    if (p && (!ir_dim_eq(p->ne[0], T) || !ir_dim_eq(p->ne[1], S) ||
+              !ir_dim_eq(p->ne[2], ir_const(c->heads))))
+        return WHY("weights %%%d are not [T, S, heads]", p->id);
+    if (n->op == IR_OP_QK)
+        set_shape(n, 3, T, S, ir_const(c->heads));
+    else
+        set_shape(n, 3, vd, ir_const(c->heads), S);
+    return true;
+}
+
+/* The shape rule of scale, softcap, alibi, mask, softmax (ir_ops.def). */
+static bool shape_scores(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    (void)g;
+    ir_dim S = ir_sym_s(), T = ir_sym_t();
+    ir_node *a = n->args[0], *b = n->args[1];
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (n->nargs == 2 && !ir_sinks(n))
+        return WHY("operand %%%d is not the sinks [heads]", b->id);
+    if (!ir_dim_eq(a->ne[0], T) || !ir_dim_eq(a->ne[1], S))
+        return WHY("operand %%%d is not [T, S, heads]", a->id);
+    set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+    return true;
+}
+
+/* The shape rule of merge_heads (ir_ops.def). */
+static bool shape_merge_heads(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    (void)g;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_node *a = n->args[0];
+    int64_t v = 0, w = 0;
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (!ir_dim_is_const(a->ne[0], &v) || !ir_dim_is_const(a->ne[1], &w) || !ir_dim_eq(a->ne[2], S))
+        return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
+    set_shape(n, 2, ir_const(v * w), S, z);
+    return true;
+}
+
+/* The shape rule of rms_norm (ir_ops.def). */
+static bool shape_rms_norm(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_node *a = n->args[0], *b = n->args[1];
+    bool mla = c->mla_kv_lora_rank > 0;
+    if (!mla || !want_ndim(a, 2, why, why_len) || !want_ndim(b, 1, why, why_len))
+        return mla ? false : WHY("the spec has no mla");
+    if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || b->op != IR_OP_WEIGHT)
+        return WHY("operand %%%d is not [m, S] with the m of norm weight %%%d", a->id, b->id);
+    set_shape(n, 2, a->ne[0], S, z);
+    return true;
+}
+
+/* The shape rule of mla_rope (ir_ops.def). */
+static bool shape_mla_rope(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s();
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0], *b = n->args[1];
+    bool mla = c->mla_kv_lora_rank > 0;
+    if (!mla)
+        return WHY("the spec has no mla");
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->heads)) ||
+        !ir_dim_eq(a->ne[2], S) || b->op != IR_OP_ROPE_TABLE)
+        return WHY("operands %%%d, %%%d are not [head_dim, heads, S] and a rope table", a->id,
+                   b->id);
+    set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
+    return true;
+}
+
+/* The shape rule of mla_keys, mla_values (ir_ops.def). */
+static bool shape_mla_expand(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim T = ir_sym_t();
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0], *b = n->args[1];
+    bool mla = c->mla_kv_lora_rank > 0;
+    if (!mla)
+        return WHY("the spec has no mla");
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], ir_const(attn_cache_columns(c, 0))) ||
+        !ir_dim_eq(a->ne[1], ir_const(1)) || !ir_dim_eq(a->ne[2], T))
+        return WHY("operand %%%d is not the cached latents [latent, 1, T]", a->id);
+    if (b->op != IR_OP_WEIGHT || b->weight != ATTN_W_KV_B)
+        return WHY("operand %%%d is not weight kv_b_proj.weight", b->id);
+    set_shape(n, 3, n->op == IR_OP_MLA_KEYS ? hd : ir_const(c->mla_v_head_dim), ir_const(c->heads),
+              T);
+    return true;
+}
+
+/* The shape rule of mla_latent, mla_query, mla_output (ir_ops.def). */
+static bool shape_mla_latent_space(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_dim hd = ir_const(c->head_dim);
+    ir_node *a = n->args[0], *b = n->args[1];
+    bool mla = c->mla_kv_lora_rank > 0;
+    if (!mla)
+        return WHY("the spec has no mla");
+    int64_t kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim, H = c->heads;
+    const ir_node *tab = n->nargs > 2 ? n->args[2] : NULL;
+    if (tab && tab->op != IR_OP_ROPE_TABLE)
+        return WHY("operand %%%d is not a rope table", tab->id);
+    int want_w = n->op == IR_OP_MLA_LATENT ? ATTN_W_KV_A_NORM : ATTN_W_KV_B;
+    if (b->op != IR_OP_WEIGHT || b->weight != want_w)
+        return WHY("operand %%%d is not weight %s", b->id, ir_weight_name(want_w));
+    if (n->op == IR_OP_MLA_LATENT) {
+        if (!want_ndim(a, 2, why, why_len))
+            return false;
+        if (!ir_dim_eq(a->ne[0], ir_const(kvl + r)) || !ir_dim_eq(a->ne[1], S))
+            return WHY("operand %%%d is not [kv_lora_rank + qk_rope_head_dim, S]", a->id);
+        set_shape(n, 3, a->ne[0], ir_const(1), S);
+        return true;
+    }
+    if (!want_ndim(a, 3, why, why_len))
+        return false;
+    ir_dim in = n->op == IR_OP_MLA_QUERY ? hd : ir_const(kvl);
+    if (!ir_dim_eq(a->ne[0], in) || !ir_dim_eq(a->ne[1], ir_const(H)) || !ir_dim_eq(a->ne[2], S))
+        return WHY("operand %%%d is not [%s, heads, S]", a->id,
+                   n->op == IR_OP_MLA_QUERY ? "head_dim" : "kv_lora_rank");
+    if (n->op == IR_OP_MLA_QUERY)
+        set_shape(n, 3, ir_const(kvl + r), ir_const(H), S);
+    else
+        set_shape(n, 2, ir_const(H * c->mla_v_head_dim), S, z);
+    return true;
+}
+
+/* The shape rule of by_prefill (ir_ops.def). */
+static bool shape_by_prefill(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    (void)g;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_node *a = n->args[0], *b = n->args[1];
+    if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || !ir_dim_eq(b->ne[1], S) ||
+        a->dt != b->dt)
+        return WHY("operands %%%d, %%%d are not both [m, S] of one dtype", a->id, b->id);
+    set_shape(n, 2, a->ne[0], S, z);
+    return true;
+}
+
+/* The shape rule of output (ir_ops.def). */
+static bool shape_output(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
+    const attn_config *c = &g->cfg;
+    ir_dim S = ir_sym_s(), z = ir_const(0);
+    ir_node *a = n->args[0];
+    if (!want_ndim(a, 2, why, why_len))
+        return false;
+    if (!ir_dim_eq(a->ne[0], ir_const(c->d_model)) || !ir_dim_eq(a->ne[1], S))
+        return WHY("operand %%%d is not [d_model, S]", a->id);
+    set_shape(n, 2, a->ne[0], a->ne[1], z);
+    return true;
+}
+
+bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
     if (n->nargs < ops[n->op].lo || n->nargs > ops[n->op].hi)
         return WHY("%s takes %d to %d operands, has %d", ops[n->op].name, ops[n->op].lo,
                    ops[n->op].hi, n->nargs);
@@ -164,248 +517,7 @@ bool ir_infer_shape(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
         if (!n->args[i])
             return WHY("operand %d is missing", i);
     n->dt = ATTN_DTYPE_F32;
-    switch (n->op) {
-    case IR_OP_INPUT: set_shape(n, 2, ir_const(c->d_model), S, z); return true;
-    case IR_OP_MEMORY:
-        if (c->memory_dim <= 0)
-            return WHY("memory without cross_attention");
-        set_shape(n, 2, ir_const(c->memory_dim), S, z);
-        return true;
-    case IR_OP_WEIGHT:
-        weight_shape(c, n);
-        return n->ndim ? true : WHY("unknown weight %d", n->weight);
-    case IR_OP_LINEAR:
-        if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S))
-            return WHY("input %%%d is not [in, S] with the in of weight %%%d", a->id, b->id);
-        for (int i = 2; i < n->nargs; i++) {
-            const ir_node *o = n->args[i];
-            if (o->op == IR_OP_WEIGHT ? o->ndim != 1 || !ir_dim_eq(o->ne[0], b->ne[1])
-                                      : o->op != IR_OP_ROPE_TABLE)
-                return WHY("operand %%%d is neither a bias matching weight %%%d nor a rope table",
-                           o->id, b->id);
-            if (i == 3 && o->op == n->args[2]->op)
-                return WHY("operands %%%d and %%%d are of one kind", n->args[2]->id, o->id);
-        }
-        if (!ir_dim_is_const(b->ne[1], &v) || n->scale_cols < 0 || n->scale_cols > v)
-            return WHY("scaled columns %lld exceed the %lld outputs", (long long)n->scale_cols,
-                       (long long)v);
-        if (n->rope_cols < 0 || n->rope_cols > v || n->rope_cols % c->head_dim ||
-            (n->rope_cols > 0) != (ir_linear_rope_table(n) != NULL))
-            return WHY("rotated columns %lld are not whole heads within %lld outputs, with a table",
-                       (long long)n->rope_cols, (long long)v);
-        for (int i = 0; i < 2; i++)
-            if (n->to_cache[i] &&
-                (n->cache_col[i] < 0 || n->cache_col[i] + c->kv_groups * c->head_dim > v))
-                return WHY("cache columns from %lld exceed the %lld outputs",
-                           (long long)n->cache_col[i], (long long)v);
-        set_shape(n, 2, b->ne[1], S, z);
-        return true;
-    case IR_OP_SLICE:
-        if (a->ndim != 3 && !want_ndim(a, 2, why, why_len))
-            return false;
-        if (!ir_dim_is_const(a->ne[0], &v) || n->offset < 0 || n->cols < 1 ||
-            n->offset + n->cols > v)
-            return WHY("columns [%lld, %lld) outside [0, %lld)", (long long)n->offset,
-                       (long long)(n->offset + n->cols), (long long)v);
-        set_shape(n, a->ndim, ir_const(n->cols), a->ne[1], a->ne[2]);
-        return true;
-    case IR_OP_SPLIT_HEADS:
-        if (!want_ndim(a, 2, why, why_len))
-            return false;
-        if (!ir_dim_is_const(a->ne[0], &v) || v % c->head_dim)
-            return WHY("%lld columns are not a whole number of heads of %lld", (long long)v,
-                       (long long)c->head_dim);
-        set_shape(n, 3, hd, ir_const(v / c->head_dim), a->ne[1]);
-        return true;
-    case IR_OP_QK_NORM:
-    case IR_OP_ROPE:
-    case IR_OP_TEMPERATURE:
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[2], S))
-            return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
-        if (n->op == IR_OP_TEMPERATURE && !ir_dim_eq(a->ne[1], ir_const(c->heads)))
-            return WHY("operand %%%d is not the queries [head_dim, heads, S]", a->id);
-        if (n->op == IR_OP_QK_NORM && c->qk_norm == ATTN_QK_NORM_NONE)
-            return WHY("the spec has no qk_norm");
-        if (n->op == IR_OP_QK_NORM && b) {
-            int64_t len = c->qk_norm == ATTN_QK_NORM_HEAD ? c->head_dim
-                          : ir_dim_is_const(a->ne[1], &v) ? v * c->head_dim
-                                                          : -1;
-            if (b->op != IR_OP_WEIGHT || b->ndim != 1 || !ir_dim_eq(b->ne[0], ir_const(len)))
-                return WHY("operand %%%d is not a norm weight of %lld elements", b->id,
-                           (long long)len);
-        }
-        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
-        return true;
-    case IR_OP_ROPE_TABLE:
-        if (c->rope_style == ATTN_ROPE_NONE)
-            return WHY("the spec has no rope");
-        set_shape(n, 2, ir_const(c->rotary_dim), S, z);
-        return true;
-    case IR_OP_CACHE_APPEND: {
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        /* a K/V head per group, or MLA's one latent per token in K */
-        ir_dim row = mla ? ir_const(attn_cache_columns(c, 0)) : hd;
-        ir_dim groups = ir_const(mla ? 1 : c->kv_groups);
-        if (!ir_dim_eq(a->ne[0], row) || !ir_dim_eq(a->ne[1], groups) || !ir_dim_eq(a->ne[2], S) ||
-            (mla && n->cache != 0))
-            return WHY("operand %%%d is not [%s, S] of cache %s", a->id,
-                       mla ? "latent, 1" : "head_dim, kv_groups", mla ? "K" : "K or V");
-        set_shape(n, 3, row, a->ne[1], T);
-        n->dt = c->kv_dtype;
-        return true;
-    }
-    case IR_OP_GQA_EXPAND:
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (!ir_dim_is_const(a->ne[0], &w) || !ir_dim_is_const(a->ne[1], &v) || c->heads % v ||
-            !ir_dim_eq(a->ne[2], T))
-            return WHY("operand %%%d is not [dims, kv heads dividing heads, T]", a->id);
-        set_shape(n, 3, a->ne[0], ir_const(c->heads), T); /* widened to f32 */
-        return true;
-    case IR_OP_QK:
-    case IR_OP_PV:
-    case IR_OP_FLASH: {
-        const ir_node *q = n->op != IR_OP_PV ? a : NULL, *p = n->op == IR_OP_PV ? a : NULL;
-        if (!want_ndim(a, 3, why, why_len) || !want_ndim(b, 3, why, why_len))
-            return false;
-        if (n->op == IR_OP_FLASH && n->nargs == 4 && !ir_sinks(n))
-            return WHY("operand %%%d is not the sinks [heads]", n->args[3]->id);
-        /* the q.k dims are q's (head_dim; MLA's latent + rope), the
-         * values' their own (head_dim; MLA's latent) */
-        ir_dim qkd = q ? q->ne[0] : hd,
-               vd = n->op == IR_OP_QK ? hd : n->args[n->op == IR_OP_PV ? 1 : 2]->ne[0];
-        for (int i = 1; i < n->nargs && i < 3; i++) {
-            const ir_node *kv = n->args[i];
-            bool is_v = n->op == IR_OP_PV || i == 2;
-            if (!want_ndim(kv, 3, why, why_len))
-                return false;
-            if (!ir_dim_eq(kv->ne[0], is_v ? vd : qkd) || !ir_dim_is_const(kv->ne[0], &v) ||
-                (!mla && !ir_dim_eq(kv->ne[0], hd)) || !ir_dim_eq(kv->ne[2], T) ||
-                !ir_dim_is_const(kv->ne[1], &w) || c->heads % w ||
-                (i == 2 && !ir_dim_eq(kv->ne[1], b->ne[1])))
-                return WHY("keys/values %%%d are not [head dims, kv heads, T]", kv->id);
-        }
-        if (q && (!ir_dim_is_const(q->ne[0], &v) || (!mla && !ir_dim_eq(q->ne[0], hd)) ||
-                  !ir_dim_eq(q->ne[1], ir_const(c->heads)) || !ir_dim_eq(q->ne[2], S)))
-            return WHY("queries %%%d are not [head_dim, heads, S]", q->id);
-        if (p && (!ir_dim_eq(p->ne[0], T) || !ir_dim_eq(p->ne[1], S) ||
-                  !ir_dim_eq(p->ne[2], ir_const(c->heads))))
-            return WHY("weights %%%d are not [T, S, heads]", p->id);
-        if (n->op == IR_OP_QK)
-            set_shape(n, 3, T, S, ir_const(c->heads));
-        else
-            set_shape(n, 3, vd, ir_const(c->heads), S);
-        return true;
-    }
-    case IR_OP_SCALE:
-    case IR_OP_SOFTCAP:
-    case IR_OP_ALIBI:
-    case IR_OP_MASK:
-    case IR_OP_SOFTMAX:
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (n->nargs == 2 && !ir_sinks(n))
-            return WHY("operand %%%d is not the sinks [heads]", b->id);
-        if (!ir_dim_eq(a->ne[0], T) || !ir_dim_eq(a->ne[1], S))
-            return WHY("operand %%%d is not [T, S, heads]", a->id);
-        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
-        return true;
-    case IR_OP_MERGE_HEADS:
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (!ir_dim_is_const(a->ne[0], &v) || !ir_dim_is_const(a->ne[1], &w) ||
-            !ir_dim_eq(a->ne[2], S))
-            return WHY("operand %%%d is not [head_dim, heads, S]", a->id);
-        set_shape(n, 2, ir_const(v * w), S, z);
-        return true;
-    case IR_OP_RMS_NORM:
-        if (!mla || !want_ndim(a, 2, why, why_len) || !want_ndim(b, 1, why, why_len))
-            return mla ? false : WHY("the spec has no mla");
-        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || b->op != IR_OP_WEIGHT)
-            return WHY("operand %%%d is not [m, S] with the m of norm weight %%%d", a->id, b->id);
-        set_shape(n, 2, a->ne[0], S, z);
-        return true;
-    case IR_OP_MLA_ROPE:
-        if (!mla)
-            return WHY("the spec has no mla");
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->heads)) ||
-            !ir_dim_eq(a->ne[2], S) || b->op != IR_OP_ROPE_TABLE)
-            return WHY("operands %%%d, %%%d are not [head_dim, heads, S] and a rope table", a->id,
-                       b->id);
-        set_shape(n, 3, a->ne[0], a->ne[1], a->ne[2]);
-        return true;
-    case IR_OP_MLA_KEYS:
-    case IR_OP_MLA_VALUES:
-        if (!mla)
-            return WHY("the spec has no mla");
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], ir_const(attn_cache_columns(c, 0))) ||
-            !ir_dim_eq(a->ne[1], ir_const(1)) || !ir_dim_eq(a->ne[2], T))
-            return WHY("operand %%%d is not the cached latents [latent, 1, T]", a->id);
-        if (b->op != IR_OP_WEIGHT || b->weight != ATTN_W_KV_B)
-            return WHY("operand %%%d is not weight kv_b_proj.weight", b->id);
-        set_shape(n, 3, n->op == IR_OP_MLA_KEYS ? hd : ir_const(c->mla_v_head_dim),
-                  ir_const(c->heads), T);
-        return true;
-    case IR_OP_MLA_LATENT:
-    case IR_OP_MLA_QUERY:
-    case IR_OP_MLA_OUTPUT: {
-        if (!mla)
-            return WHY("the spec has no mla");
-        int64_t kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim, H = c->heads;
-        const ir_node *tab = n->nargs > 2 ? n->args[2] : NULL;
-        if (tab && tab->op != IR_OP_ROPE_TABLE)
-            return WHY("operand %%%d is not a rope table", tab->id);
-        int want_w = n->op == IR_OP_MLA_LATENT ? ATTN_W_KV_A_NORM : ATTN_W_KV_B;
-        if (b->op != IR_OP_WEIGHT || b->weight != want_w)
-            return WHY("operand %%%d is not weight %s", b->id, ir_weight_name(want_w));
-        if (n->op == IR_OP_MLA_LATENT) {
-            if (!want_ndim(a, 2, why, why_len))
-                return false;
-            if (!ir_dim_eq(a->ne[0], ir_const(kvl + r)) || !ir_dim_eq(a->ne[1], S))
-                return WHY("operand %%%d is not [kv_lora_rank + qk_rope_head_dim, S]", a->id);
-            set_shape(n, 3, a->ne[0], ir_const(1), S);
-            return true;
-        }
-        if (!want_ndim(a, 3, why, why_len))
-            return false;
-        ir_dim in = n->op == IR_OP_MLA_QUERY ? hd : ir_const(kvl);
-        if (!ir_dim_eq(a->ne[0], in) || !ir_dim_eq(a->ne[1], ir_const(H)) ||
-            !ir_dim_eq(a->ne[2], S))
-            return WHY("operand %%%d is not [%s, heads, S]", a->id,
-                       n->op == IR_OP_MLA_QUERY ? "head_dim" : "kv_lora_rank");
-        if (n->op == IR_OP_MLA_QUERY)
-            set_shape(n, 3, ir_const(kvl + r), ir_const(H), S);
-        else
-            set_shape(n, 2, ir_const(H * c->mla_v_head_dim), S, z);
-        return true;
-    }
-    case IR_OP_BY_PREFILL:
-        if (!want_ndim(a, 2, why, why_len) || !want_ndim(b, 2, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || !ir_dim_eq(b->ne[1], S) ||
-            a->dt != b->dt)
-            return WHY("operands %%%d, %%%d are not both [m, S] of one dtype", a->id, b->id);
-        set_shape(n, 2, a->ne[0], S, z);
-        return true;
-    case IR_OP_OUTPUT:
-        if (!want_ndim(a, 2, why, why_len))
-            return false;
-        if (!ir_dim_eq(a->ne[0], ir_const(c->d_model)) || !ir_dim_eq(a->ne[1], S))
-            return WHY("operand %%%d is not [d_model, S]", a->id);
-        set_shape(n, 2, a->ne[0], a->ne[1], z);
-        return true;
-    case IR_OP_COUNT: break;
-    }
-    return WHY("unknown op");
+    return ops[n->op].shape(g, n, why, why_len);
 }
 
 static bool reserve(ir_graph *g) {

@@ -35,7 +35,7 @@ enum {
 };
 
 typedef enum ir_op {
-#define X(op, name, lo, hi, flags, attrs) IR_OP_##op,
+#define X(op, name, lo, hi, flags, attrs, shape) IR_OP_##op,
 #include "ir/ir_ops.def"
 #undef X
     IR_OP_COUNT

@@ -770,6 +770,197 @@ static void check_plain(checker *ck, const ynode *const *val, attn_config *c, bo
 
 /* ---- the whole spec ------------------------------------------------------ */
 
+/* What the checks of the top level share. */
+typedef struct toplevel {
+    const ynode *root;
+    const ynode *val[SPEC_K_COUNT], *key[SPEC_K_COUNT]; /* each key's value and key node */
+    bool ok[SPEC_K_COUNT];                              /* plain keys given and valid */
+    bool mla, heads_ok, hd_ok, mla_ok;
+    const ynode *rotary_at, *layout_at;
+} toplevel;
+
+/* name, heads, head_dim (or mla's), kv_groups (or kv_heads) and d_model. */
+static void check_dims(checker *ck, toplevel *t, attn_config *c) {
+    char buf[128];
+    if (t->val[SPEC_K_NAME]) {
+        const ynode *v = t->val[SPEC_K_NAME];
+        if (v->kind != YNODE_SCALAR || !is_identifier(v->str, v->len))
+            err(ck, v->loc, "name: expected a C identifier, found %s", found(v, buf, sizeof buf));
+        else if (v->len >= ATTN_NAME_MAX)
+            err(ck, v->loc, "name: expected at most %d characters, found %zu", ATTN_NAME_MAX - 1,
+                v->len);
+        else
+            memcpy(c->name, v->str, v->len + 1);
+    }
+    t->heads_ok = t->ok[SPEC_K_HEADS];
+    t->hd_ok = !t->mla && t->val[SPEC_K_HEAD_DIM] &&
+               get_int(ck, t->val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c->head_dim);
+    t->mla_ok = t->mla && check_mla(ck, t->val[SPEC_K_MLA], c);
+    if (t->mla_ok) {
+        c->head_dim = c->mla_qk_nope_head_dim + c->mla_qk_rope_head_dim;
+        t->hd_ok = true;
+    }
+
+    const ynode *kv = t->val[SPEC_K_KV_GROUPS];
+    const char *kv_key = "kv_groups";
+    if (t->val[SPEC_K_KV_HEADS]) {
+        if (kv)
+            err(ck, t->key[SPEC_K_KV_HEADS]->loc,
+                "kv_heads is another name for kv_groups (given at %u:%u); give one of them",
+                t->key[SPEC_K_KV_GROUPS]->loc.line, t->key[SPEC_K_KV_GROUPS]->loc.col);
+        else
+            kv = t->val[SPEC_K_KV_HEADS], kv_key = "kv_heads";
+    }
+    if (t->mla)
+        kv = NULL; /* refused below (check_mla_with) */
+    bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c->kv_groups);
+    if (!kv && t->heads_ok)
+        c->kv_groups = c->heads; /* MHA */
+    if (t->heads_ok && kv_ok && c->heads % c->kv_groups != 0)
+        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c->heads,
+            kv_key, (long long)c->kv_groups);
+    if (t->heads_ok && t->hd_ok &&
+        c->heads * c->head_dim > ATTN_MAX_QDIM) /* mla: no head_dim key */
+        err(ck, t->mla ? t->val[SPEC_K_HEADS]->loc : t->val[SPEC_K_HEAD_DIM]->loc,
+            "heads * %s (%lld) exceeds the limit %d",
+            t->mla ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)" : "head_dim",
+            (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
+
+    if (!t->val[SPEC_K_D_MODEL] && t->heads_ok && t->hd_ok) {
+        c->d_model = c->heads * c->head_dim;
+        if (c->d_model > ATTN_MAX_D_MODEL && c->d_model <= ATTN_MAX_QDIM)
+            err(ck, t->root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
+                (long long)c->d_model, ATTN_MAX_D_MODEL);
+    }
+}
+
+/* rope and rotary_dim; a sliding window needs causal attention. */
+static void check_positions(checker *ck, toplevel *t, attn_config *c) {
+    t->rotary_at = NULL;
+    if (t->val[SPEC_K_ROPE])
+        check_rope(ck, t->val[SPEC_K_ROPE], c, &t->rotary_at);
+    if (t->mla) {
+        c->rotary_dim = c->mla_qk_rope_head_dim;
+    } else if (c->rope_style != ATTN_ROPE_NONE) {
+        if (!t->rotary_at && t->hd_ok)
+            c->rotary_dim = c->head_dim;
+        if (t->rotary_at && c->rotary_dim % 2)
+            err(ck, t->rotary_at->loc, "rope.rotary_dim: expected an even number, found %lld",
+                (long long)c->rotary_dim);
+        else if (t->rotary_at && t->hd_ok && c->rotary_dim > c->head_dim)
+            err(ck, t->rotary_at->loc, "rope.rotary_dim (%lld) must not exceed head_dim (%lld)",
+                (long long)c->rotary_dim, (long long)c->head_dim);
+        else if (!t->rotary_at && t->hd_ok && c->head_dim % 2)
+            err(ck, t->val[SPEC_K_ROPE]->loc,
+                "rope: rotary_dim defaults to head_dim (%lld), which is odd; give an even "
+                "rope.rotary_dim",
+                (long long)c->head_dim);
+    }
+
+    if (t->ok[SPEC_K_SLIDING_WINDOW] && c->sliding_window > 0 && !c->causal)
+        err(ck, t->val[SPEC_K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
+            (long long)c->sliding_window);
+}
+
+/* scale (auto or a number) and the weights' dtype. */
+static void check_scale_dtype(checker *ck, toplevel *t, attn_config *c) {
+    char buf[128];
+    const ynode *sv = t->val[SPEC_K_SCALE];
+    if (sv && !(sv->kind == YNODE_SCALAR && sv->plain && strcmp(sv->str, "auto") == 0)) {
+        double d;
+        if (sv->kind != YNODE_SCALAR || !sv->plain || !is_num_text(sv->str, &d))
+            err(ck, sv->loc, "scale: expected auto or a number, found %s",
+                found(sv, buf, sizeof buf));
+        else if (get_num(ck, sv, "scale", 0, true, &c->scale))
+            c->scale_auto = false;
+    }
+    if (c->scale_auto && t->hd_ok)
+        c->scale = 1.0 / sqrt((double)c->head_dim);
+    /* DeepseekV3Attention: YaRN with mscale_all_dim scales the softmax by
+     * yarn_get_mscale(factor, mscale_all_dim)^2 (attn_mla_softmax_mscale) */
+    if (c->scale_auto && t->mla_ok)
+        c->scale *= attn_mla_softmax_mscale(c);
+    int dt;
+    if (t->val[SPEC_K_DTYPE] && get_enum(ck, t->val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt)) {
+        c->dtype = (attn_dtype)dt;
+        /* ggml's blocks of 32 run along each projection's input */
+        int64_t oin = c->heads * attn_v_head_dim(c); /* o_proj's input */
+        if (attn_dtype_block(c->dtype) > 1 && t->mla_ok && t->heads_ok &&
+            (c->d_model % 32 || c->mla_q_lora_rank % 32 || c->mla_kv_lora_rank % 32 || oin % 32))
+            err(ck, t->val[SPEC_K_DTYPE]->loc,
+                "dtype %s quantizes blocks of 32 inputs: d_model (%lld), mla.q_lora_rank (%lld), "
+                "mla.kv_lora_rank (%lld) and heads * mla.v_head_dim (%lld) must be multiples of 32",
+                attn_dtype_name(c->dtype), (long long)c->d_model, (long long)c->mla_q_lora_rank,
+                (long long)c->mla_kv_lora_rank, (long long)oin);
+        else if (attn_dtype_block(c->dtype) > 1 && !t->mla && t->heads_ok && t->hd_ok &&
+                 (c->d_model % 32 || (c->heads * c->head_dim) % 32))
+            err(ck, t->val[SPEC_K_DTYPE]->loc,
+                "dtype %s quantizes blocks of 32 inputs: d_model (%lld) and heads * head_dim "
+                "(%lld) must be multiples of 32",
+                attn_dtype_name(c->dtype), (long long)c->d_model,
+                (long long)(c->heads * c->head_dim));
+    }
+}
+
+/* kv_cache, qk_norm, what ALiBi and chunks need, query_temperature and
+ * weights. */
+static void check_sections(checker *ck, toplevel *t, attn_config *c) {
+    if (t->val[SPEC_K_KV_CACHE])
+        check_cache(ck, t->val[SPEC_K_KV_CACHE], c);
+    if (t->val[SPEC_K_QK_NORM])
+        check_qk_norm(ck, t->val[SPEC_K_QK_NORM], c);
+    if (t->ok[SPEC_K_ALIBI] && c->alibi && c->rope_style != ATTN_ROPE_NONE)
+        err(ck, t->val[SPEC_K_ALIBI]->loc,
+            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: "
+            "none",
+            t->key[SPEC_K_ROPE]->loc.line, t->key[SPEC_K_ROPE]->loc.col);
+    if (t->ok[SPEC_K_CHUNKED] && c->chunk > 0 && !c->causal)
+        err(ck, t->val[SPEC_K_CHUNKED]->loc, "chunked_attention (%lld) requires causal: true",
+            (long long)c->chunk);
+    if (t->val[SPEC_K_QUERY_TEMP])
+        check_temperature(ck, t->val[SPEC_K_QUERY_TEMP], c);
+    t->layout_at = NULL;
+    if (t->val[SPEC_K_WEIGHTS])
+        check_weights(ck, t->val[SPEC_K_WEIGHTS], c, &t->layout_at);
+    if (t->layout_at && t->heads_ok && c->kv_groups != c->heads &&
+        (c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM))
+        err(ck, t->layout_at->loc,
+            "weights.layout: %s stores one K/V head per query head, but kv_groups (%lld) is not "
+            "heads (%lld); grouped checkpoints use layout falcon, phi3 or llama",
+            attn_layout_name(c->weights_layout), (long long)c->kv_groups, (long long)c->heads);
+}
+
+/* k_bias, and what mla and cross_attention leave out. */
+static void check_modes(checker *ck, toplevel *t, attn_config *c) {
+    if (t->val[SPEC_K_K_BIAS]) {
+        bool kb = true;
+        if (get_bool(ck, t->val[SPEC_K_K_BIAS], "k_bias", &kb) && kb != c->qkv_bias) {
+            if (kb)
+                err(ck, t->val[SPEC_K_K_BIAS]->loc,
+                    "k_bias: true needs qkv_bias: true (a K bias alone is not supported)");
+            else if (attn_layout_fuses_qkv(c->weights_layout))
+                err(ck, t->val[SPEC_K_K_BIAS]->loc,
+                    "k_bias: false needs separate q, k and v projections, but weights.layout %s "
+                    "fuses them; use llama or gptj",
+                    attn_layout_name(c->weights_layout));
+            else
+                c->no_k_bias = true;
+        }
+    }
+    if (t->mla)
+        check_mla_with(ck, t->val, t->key, c, t->rotary_at);
+    if (t->val[SPEC_K_CROSS]) {
+        check_cross(ck, t->val[SPEC_K_CROSS], c);
+        if (c->memory_dim > 0)
+            check_cross_with(ck, t->val, t->key, c);
+        if (c->memory_dim > 0 && attn_dtype_block(c->dtype) > 1 && c->memory_dim % 32)
+            err(ck, t->val[SPEC_K_CROSS]->loc,
+                "dtype %s quantizes blocks of 32 inputs: cross_attention.memory_dim (%lld) must be "
+                "a multiple of 32",
+                attn_dtype_name(c->dtype), (long long)c->memory_dim);
+    }
+}
+
 attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out,
                         spec_locs *locs) {
     checker ck_ = {ctx, file}, *ck = &ck_;
@@ -785,7 +976,8 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
             found(root, buf, sizeof buf));
         return ATTNC_E_SPEC;
     }
-    const ynode *val[SPEC_K_COUNT], *key[SPEC_K_COUNT];
+    toplevel t = {.root = root};
+    const ynode **val = t.val, **key = t.key;
     take_map(ck, root, "", top_keys, SPEC_K_COUNT, val, key);
 
     attn_config c = {
@@ -800,172 +992,17 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     static const char *const required[] = {"name", "heads", "head_dim"};
     static const int required_idx[] = {SPEC_K_NAME, SPEC_K_HEADS, SPEC_K_HEAD_DIM};
     plain_defaults(&c);
-    bool ok[SPEC_K_COUNT];
-    check_plain(ck, val, &c, ok);
-    bool mla = val[SPEC_K_MLA] != NULL; /* it defines head_dim itself */
-    for (int i = 0; i < (mla ? 2 : 3); i++)
+    check_plain(ck, val, &c, t.ok);
+    t.mla = val[SPEC_K_MLA] != NULL; /* it defines head_dim itself */
+    for (int i = 0; i < (t.mla ? 2 : 3); i++)
         if (!val[required_idx[i]])
             err(ck, root->loc, "missing required key '%s'", required[i]);
 
-    if (val[SPEC_K_NAME]) {
-        const ynode *v = val[SPEC_K_NAME];
-        if (v->kind != YNODE_SCALAR || !is_identifier(v->str, v->len))
-            err(ck, v->loc, "name: expected a C identifier, found %s", found(v, buf, sizeof buf));
-        else if (v->len >= ATTN_NAME_MAX)
-            err(ck, v->loc, "name: expected at most %d characters, found %zu", ATTN_NAME_MAX - 1,
-                v->len);
-        else
-            memcpy(c.name, v->str, v->len + 1);
-    }
-    bool heads_ok = ok[SPEC_K_HEADS];
-    bool hd_ok = !mla && val[SPEC_K_HEAD_DIM] &&
-                 get_int(ck, val[SPEC_K_HEAD_DIM], "head_dim", 1, ATTN_MAX_HEAD_DIM, &c.head_dim);
-    bool mla_ok = mla && check_mla(ck, val[SPEC_K_MLA], &c);
-    if (mla_ok) {
-        c.head_dim = c.mla_qk_nope_head_dim + c.mla_qk_rope_head_dim;
-        hd_ok = true;
-    }
-
-    const ynode *kv = val[SPEC_K_KV_GROUPS];
-    const char *kv_key = "kv_groups";
-    if (val[SPEC_K_KV_HEADS]) {
-        if (kv)
-            err(ck, key[SPEC_K_KV_HEADS]->loc,
-                "kv_heads is another name for kv_groups (given at %u:%u); give one of them",
-                key[SPEC_K_KV_GROUPS]->loc.line, key[SPEC_K_KV_GROUPS]->loc.col);
-        else
-            kv = val[SPEC_K_KV_HEADS], kv_key = "kv_heads";
-    }
-    if (mla)
-        kv = NULL; /* refused below (check_mla_with) */
-    bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c.kv_groups);
-    if (!kv && heads_ok)
-        c.kv_groups = c.heads; /* MHA */
-    if (heads_ok && kv_ok && c.heads % c.kv_groups != 0)
-        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c.heads, kv_key,
-            (long long)c.kv_groups);
-    if (heads_ok && hd_ok && c.heads * c.head_dim > ATTN_MAX_QDIM) /* mla: no head_dim key */
-        err(ck, mla ? val[SPEC_K_HEADS]->loc : val[SPEC_K_HEAD_DIM]->loc,
-            "heads * %s (%lld) exceeds the limit %d",
-            mla ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)" : "head_dim",
-            (long long)(c.heads * c.head_dim), ATTN_MAX_QDIM);
-
-    if (!val[SPEC_K_D_MODEL] && heads_ok && hd_ok) {
-        c.d_model = c.heads * c.head_dim;
-        if (c.d_model > ATTN_MAX_D_MODEL && c.d_model <= ATTN_MAX_QDIM)
-            err(ck, root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
-                (long long)c.d_model, ATTN_MAX_D_MODEL);
-    }
-
-    const ynode *rotary_at = NULL;
-    if (val[SPEC_K_ROPE])
-        check_rope(ck, val[SPEC_K_ROPE], &c, &rotary_at);
-    if (mla) {
-        c.rotary_dim = c.mla_qk_rope_head_dim;
-    } else if (c.rope_style != ATTN_ROPE_NONE) {
-        if (!rotary_at && hd_ok)
-            c.rotary_dim = c.head_dim;
-        if (rotary_at && c.rotary_dim % 2)
-            err(ck, rotary_at->loc, "rope.rotary_dim: expected an even number, found %lld",
-                (long long)c.rotary_dim);
-        else if (rotary_at && hd_ok && c.rotary_dim > c.head_dim)
-            err(ck, rotary_at->loc, "rope.rotary_dim (%lld) must not exceed head_dim (%lld)",
-                (long long)c.rotary_dim, (long long)c.head_dim);
-        else if (!rotary_at && hd_ok && c.head_dim % 2)
-            err(ck, val[SPEC_K_ROPE]->loc,
-                "rope: rotary_dim defaults to head_dim (%lld), which is odd; give an even "
-                "rope.rotary_dim",
-                (long long)c.head_dim);
-    }
-
-    if (ok[SPEC_K_SLIDING_WINDOW] && c.sliding_window > 0 && !c.causal)
-        err(ck, val[SPEC_K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
-            (long long)c.sliding_window);
-    const ynode *sv = val[SPEC_K_SCALE];
-    if (sv && !(sv->kind == YNODE_SCALAR && sv->plain && strcmp(sv->str, "auto") == 0)) {
-        double d;
-        if (sv->kind != YNODE_SCALAR || !sv->plain || !is_num_text(sv->str, &d))
-            err(ck, sv->loc, "scale: expected auto or a number, found %s",
-                found(sv, buf, sizeof buf));
-        else if (get_num(ck, sv, "scale", 0, true, &c.scale))
-            c.scale_auto = false;
-    }
-    if (c.scale_auto && hd_ok)
-        c.scale = 1.0 / sqrt((double)c.head_dim);
-    /* DeepseekV3Attention: YaRN with mscale_all_dim scales the softmax by
-     * yarn_get_mscale(factor, mscale_all_dim)^2 (attn_mla_softmax_mscale) */
-    if (c.scale_auto && mla_ok)
-        c.scale *= attn_mla_softmax_mscale(&c);
-    int dt;
-    if (val[SPEC_K_DTYPE] && get_enum(ck, val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt)) {
-        c.dtype = (attn_dtype)dt;
-        /* ggml's blocks of 32 run along each projection's input */
-        int64_t oin = c.heads * attn_v_head_dim(&c); /* o_proj's input */
-        if (attn_dtype_block(c.dtype) > 1 && mla_ok && heads_ok &&
-            (c.d_model % 32 || c.mla_q_lora_rank % 32 || c.mla_kv_lora_rank % 32 || oin % 32))
-            err(ck, val[SPEC_K_DTYPE]->loc,
-                "dtype %s quantizes blocks of 32 inputs: d_model (%lld), mla.q_lora_rank (%lld), "
-                "mla.kv_lora_rank (%lld) and heads * mla.v_head_dim (%lld) must be multiples of 32",
-                attn_dtype_name(c.dtype), (long long)c.d_model, (long long)c.mla_q_lora_rank,
-                (long long)c.mla_kv_lora_rank, (long long)oin);
-        else if (attn_dtype_block(c.dtype) > 1 && !mla && heads_ok && hd_ok &&
-                 (c.d_model % 32 || (c.heads * c.head_dim) % 32))
-            err(ck, val[SPEC_K_DTYPE]->loc,
-                "dtype %s quantizes blocks of 32 inputs: d_model (%lld) and heads * head_dim "
-                "(%lld) must be multiples of 32",
-                attn_dtype_name(c.dtype), (long long)c.d_model, (long long)(c.heads * c.head_dim));
-    }
-    if (val[SPEC_K_KV_CACHE])
-        check_cache(ck, val[SPEC_K_KV_CACHE], &c);
-    if (val[SPEC_K_QK_NORM])
-        check_qk_norm(ck, val[SPEC_K_QK_NORM], &c);
-    if (ok[SPEC_K_ALIBI] && c.alibi && c.rope_style != ATTN_ROPE_NONE)
-        err(ck, val[SPEC_K_ALIBI]->loc,
-            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: "
-            "none",
-            key[SPEC_K_ROPE]->loc.line, key[SPEC_K_ROPE]->loc.col);
-    if (ok[SPEC_K_CHUNKED] && c.chunk > 0 && !c.causal)
-        err(ck, val[SPEC_K_CHUNKED]->loc, "chunked_attention (%lld) requires causal: true",
-            (long long)c.chunk);
-    if (val[SPEC_K_QUERY_TEMP])
-        check_temperature(ck, val[SPEC_K_QUERY_TEMP], &c);
-    const ynode *layout_at = NULL;
-    if (val[SPEC_K_WEIGHTS])
-        check_weights(ck, val[SPEC_K_WEIGHTS], &c, &layout_at);
-    if (layout_at && heads_ok && c.kv_groups != c.heads &&
-        (c.weights_layout == ATTN_LAYOUT_NEOX || c.weights_layout == ATTN_LAYOUT_BLOOM))
-        err(ck, layout_at->loc,
-            "weights.layout: %s stores one K/V head per query head, but kv_groups (%lld) is not "
-            "heads (%lld); grouped checkpoints use layout falcon, phi3 or llama",
-            attn_layout_name(c.weights_layout), (long long)c.kv_groups, (long long)c.heads);
-
-    if (val[SPEC_K_K_BIAS]) {
-        bool kb = true;
-        if (get_bool(ck, val[SPEC_K_K_BIAS], "k_bias", &kb) && kb != c.qkv_bias) {
-            if (kb)
-                err(ck, val[SPEC_K_K_BIAS]->loc,
-                    "k_bias: true needs qkv_bias: true (a K bias alone is not supported)");
-            else if (attn_layout_fuses_qkv(c.weights_layout))
-                err(ck, val[SPEC_K_K_BIAS]->loc,
-                    "k_bias: false needs separate q, k and v projections, but weights.layout %s "
-                    "fuses them; use llama or gptj",
-                    attn_layout_name(c.weights_layout));
-            else
-                c.no_k_bias = true;
-        }
-    }
-    if (mla)
-        check_mla_with(ck, val, key, &c, rotary_at);
-    if (val[SPEC_K_CROSS]) {
-        check_cross(ck, val[SPEC_K_CROSS], &c);
-        if (c.memory_dim > 0)
-            check_cross_with(ck, val, key, &c);
-        if (c.memory_dim > 0 && attn_dtype_block(c.dtype) > 1 && c.memory_dim % 32)
-            err(ck, val[SPEC_K_CROSS]->loc,
-                "dtype %s quantizes blocks of 32 inputs: cross_attention.memory_dim (%lld) must be "
-                "a multiple of 32",
-                attn_dtype_name(c.dtype), (long long)c.memory_dim);
-    }
+    check_dims(ck, &t, &c);
+    check_positions(ck, &t, &c);
+    check_scale_dtype(ck, &t, &c);
+    check_sections(ck, &t, &c);
+    check_modes(ck, &t, &c);
 
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);

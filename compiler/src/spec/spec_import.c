@@ -296,11 +296,11 @@ static int from_config(imp *m, const cJSON *root) {
     return rc;
 }
 
-static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f) {
-    bool ok = true, is = false;
 #define IS(x) (strcmp(f, x) == 0)
-    bool gemma3 = IS("gemma3") || IS("gemma3_text");
-    /* sizes: each family's names for them */
+
+/* The sizes, by each family's names for them. */
+static int json_sizes(imp *m, const cJSON *c, const char *f) {
+    bool ok = true;
     static const char *const k_layers[] = {"num_hidden_layers", "n_layer", "num_layers", NULL};
     static const char *const k_heads[] = {"num_attention_heads", "n_head", NULL};
     static const char *const k_d[] = {"hidden_size", "n_embd", "n_embed", NULL};
@@ -347,8 +347,12 @@ static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f)
     m->max_pos = IS("falcon") ? 2048 : 0; /* FalconConfig's default */
     snprintf(m->src_max, sizeof m->src_max, "%s", IS("falcon") ? "FalconConfig default 2048" : "");
     first_int(m, c, k_pos, &m->max_pos, m->src_max, sizeof m->src_max, &ok);
+    return ok ? ATTNC_OK : ATTNC_E_SPEC;
+}
 
-    /* positions */
+/* RoPE (base, style, rotary dims, scaling) and the layer's window. */
+static int json_positions(imp *m, const cJSON *c, const char *f) {
+    bool ok = true, gemma3 = IS("gemma3") || IS("gemma3_text");
     m->rope = !IS("bloom");
     m->style = IS("gptj") ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
     snprintf(m->src_style, sizeof m->src_style, "%s",
@@ -389,8 +393,12 @@ static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f)
     }
     if (jget(c, "rope_scaling") && !m->rope)
         return fail(m, "rope_scaling is set but the family has no RoPE");
+    return ATTNC_OK;
+}
 
-    /* scores */
+/* Softcap, scale, QK-norm, sinks, ALiBi, biases, layout and dtype. */
+static void json_scores(imp *m, const cJSON *root, const cJSON *c, const char *f) {
+    bool is = false, gemma3 = IS("gemma3") || IS("gemma3_text");
     if (jnum(c, "attn_logit_softcapping", &m->softcap))
         snprintf(m->src_softcap, sizeof m->src_softcap, "attn_logit_softcapping");
     double qpas;
@@ -452,9 +460,17 @@ static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f)
         m->has_dtype = is;
         snprintf(m->src_dtype, sizeof m->src_dtype, "torch_dtype %s", td->valuestring);
     }
-#undef IS
-    return ATTNC_OK;
 }
+
+static int from_merged(imp *m, const cJSON *root, const cJSON *c, const char *f) {
+    int rc = json_sizes(m, c, f);
+    if (rc == ATTNC_OK)
+        rc = json_positions(m, c, f);
+    if (rc == ATTNC_OK)
+        json_scores(m, root, c, f);
+    return rc;
+}
+#undef IS
 
 /* ---- GGUF ----------------------------------------------------------------- */
 
@@ -548,6 +564,51 @@ static int llama3_from_factors(imp *m, const attn_gguf_tensor *rf) {
     snprintf(m->src_scaling, sizeof m->src_scaling,
              "rope_freqs.weight: llama3 divisors, each matched to this scaling");
     return ATTNC_OK;
+}
+
+/* From a GGUF layer: softcap, scale, QK-norm, biases (by the layer's
+ * tensors), layout and dtype (its q weight's type). */
+static void gguf_scores(imp *m, const attn_gguf *g, const char *arch) {
+#define IS(x) (strcmp(arch, x) == 0)
+    double cap;
+    if (g_float(g, arch, "attn_logit_softcapping", &cap, m->src_softcap, sizeof m->src_softcap))
+        m->softcap = cap;
+    if (IS("gemma2") || IS("gemma3")) {
+        m->scale = 1 / sqrt((double)m->head_dim);
+        snprintf(m->src_scale, sizeof m->src_scale, "key_length ^ -0.5 (llama.cpp)");
+    }
+    if (has_tensor(g, m->layer, "attn_q_norm.weight")) {
+        m->qk_norm = IS("olmo2") ? ATTN_QK_NORM_ALL : ATTN_QK_NORM_HEAD;
+        m->norm_weight = true;
+        m->eps = 1e-6;
+        g_float(g, arch, "attention.layer_norm_rms_epsilon", &m->eps, NULL, 0);
+        /* the converter stores Gemma's norm weights plus one */
+        snprintf(m->src_norm, sizeof m->src_norm,
+                 "attn_q_norm.weight, eps %s.attention.layer_norm_rms_epsilon%s", arch,
+                 IS("gemma3") ? "; (1 + weight) stored as is" : "");
+    }
+    m->qkv_bias =
+        has_tensor(g, m->layer, "attn_q.bias") || has_tensor(g, m->layer, "attn_qkv.bias");
+    m->o_bias = has_tensor(g, m->layer, "attn_output.bias");
+    snprintf(m->src_bias, sizeof m->src_bias, "bias tensors of blk.%lld", (long long)m->layer);
+    m->layout = ATTN_LAYOUT_LLAMA;
+    snprintf(m->src_layout, sizeof m->src_layout, "GGUF names (blk.N.attn_*) whatever the layout");
+    char qn[96];
+    snprintf(qn, sizeof qn, "blk.%lld.attn_q.weight", (long long)m->layer);
+    const attn_gguf_tensor *q = attn_gguf_find(g, qn);
+    if (!q) {
+        snprintf(qn, sizeof qn, "blk.%lld.attn_qkv.weight", (long long)m->layer);
+        q = attn_gguf_find(g, qn);
+    }
+    snprintf(m->src_dtype, sizeof m->src_dtype,
+             "the layer's q weight is not F32/F16/BF16/Q8_0/Q4_0");
+    attn_dtype qdt = q ? attn_gguf_type_dtype(q->type) : ATTN_DTYPE_COUNT;
+    if (qdt != ATTN_DTYPE_COUNT) {
+        m->dtype = qdt;
+        m->has_dtype = true;
+        snprintf(m->src_dtype, sizeof m->src_dtype, "%s is %s", qn, q->type_name);
+    }
+#undef IS
 }
 
 static int from_gguf(imp *m, const char *path) {
@@ -654,44 +715,7 @@ static int from_gguf(imp *m, const char *path) {
             snprintf(m->src_base, sizeof m->src_base, "local layer: 10000 (llama.cpp)");
         }
     }
-    double cap;
-    if (g_float(g, arch, "attn_logit_softcapping", &cap, m->src_softcap, sizeof m->src_softcap))
-        m->softcap = cap;
-    if (IS("gemma2") || IS("gemma3")) {
-        m->scale = 1 / sqrt((double)m->head_dim);
-        snprintf(m->src_scale, sizeof m->src_scale, "key_length ^ -0.5 (llama.cpp)");
-    }
-    if (has_tensor(g, m->layer, "attn_q_norm.weight")) {
-        m->qk_norm = IS("olmo2") ? ATTN_QK_NORM_ALL : ATTN_QK_NORM_HEAD;
-        m->norm_weight = true;
-        m->eps = 1e-6;
-        g_float(g, arch, "attention.layer_norm_rms_epsilon", &m->eps, NULL, 0);
-        /* the converter stores Gemma's norm weights plus one */
-        snprintf(m->src_norm, sizeof m->src_norm,
-                 "attn_q_norm.weight, eps %s.attention.layer_norm_rms_epsilon%s", arch,
-                 IS("gemma3") ? "; (1 + weight) stored as is" : "");
-    }
-    m->qkv_bias =
-        has_tensor(g, m->layer, "attn_q.bias") || has_tensor(g, m->layer, "attn_qkv.bias");
-    m->o_bias = has_tensor(g, m->layer, "attn_output.bias");
-    snprintf(m->src_bias, sizeof m->src_bias, "bias tensors of blk.%lld", (long long)m->layer);
-    m->layout = ATTN_LAYOUT_LLAMA;
-    snprintf(m->src_layout, sizeof m->src_layout, "GGUF names (blk.N.attn_*) whatever the layout");
-    char qn[96];
-    snprintf(qn, sizeof qn, "blk.%lld.attn_q.weight", (long long)m->layer);
-    const attn_gguf_tensor *q = attn_gguf_find(g, qn);
-    if (!q) {
-        snprintf(qn, sizeof qn, "blk.%lld.attn_qkv.weight", (long long)m->layer);
-        q = attn_gguf_find(g, qn);
-    }
-    snprintf(m->src_dtype, sizeof m->src_dtype,
-             "the layer's q weight is not F32/F16/BF16/Q8_0/Q4_0");
-    attn_dtype qdt = q ? attn_gguf_type_dtype(q->type) : ATTN_DTYPE_COUNT;
-    if (qdt != ATTN_DTYPE_COUNT) {
-        m->dtype = qdt;
-        m->has_dtype = true;
-        snprintf(m->src_dtype, sizeof m->src_dtype, "%s is %s", qn, q->type_name);
-    }
+    gguf_scores(m, g, arch);
 #undef IS
 done:
     attn_gguf_close(g);
