@@ -50,6 +50,34 @@ static int die(const char *what, const char *why) {
     return 2;
 }
 
+/* STEPS batched decode steps, each advancing every sequence by a token
+ * (their histories too); *secs their wall time. Nonzero on failure. */
+static int decode_steps(attn_block *b, attn_cache *c, const int32_t *seq, history *h, int64_t D,
+                        double *secs) {
+    float *xb = malloc((size_t)(N_SEQ * D) * sizeof *xb),
+          *yb = malloc((size_t)(N_SEQ * D) * sizeof *yb);
+    int32_t ones[N_SEQ] = {1, 1, 1, 1};
+    int rc = !xb || !yb;
+    double t0 = now();
+    for (int step = 0; !rc && step < STEPS; step++) {
+        for (int s = 0; s < N_SEQ; s++) {
+            uint64_t r = 1000003u * (uint64_t)(s + 1) + (uint64_t)step;
+            attn_random_uniform(&r, xb + s * D, (size_t)D, 1.7);
+        }
+        if ((rc = attn_forward(b, c, N_SEQ, seq, ones, xb, yb) != ATTN_OK))
+            break;
+        for (int s = 0; s < N_SEQ; s++) {
+            memcpy(h[s].x + h[s].len * D, xb + s * D, (size_t)D * sizeof(float));
+            memcpy(h[s].y + h[s].len * D, yb + s * D, (size_t)D * sizeof(float));
+            h[s].len++;
+        }
+    }
+    *secs = now() - t0;
+    free(xb);
+    free(yb);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: generate SPEC WEIGHTS.safetensors [PROMPT_TOKENS]\n");
@@ -116,25 +144,9 @@ int main(int argc, char **argv) {
     attn_cache_stats after_fork = attn_cache_get_stats(c);
 
     /* decode: one batched call per step advances all four sequences */
-    float *xb = malloc((size_t)(N_SEQ * D) * sizeof *xb),
-          *yb = malloc((size_t)(N_SEQ * D) * sizeof *yb);
-    int32_t ones[N_SEQ] = {1, 1, 1, 1};
-    double t0 = now();
-    for (int step = 0; step < STEPS; step++) {
-        for (int s = 0; s < N_SEQ; s++) {
-            uint64_t r = 1000003u * (uint64_t)(s + 1) + (uint64_t)step;
-            attn_random_uniform(&r, xb + s * D, (size_t)D, 1.7);
-        }
-        if (attn_forward(b, c, N_SEQ, seq, ones, xb, yb))
-            return die("decode", attn_cache_error(c));
-        for (int s = 0; s < N_SEQ; s++) {
-            memcpy(h[s].x + h[s].len * D, xb + s * D, (size_t)D * sizeof(float));
-            memcpy(h[s].y + h[s].len * D, yb + s * D, (size_t)D * sizeof(float));
-            h[s].len++;
-        }
-    }
-    double secs = now() - t0;
-
+    double secs;
+    if (decode_steps(b, c, seq, h, D, &secs))
+        return die("decode", attn_cache_error(c));
     /* roll the last sequence back 16 tokens (rejected speculation) and
      * decode 48 different ones */
     history *last = &h[N_SEQ - 1];
@@ -167,8 +179,6 @@ int main(int argc, char **argv) {
         free(h[s].x);
         free(h[s].y);
     }
-    free(xb);
-    free(yb);
     attn_cache_free(c);
     attn_weights_free(w);
     attn_block_free(b);

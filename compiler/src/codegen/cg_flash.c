@@ -627,6 +627,162 @@ static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double s
  * a thread a run of consecutive items (so a chunk's keys are read from
  * memory once for all of its items), and stores its rows' partials for
  * the merge (cg_split.c) instead of their outputs. */
+/* An item's start: its query rows staged in qt (times the scale, 0 past
+ * the item), their max and sum (a sink starts them), ALiBi slopes, ot = 0,
+ * and the rows' positions. */
+static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, LLVMValueRef s0,
+                      bool split) {
+    const ir_node *n = f->n;
+    /* qt[d][r] = q[d, head, tok] * scale (0 for rows past the item):
+     * blocks of lanes d's after the row loop (rows_in_blocks), the d's
+     * past the last block here */
+    int64_t qb = in_blocks(c, f, f->q, f->hd);
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
+    LLVMValueRef hh, tok, ok;
+    row_of(c, f, kvh, chunk, s0, lr.i, &hh, &tok, &ok);
+    LLVMValueRef safe_h = LLVMBuildSelect(c->b, ok, hh, cg_i64(c, 0), "");
+    LLVMValueRef safe_t = LLVMBuildSelect(c->b, ok, tok, cg_i64(c, 0), "");
+    if (qb) {
+        LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
+        LLVMBuildStore(c->b, cg_addr(c, f->q, q0), cg_gep(c, c->ptr, f->rowp, lr.i));
+        LLVMBuildStore(c->b, LLVMBuildZExt(c->b, ok, c->i32, ""),
+                       cg_gep(c, c->i32, f->rowok, lr.i));
+    }
+    if (qb < f->hd) {
+        cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f->hd), "d");
+        LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
+        LLVMValueRef qv = cg_load(c, f->q->dt, cg_addr(c, f->q, qi));
+        if (n->scale != 1.0)
+            qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
+        LLVMValueRef line =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lr.i, "");
+        LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""),
+                       at_f32(c, f->qt, line));
+        cg_for_end(c, &ld);
+    }
+    /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
+    const ir_node *sinks = ir_sinks(n);
+    LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
+    if (sinks && !split) { /* split: the merge adds the sink */
+        LLVMValueRef si[1] = {safe_h};
+        m0 = LLVMBuildSelect(c->b, ok, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
+        l0 = LLVMBuildSelect(c->b, ok, cg_f32(c, 1), l0, "");
+    }
+    LLVMBuildStore(c->b, m0, at_f32(c, f->m, lr.i));
+    LLVMBuildStore(c->b, l0, at_f32(c, f->l, lr.i));
+    if (n->alibi)
+        LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f->sl, lr.i));
+    cg_for_end(c, &lr);
+    rows_in_blocks(c, f, qb, false, n->scale, false, f->q->dt);
+    /* ot = 0 */
+    cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd), "d");
+    for (int v = 0; v < f->rv; v++)
+        cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), line_ptr(c, f, f->ot, lz.i, v));
+    cg_for_end(c, &lz);
+    /* positions of the rows (token-major) and the keys any of them sees */
+    for (int v = 0; v < f->rv; v++) { /* i32: positions stay below ATTN_MAX_TOKENS */
+        LLVMValueRef e[64];
+        for (int l = 0; l < f->lanes; l++)
+            e[l] = LLVMConstInt(c->i32, (unsigned long long)((v * f->lanes + l) / f->hpi), false);
+        LLVMValueRef posv = LLVMBuildAdd(
+            c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
+            LLVMConstVector(e, (unsigned)f->lanes), "posv");
+        LLVMValueRef at = cg_gep(c, c->i32, f->pos, cg_i64(c, (int64_t)v * f->lanes));
+        LLVMSetAlignment(LLVMBuildStore(c->b, posv, at), 4);
+    }
+}
+
+/* The key tiles the item's rows see (its chunk of them when split), each
+ * through key_tile. */
+static void item_keys(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef s0, LLVMValueRef kc,
+                      const cg_chunks *ck, bool split) {
+    const ir_node *n = f->n;
+    int64_t bq = f->rows / f->hpi;
+    LLVMValueRef ns =
+        cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
+    LLVMValueRef pmin = LLVMBuildAdd(c->b, c->P, s0, "pmin");
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, pmin, ns, ""), cg_i64(c, 1), "pmax");
+    LLVMValueRef jbeg = c->jlo, jend = c->T;
+    if (n->causal) {
+        jend = LLVMBuildAdd(c->b, pmax, cg_i64(c, 1), "jend");
+        LLVMValueRef first = cg_first_key_at(c, pmin); /* the first row's: the smallest */
+        if (first)
+            jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
+    }
+    if (split) { /* the item's chunk of those keys */
+        jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, cg_split_chunk_key(c, ck, kc));
+        jend = cg_intrinsic(c, "llvm.smin", c->i64, jend,
+                            cg_split_chunk_key(c, ck, LLVMBuildAdd(c->b, kc, cg_i64(c, 1), "")));
+    }
+    LLVMValueRef ntk = LLVMBuildSDiv(
+        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f->bk - 1), ""),
+        cg_i64(c, f->bk), "");
+    cg_loop lt = cg_for(c, cg_i64(c, 0), ntk, "ktile");
+    LLVMValueRef j0 =
+        LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, lt.i, cg_i64(c, f->bk), ""), "j0");
+    LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f->bk - 1), "");
+    /* some key of the tile is hidden from some row: guard p.v */
+    LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, jend, pmin, pmax);
+    key_tile(c, f, kvh, j0, jend, partial);
+    cg_for_end(c, &lt);
+}
+
+/* The item's rows out: ot / l into the output, or (split) the chunk's m,
+ * l and o into the split buffer. */
+static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, LLVMValueRef s0,
+                     LLVMValueRef kc, bool split) {
+    const ir_node *n = f->n;
+    LLVMValueRef hh, tok, ok;
+    /* out[d, head, tok] = ot[d][r] / l[r], split: the chunk's m, l and o
+     * of the row; blocks of lanes d's after the row loop, the d's past
+     * the last block here */
+    const ir_node *dst = split ? NULL : n;
+    int64_t ob = in_blocks(c, f, dst, f->vd);
+    cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
+    row_of(c, f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
+    LLVMValueRef inv =
+        split ? NULL
+              : LLVMBuildFDiv(c->b, cg_f32(c, 1),
+                              LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""), "");
+    LLVMValueRef row =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, c->g->cfg.heads), ""), hh, "row");
+    if (ob) { /* a row past the item stores its blocks to the dummy */
+        LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok};
+        LLVMValueRef at = split ? cg_split_part(c, n, kc, row, cg_i64(c, 2)) : cg_addr(c, n, oi);
+        LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, at, f->dummy, ""),
+                       cg_gep(c, c->ptr, f->rowp, lo.i));
+        if (inv)
+            LLVMBuildStore(c->b, inv, at_f32(c, f->inv, lo.i));
+    }
+    LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "store");
+    LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
+    LLVMBuildCondBr(c->b, ok, store, skip);
+    LLVMPositionBuilderAtEnd(c->b, store);
+    if (split) {
+        LLVMValueRef ml[2] = {f->m, f->l};
+        for (int e = 0; e < 2; e++)
+            LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, ml[e], lo.i), ""),
+                           cg_split_part(c, n, kc, row, cg_i64(c, e)));
+    }
+    if (ob < f->vd) {
+        cg_loop ld = cg_for(c, cg_i64(c, ob), cg_i64(c, f->vd), "d");
+        LLVMValueRef src =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lo.i, "");
+        LLVMValueRef x = LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->ot, src), "");
+        LLVMValueRef oi[3] = {ld.i, hh, tok};
+        if (split)
+            LLVMBuildStore(
+                c->b, x, cg_split_part(c, n, kc, row, LLVMBuildAdd(c->b, ld.i, cg_i64(c, 2), "")));
+        else
+            cg_store(c, n->dt, LLVMBuildFMul(c->b, x, inv, ""), cg_addr(c, n, oi));
+        cg_for_end(c, &ld);
+    }
+    LLVMBuildBr(c->b, skip);
+    LLVMPositionBuilderAtEnd(c->b, skip);
+    cg_for_end(c, &lo);
+    rows_in_blocks(c, f, ob, true, 1.0, !split, split ? ATTN_DTYPE_F32 : n->dt);
+}
+
 static void flash_items(cg *c, const flash *fp, bool split) {
     flash f = *fp;
     const ir_node *n = f.n;
@@ -665,136 +821,8 @@ static void flash_items(cg *c, const flash *fp, bool split) {
     LLVMValueRef chunk = LLVMBuildSRem(c->b, rest, cg_i64(c, f.chunks), "chunk");
     LLVMValueRef s0 = LLVMBuildMul(c->b, tq, cg_i64(c, bq), "s0");
 
-    /* qt[d][r] = q[d, head, tok] * scale (0 for rows past the item):
-     * blocks of lanes d's after the row loop (rows_in_blocks), the d's
-     * past the last block here */
-    int64_t qb = in_blocks(c, &f, f.q, f.hd);
-    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f.rows), "r");
-    LLVMValueRef hh, tok, ok;
-    row_of(c, &f, kvh, chunk, s0, lr.i, &hh, &tok, &ok);
-    LLVMValueRef safe_h = LLVMBuildSelect(c->b, ok, hh, cg_i64(c, 0), "");
-    LLVMValueRef safe_t = LLVMBuildSelect(c->b, ok, tok, cg_i64(c, 0), "");
-    if (qb) {
-        LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
-        LLVMBuildStore(c->b, cg_addr(c, f.q, q0), cg_gep(c, c->ptr, f.rowp, lr.i));
-        LLVMBuildStore(c->b, LLVMBuildZExt(c->b, ok, c->i32, ""), cg_gep(c, c->i32, f.rowok, lr.i));
-    }
-    if (qb < f.hd) {
-        cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f.hd), "d");
-        LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
-        LLVMValueRef qv = cg_load(c, f.q->dt, cg_addr(c, f.q, qi));
-        if (n->scale != 1.0)
-            qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
-        LLVMValueRef line =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lr.i, "");
-        LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, qv, cg_f32(c, 0), ""),
-                       at_f32(c, f.qt, line));
-        cg_for_end(c, &ld);
-    }
-    /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
-    const ir_node *sinks = ir_sinks(n);
-    LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
-    if (sinks && !split) { /* split: the merge adds the sink */
-        LLVMValueRef si[1] = {safe_h};
-        m0 = LLVMBuildSelect(c->b, ok, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
-        l0 = LLVMBuildSelect(c->b, ok, cg_f32(c, 1), l0, "");
-    }
-    LLVMBuildStore(c->b, m0, at_f32(c, f.m, lr.i));
-    LLVMBuildStore(c->b, l0, at_f32(c, f.l, lr.i));
-    if (n->alibi)
-        LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f.sl, lr.i));
-    cg_for_end(c, &lr);
-    rows_in_blocks(c, &f, qb, false, n->scale, false, f.q->dt);
-    /* ot = 0 */
-    cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, f.vd), "d");
-    for (int v = 0; v < f.rv; v++)
-        cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0), line_ptr(c, &f, f.ot, lz.i, v));
-    cg_for_end(c, &lz);
-    /* positions of the rows (token-major) and the keys any of them sees */
-    for (int v = 0; v < f.rv; v++) { /* i32: positions stay below ATTN_MAX_TOKENS */
-        LLVMValueRef e[64];
-        for (int l = 0; l < f.lanes; l++)
-            e[l] = LLVMConstInt(c->i32, (unsigned long long)((v * f.lanes + l) / f.hpi), false);
-        LLVMValueRef posv = LLVMBuildAdd(
-            c->b, cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, s0, ""), c->i32, "")),
-            LLVMConstVector(e, (unsigned)f.lanes), "posv");
-        LLVMValueRef at = cg_gep(c, c->i32, f.pos, cg_i64(c, (int64_t)v * f.lanes));
-        LLVMSetAlignment(LLVMBuildStore(c->b, posv, at), 4);
-    }
-    LLVMValueRef ns =
-        cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, bq), LLVMBuildSub(c->b, c->S, s0, ""));
-    LLVMValueRef pmin = LLVMBuildAdd(c->b, c->P, s0, "pmin");
-    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, pmin, ns, ""), cg_i64(c, 1), "pmax");
-    LLVMValueRef jbeg = c->jlo, jend = c->T;
-    if (n->causal) {
-        jend = LLVMBuildAdd(c->b, pmax, cg_i64(c, 1), "jend");
-        LLVMValueRef first = cg_first_key_at(c, pmin); /* the first row's: the smallest */
-        if (first)
-            jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
-    }
-    if (split) { /* the item's chunk of those keys */
-        jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, cg_split_chunk_key(c, &ck, kc));
-        jend = cg_intrinsic(c, "llvm.smin", c->i64, jend,
-                            cg_split_chunk_key(c, &ck, LLVMBuildAdd(c->b, kc, cg_i64(c, 1), "")));
-    }
-    LLVMValueRef ntk = LLVMBuildSDiv(
-        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, jend, jbeg, ""), cg_i64(c, f.bk - 1), ""),
-        cg_i64(c, f.bk), "");
-    cg_loop lt = cg_for(c, cg_i64(c, 0), ntk, "ktile");
-    LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, lt.i, cg_i64(c, f.bk), ""), "j0");
-    LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f.bk - 1), "");
-    /* some key of the tile is hidden from some row: guard p.v */
-    LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, jend, pmin, pmax);
-    key_tile(c, &f, kvh, j0, jend, partial);
-    cg_for_end(c, &lt);
-
-    /* out[d, head, tok] = ot[d][r] / l[r], split: the chunk's m, l and o
-     * of the row; blocks of lanes d's after the row loop, the d's past
-     * the last block here */
-    const ir_node *dst = split ? NULL : n;
-    int64_t ob = in_blocks(c, &f, dst, f.vd);
-    cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f.rows), "r");
-    row_of(c, &f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
-    LLVMValueRef inv =
-        split ? NULL
-              : LLVMBuildFDiv(c->b, cg_f32(c, 1),
-                              LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.l, lo.i), ""), "");
-    LLVMValueRef row =
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, c->g->cfg.heads), ""), hh, "row");
-    if (ob) { /* a row past the item stores its blocks to the dummy */
-        LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok};
-        LLVMValueRef at = split ? cg_split_part(c, n, kc, row, cg_i64(c, 2)) : cg_addr(c, n, oi);
-        LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, at, f.dummy, ""),
-                       cg_gep(c, c->ptr, f.rowp, lo.i));
-        if (inv)
-            LLVMBuildStore(c->b, inv, at_f32(c, f.inv, lo.i));
-    }
-    LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "store");
-    LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
-    LLVMBuildCondBr(c->b, ok, store, skip);
-    LLVMPositionBuilderAtEnd(c->b, store);
-    if (split) {
-        LLVMValueRef ml[2] = {f.m, f.l};
-        for (int e = 0; e < 2; e++)
-            LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, ml[e], lo.i), ""),
-                           cg_split_part(c, n, kc, row, cg_i64(c, e)));
-    }
-    if (ob < f.vd) {
-        cg_loop ld = cg_for(c, cg_i64(c, ob), cg_i64(c, f.vd), "d");
-        LLVMValueRef src =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f.rows), ""), lo.i, "");
-        LLVMValueRef x = LLVMBuildLoad2(c->b, c->f32, at_f32(c, f.ot, src), "");
-        LLVMValueRef oi[3] = {ld.i, hh, tok};
-        if (split)
-            LLVMBuildStore(
-                c->b, x, cg_split_part(c, n, kc, row, LLVMBuildAdd(c->b, ld.i, cg_i64(c, 2), "")));
-        else
-            cg_store(c, n->dt, LLVMBuildFMul(c->b, x, inv, ""), cg_addr(c, n, oi));
-        cg_for_end(c, &ld);
-    }
-    LLVMBuildBr(c->b, skip);
-    LLVMPositionBuilderAtEnd(c->b, skip);
-    cg_for_end(c, &lo);
-    rows_in_blocks(c, &f, ob, true, 1.0, !split, split ? ATTN_DTYPE_F32 : n->dt);
+    item_rows(c, &f, kvh, chunk, s0, split);
+    item_keys(c, &f, kvh, s0, kc, &ck, split);
+    item_out(c, &f, kvh, chunk, s0, kc, split);
     flash_next(c, item, step, head, exit);
 }

@@ -755,7 +755,8 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
     return fn;
 }
 
-void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
+/* What a linear's kernels read and write: its buffers, shape and map. */
+static gemm_ctx linear_ctx(cg *c, const ir_node *n) {
     const cg_plan *pl = c->plan;
     const ir_node *x = n->args[0], *bias = ir_linear_bias(n), *tab = ir_linear_rope_table(n);
     gemm_ctx gc = {.n = n,
@@ -782,7 +783,75 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
             gc.cache_buf[a->cache] = pl->view[a->id].buf;
     }
     gc.map = map_global(c, n, &gc.gm);
+    return gc;
+}
 
+/* Few rows (S <= gemv_rows): a GEMV, each thread streaming its panels
+ * [lo, hi) once for all rows (pairs of panels for 1 or 2 rows); more rows
+ * go on to gemm_bb, where the builder is left. */
+static void emit_gemv(cg *c, const gemm_ctx *g, LLVMTypeRef micro_ty, LLVMValueRef const *gemv,
+                      LLVMValueRef const *gemv2, int gemv_rows, LLVMValueRef lo, LLVMValueRef hi,
+                      LLVMBasicBlockRef gemm_bb) {
+    const gemm_ctx gc = *g;
+    LLVMBasicBlockRef done_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv_done");
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, (unsigned)gemv_rows);
+    for (int r = 1; r <= gemv_rows; r++) {
+        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
+        LLVMAddCase(sw, cg_i64(c, r), bb);
+        LLVMPositionBuilderAtEnd(c->b, bb);
+        LLVMValueRef from = lo;
+        if (r <= 2 && gemv2[r - 1]) { /* pairs of panels, then the odd one */
+            LLVMValueRef npairs =
+                LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, hi, lo, ""), cg_i64(c, 2), "");
+            cg_loop l2 = cg_for(c, cg_i64(c, 0), npairs, "panel_pair");
+            LLVMValueRef p2 =
+                LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
+            LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      p2,
+                                    cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+            LLVMBuildCall2(c->b, micro_ty, gemv2[r - 1], args, 6, "");
+            cg_for_end(c, &l2);
+            from = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, npairs, cg_i64(c, 2), ""), "");
+        }
+        cg_loop lp = cg_for(c, from, hi, "panel");
+        LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      lp.i,
+                                cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+        LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
+        cg_for_end(c, &lp);
+        LLVMBuildBr(c->b, done_bb);
+    }
+    LLVMPositionBuilderAtEnd(c->b, done_bb);
+    LLVMBuildRetVoid(c->b);
+    LLVMPositionBuilderAtEnd(c->b, gemm_bb);
+}
+
+/* Rows [mb, mend) of x, k's [kb, kb + kn), into this thread's block ap:
+ * [tile of mr rows][k][mr]. */
+static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, LLVMValueRef mend,
+                   LLVMValueRef kb, LLVMValueRef kn) {
+    const gemm_ctx gc = *g;
+    cg_loop lr = cg_for(c, mb, mend, "pack_row");
+    LLVMValueRef rl = LLVMBuildSub(c->b, lr.i, mb, "");
+    LLVMValueRef tile = LLVMBuildSDiv(c->b, rl, cg_i64(c, gc.gm.mr), "");
+    LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
+    LLVMValueRef xrow =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
+    cg_loop lkk = cg_for(c, cg_i64(c, 0), kn, "pack_k");
+    LLVMValueRef xe =
+        cg_load(c, ATTN_DTYPE_F32,
+                cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, lkk.i, "")));
+    LLVMValueRef to = LLVMBuildAdd(
+        c->b,
+        LLVMBuildMul(
+            c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
+            cg_i64(c, gc.gm.mr), ""),
+        in_tile, "");
+    LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
+    cg_for_end(c, &lkk);
+    cg_for_end(c, &lr);
+}
+
+void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
+    gemm_ctx gc = linear_ctx(c, n);
     /* micro-kernels for mr rows and the powers of two below it */
     int sizes[8], n_sizes = 0;
     LLVMValueRef fns[8];
@@ -821,35 +890,7 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     cg_share(c, cg_i64(c, gc.gm.np), &lo, &hi);
     /* few rows: a GEMV, each thread streaming its panels once for all rows */
     LLVMBasicBlockRef gemm_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemm");
-    LLVMBasicBlockRef done_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv_done");
-    LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, (unsigned)gemv_rows);
-    for (int r = 1; r <= gemv_rows; r++) {
-        LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
-        LLVMAddCase(sw, cg_i64(c, r), bb);
-        LLVMPositionBuilderAtEnd(c->b, bb);
-        LLVMValueRef from = lo;
-        if (r <= 2 && gemv2[r - 1]) { /* pairs of panels, then the odd one */
-            LLVMValueRef npairs =
-                LLVMBuildSDiv(c->b, LLVMBuildSub(c->b, hi, lo, ""), cg_i64(c, 2), "");
-            cg_loop l2 = cg_for(c, cg_i64(c, 0), npairs, "panel_pair");
-            LLVMValueRef p2 =
-                LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
-            LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      p2,
-                                    cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
-            LLVMBuildCall2(c->b, micro_ty, gemv2[r - 1], args, 6, "");
-            cg_for_end(c, &l2);
-            from = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, npairs, cg_i64(c, 2), ""), "");
-        }
-        cg_loop lp = cg_for(c, from, hi, "panel");
-        LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      lp.i,
-                                cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
-        LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
-        cg_for_end(c, &lp);
-        LLVMBuildBr(c->b, done_bb);
-    }
-    LLVMPositionBuilderAtEnd(c->b, done_bb);
-    LLVMBuildRetVoid(c->b);
-    LLVMPositionBuilderAtEnd(c->b, gemm_bb);
+    emit_gemv(c, &gc, micro_ty, gemv, gemv2, gemv_rows, lo, hi, gemm_bb);
     LLVMValueRef mslot = cg_slot(c, c->i64, cg_i64(c, 0));
     /* this thread's copy of the x block: [tile of mr rows][k][mr], so the
      * micro-kernel's broadcasts read one short contiguous run per k
@@ -867,25 +908,7 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
-    cg_loop lr = cg_for(c, mb, mend, "pack_row");
-    LLVMValueRef rl = LLVMBuildSub(c->b, lr.i, mb, "");
-    LLVMValueRef tile = LLVMBuildSDiv(c->b, rl, cg_i64(c, gc.gm.mr), "");
-    LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
-    LLVMValueRef xrow =
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
-    cg_loop lkk = cg_for(c, cg_i64(c, 0), kn, "pack_k");
-    LLVMValueRef xe =
-        cg_load(c, ATTN_DTYPE_F32,
-                cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, lkk.i, "")));
-    LLVMValueRef to = LLVMBuildAdd(
-        c->b,
-        LLVMBuildMul(
-            c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
-            cg_i64(c, gc.gm.mr), ""),
-        in_tile, "");
-    LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
-    cg_for_end(c, &lkk);
-    cg_for_end(c, &lr);
+    pack_x(c, &gc, ap, mb, mend, kb, kn);
     /* a block format's panel, unpacked to f32 once per row block */
     LLVMValueRef wp = NULL;
     if (blocks) {

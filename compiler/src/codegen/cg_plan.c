@@ -119,6 +119,120 @@ cg_target cg_target_for(int lanes, int regs) {
     };
 }
 
+/* Node n's view (a buffer of its own, or a view of its operand's), the
+ * buffers it adds (weights, packed panels, the cache, split partials) and
+ * whether it is emitted as a kernel. */
+static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_node *n,
+                      int *weight_buf, int *cache_buf, const ir_node *to_y) {
+    const attn_config *c = &g->cfg;
+    cg_view *v = &p->view[n->id];
+    const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
+    switch (n->op) {
+    case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
+    case IR_OP_MEMORY:
+        *v = contiguous(p, n, ATTN_BUF_MEMORY,
+                        add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
+        break;
+    case IR_OP_WEIGHT:
+        if (weight_buf[n->weight] < 0) {
+            int64_t numel = n->ne[0].c * (n->ndim == 2 ? n->ne[1].c : 1);
+            weight_buf[n->weight] =
+                add_buffer(p, ATTN_BUF_WEIGHT, (uint32_t)n->weight, false, ir_const(numel));
+        }
+        *v = contiguous(p, n, ATTN_BUF_WEIGHT, weight_buf[n->weight]);
+        break;
+    case IR_OP_LINEAR: {
+        /* the matrix is read once, at load, into the GEMM's panels */
+        cg_gemm gm = cg_gemm_shape(n, tg);
+        p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
+        p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
+                                      ir_const(cg_gemm_packed_words(&gm, c->dtype)));
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
+        p->emit[n->id] = true;
+        break;
+    }
+    case IR_OP_ROPE_TABLE:
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+        p->emit[n->id] = true;
+        break;
+    case IR_OP_SLICE:
+        *v = *a;
+        v->off.c += n->offset * a->nb[0].c;
+        break;
+    case IR_OP_SPLIT_HEADS:
+        *v = *a;
+        v->nb[0] = a->nb[0];
+        v->nb[1] = dim_mul(ir_const(c->head_dim), a->nb[0]);
+        v->nb[2] = a->nb[1];
+        break;
+    case IR_OP_MERGE_HEADS:
+        /* heads must lie back to back: [hd, H] contiguous */
+        ATTNC_ASSERT(ir_dim_eq(a->nb[0], ir_const(1)) && ir_dim_eq(a->nb[1], n->args[0]->ne[0]));
+        *v = *a;
+        v->nb[1] = a->nb[2];
+        v->nb[2] = ir_const(0);
+        break;
+    case IR_OP_CACHE_APPEND:
+        if (cache_buf[n->cache] < 0)
+            cache_buf[n->cache] = add_buffer(p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K, 0,
+                                             false, ir_const(0));
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
+        v->paged = true;
+        {
+            int64_t cs, ts;
+            cg_cache_strides(c, n->cache, &cs, &ts);
+            v->nb[0] = ir_const(cs);
+            v->nb[1] = ir_const(n->ne[0].c * cs);
+            v->nb[2] = ir_const(ts);
+        }
+        p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
+        break;
+    case IR_OP_FLASH:
+        if (n->split_tokens) /* per sequence, a fixed size (cg_split.c) */
+            p->split[n->id] =
+                add_buffer(p, ATTN_BUF_SCRATCH, 0, true, ir_const(cg_split_elements(n, c)));
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+        p->emit[n->id] = true;
+        break;
+    case IR_OP_RMS_NORM:
+    case IR_OP_MLA_LATENT:
+    case IR_OP_MLA_ROPE:
+    case IR_OP_MLA_KEYS:
+    case IR_OP_MLA_VALUES:
+    case IR_OP_MLA_QUERY:
+    case IR_OP_MLA_OUTPUT:
+    case IR_OP_ROPE:
+    case IR_OP_QK_NORM:
+    case IR_OP_TEMPERATURE:
+    case IR_OP_GQA_EXPAND:
+    case IR_OP_QK:
+    case IR_OP_PV:
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+        p->emit[n->id] = true;
+        break;
+    case IR_OP_SCALE:
+    case IR_OP_SOFTCAP:
+    case IR_OP_ALIBI:
+    case IR_OP_MASK:
+    case IR_OP_SOFTMAX:
+        if (n->args[0]->n_uses == 1 && p->buffers[a->buf].role == ATTN_BUF_SCRATCH)
+            *v = *a; /* in place */
+        else
+            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+        p->emit[n->id] = true;
+        break;
+    case IR_OP_BY_PREFILL:
+        *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
+        p->emit[n->id] = true;
+        break;
+    case IR_OP_OUTPUT:
+        *v = contiguous(p, n, ATTN_BUF_OUTPUT, BUF_Y);
+        p->emit[n->id] = a->buf != BUF_Y; /* a copy, unless already stored there */
+        break;
+    case IR_OP_COUNT: break;
+    }
+}
+
 attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
@@ -163,114 +277,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         p->phase[n->id] = per_seq       ? ATTN_PHASE_SEQUENCE
                           : from_memory ? ATTN_PHASE_MEMORY
                                         : ATTN_PHASE_TOKENS;
-        cg_view *v = &p->view[n->id];
-        const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
-        switch (n->op) {
-        case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
-        case IR_OP_MEMORY:
-            *v = contiguous(
-                p, n, ATTN_BUF_MEMORY,
-                add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
-            break;
-        case IR_OP_WEIGHT:
-            if (weight_buf[n->weight] < 0) {
-                int64_t numel = n->ne[0].c * (n->ndim == 2 ? n->ne[1].c : 1);
-                weight_buf[n->weight] =
-                    add_buffer(p, ATTN_BUF_WEIGHT, (uint32_t)n->weight, false, ir_const(numel));
-            }
-            *v = contiguous(p, n, ATTN_BUF_WEIGHT, weight_buf[n->weight]);
-            break;
-        case IR_OP_LINEAR: {
-            /* the matrix is read once, at load, into the GEMM's panels */
-            cg_gemm gm = cg_gemm_shape(n, tg);
-            p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
-            p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
-                                          ir_const(cg_gemm_packed_words(&gm, c->dtype)));
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
-            p->emit[n->id] = true;
-            break;
-        }
-        case IR_OP_ROPE_TABLE:
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
-            p->emit[n->id] = true;
-            break;
-        case IR_OP_SLICE:
-            *v = *a;
-            v->off.c += n->offset * a->nb[0].c;
-            break;
-        case IR_OP_SPLIT_HEADS:
-            *v = *a;
-            v->nb[0] = a->nb[0];
-            v->nb[1] = dim_mul(ir_const(c->head_dim), a->nb[0]);
-            v->nb[2] = a->nb[1];
-            break;
-        case IR_OP_MERGE_HEADS:
-            /* heads must lie back to back: [hd, H] contiguous */
-            ATTNC_ASSERT(ir_dim_eq(a->nb[0], ir_const(1)) &&
-                         ir_dim_eq(a->nb[1], n->args[0]->ne[0]));
-            *v = *a;
-            v->nb[1] = a->nb[2];
-            v->nb[2] = ir_const(0);
-            break;
-        case IR_OP_CACHE_APPEND:
-            if (cache_buf[n->cache] < 0)
-                cache_buf[n->cache] = add_buffer(p, n->cache ? ATTN_BUF_CACHE_V : ATTN_BUF_CACHE_K,
-                                                 0, false, ir_const(0));
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, cache_buf[n->cache]);
-            v->paged = true;
-            {
-                int64_t cs, ts;
-                cg_cache_strides(c, n->cache, &cs, &ts);
-                v->nb[0] = ir_const(cs);
-                v->nb[1] = ir_const(n->ne[0].c * cs);
-                v->nb[2] = ir_const(ts);
-            }
-            p->emit[n->id] = !n->fused; /* else the linear's epilogue stores it */
-            break;
-        case IR_OP_FLASH:
-            if (n->split_tokens) /* per sequence, a fixed size (cg_split.c) */
-                p->split[n->id] =
-                    add_buffer(p, ATTN_BUF_SCRATCH, 0, true, ir_const(cg_split_elements(n, c)));
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
-            p->emit[n->id] = true;
-            break;
-        case IR_OP_RMS_NORM:
-        case IR_OP_MLA_LATENT:
-        case IR_OP_MLA_ROPE:
-        case IR_OP_MLA_KEYS:
-        case IR_OP_MLA_VALUES:
-        case IR_OP_MLA_QUERY:
-        case IR_OP_MLA_OUTPUT:
-        case IR_OP_ROPE:
-        case IR_OP_QK_NORM:
-        case IR_OP_TEMPERATURE:
-        case IR_OP_GQA_EXPAND:
-        case IR_OP_QK:
-        case IR_OP_PV:
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
-            p->emit[n->id] = true;
-            break;
-        case IR_OP_SCALE:
-        case IR_OP_SOFTCAP:
-        case IR_OP_ALIBI:
-        case IR_OP_MASK:
-        case IR_OP_SOFTMAX:
-            if (n->args[0]->n_uses == 1 && p->buffers[a->buf].role == ATTN_BUF_SCRATCH)
-                *v = *a; /* in place */
-            else
-                *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
-            p->emit[n->id] = true;
-            break;
-        case IR_OP_BY_PREFILL:
-            *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
-            p->emit[n->id] = true;
-            break;
-        case IR_OP_OUTPUT:
-            *v = contiguous(p, n, ATTN_BUF_OUTPUT, BUF_Y);
-            p->emit[n->id] = a->buf != BUF_Y; /* a copy, unless already stored there */
-            break;
-        case IR_OP_COUNT: break;
-        }
+        plan_node(p, g, tg, n, weight_buf, cache_buf, to_y);
         /* what only prefills of `gate` tokens use needs no memory in other calls */
         for (int b = fresh; n->gate > 0 && b < p->n_buffers; b++)
             if (p->buffers[b].role == ATTN_BUF_SCRATCH)
