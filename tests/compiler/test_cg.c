@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 #include "emit/emit.h"
 #include "rt.h"
 #include "support.h"

@@ -53,4 +53,7 @@ ATTNC_HIDDEN attnc_status diag_first_code(const attnc_ctx *ctx);
 ATTNC_HIDDEN attnc_status diag_read_file(attnc_ctx *ctx, attnc_loc at, const char *path,
                                          const char *what, uint64_t max, char **text, size_t *len);
 
+/* A monotonic clock in milliseconds: what the stage timings use. */
+ATTNC_HIDDEN double base_now_ms(void);
+
 #endif

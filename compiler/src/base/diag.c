@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "base/base.h"
@@ -238,4 +239,10 @@ attnc_status diag_read_file(attnc_ctx *ctx, attnc_loc at, const char *path, cons
     *text = buf;
     *len = n;
     return ATTNC_OK;
+}
+
+double base_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }

@@ -4,7 +4,7 @@
  * alibi, mask, softmax) each make one pass over their rows. */
 #include <math.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 /* Splits rows H*S among threads; *h and *s are the current row's. */
 static cg_loop rows_begin(cg *c, int64_t heads, LLVMValueRef *h, LLVMValueRef *s) {

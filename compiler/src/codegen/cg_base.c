@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v);
 static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem);

@@ -2,7 +2,7 @@
  * or V row into its cache row slot[t], converted to the cache dtype), gqa_expand
  * (each K/V head repeated for its query heads, widened to f32) and output
  * (a copy into y when the last value was not computed there). */
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 /* Head h of batch token t into its q8_0 cache row `row`: each block of 32
  * values quantized as ggml's quantize_row_q8_0_ref does (ggml-quants.c):

@@ -19,7 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 /* The softmax reference's headroom: a row's m moves to its tile's max +
  * this, so the next scores that pass it rescale nothing (cg_split.c's

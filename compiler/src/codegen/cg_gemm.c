@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 enum { KIND_PLAIN, KIND_HALF, KIND_INTERLEAVED };
 enum { DST_OWN, DST_CACHE_K, DST_CACHE_V };

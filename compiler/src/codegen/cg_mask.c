@@ -3,7 +3,7 @@
  * mask, window or chunk hides, whether a key tile is cut by them, ALiBi's
  * bias and the softcap. Here so that neither kernel file calls into the
  * other for them. */
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
                             LLVMValueRef beyond) {

@@ -8,7 +8,7 @@
  * dot products are reductions the vectorizer may reassociate; threads
  * split tokens (or heads x token blocks), so results never depend on the
  * thread count. */
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 /* Tokens of one work item of the per-head products: kv_b's rows are read
  * once per block of them. */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 static void emit_node(cg *c, const ir_node *n, const char *name) {
     switch (n->op) {

@@ -4,7 +4,7 @@
  * temperature of Llama 4's layers without RoPE. Threads split the tokens;
  * the sums of squares are reductions the vectorizer may reassociate, so
  * results depend on the vector width, never on the thread count. */
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, double eps) {
     /* in double, as the reference's rsqrt is exact */

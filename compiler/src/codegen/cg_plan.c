@@ -5,7 +5,7 @@
  * work in place on a value nobody else reads. */
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 enum { BUF_X, BUF_Y };
 

@@ -7,7 +7,7 @@
  *   float attnc_probe_read(const float *p, int64_t n)
  *     the sum of p[0..n), n a multiple of 4 * lanes, streamed as vectors
  *     into four sums. */
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 static LLVMValueRef splat(LLVMBuilderRef b, LLVMTypeRef vt, LLVMValueRef s, LLVMTypeRef i32) {
     LLVMValueRef v =

@@ -7,7 +7,7 @@
  * vectorizable loop. Dims past rotary_dim are copied. */
 #include <stdlib.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 /* inv_freq as a constant [rotary_dim / 2] f64 array, computed by the
  * runtime's own definition. */

@@ -31,7 +31,7 @@
  * path and the merge kernel returns at once. */
 #include <math.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 enum {
     SPLIT_CHUNKS = IR_SPLIT_CHUNKS,

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/cg.h"
+#include "codegen/cg_build.h"
 
 static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const char *name,
                                  const void *p, size_t n) {

@@ -1,5 +1,8 @@
-/* emit.h: turning a module into machine code: target machines for the
- * host or a named CPU, the O3 pipeline, and dumps of IR and assembly. */
+/* emit.h: turning units into machine code, the leaf of the pipeline
+ * (compile.c drives it): target machines for the host or a named CPU,
+ * the optimization pipelines, units compiled to objects on all threads,
+ * objects linked into an LLJIT, object files and headers written, dumps
+ * of IR and assembly. Nothing here knows the spec stage or the passes. */
 #ifndef ATTNC_EMIT_H
 #define ATTNC_EMIT_H
 
@@ -29,15 +32,6 @@ ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMT
  * why): NULL, or LLVM's message (malloc'd). Safe on several threads at
  * once for modules of distinct contexts. */
 ATTNC_HIDDEN char *emit_passes(LLVMModuleRef mod, LLVMTargetMachineRef tm, bool light);
-/* The one pipeline from a loaded spec to the units codegen builds, for
- * tm: graph, passes (compile_graph_of; stage times into *t, may be NULL),
- * tm's vector shape, the buffer plan and the units (cg_units_plan). The
- * JIT compiles the units to objects (emit_unit_objects), an object file
- * and the dumps link them (emit_linked_module). */
-ATTNC_HIDDEN attnc_status emit_plan_units(attnc_ctx *ctx, const attn_config *cfg,
-                                          const spec_locs *locs, const attnc_options *opt,
-                                          LLVMTargetMachineRef tm, attnc_timings *t,
-                                          cg_result *out);
 /* Every unit of r built and optimized on its own as emit_unit_objects
  * does, then linked into one module of llctx (*out): the code of an
  * object file and of --emit-llvm/--emit-asm is the JIT's. */
@@ -58,5 +52,34 @@ ATTNC_HIDDEN attnc_status emit_dumps(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTarg
                                      const attnc_options *opt);
 /* Turns an LLVMErrorRef into a diagnostic and consumes it. */
 ATTNC_HIDDEN attnc_status emit_llvm_error(attnc_ctx *ctx, LLVMErrorRef err, const char *what);
+
+/* ---- the JIT (emit_jit.c) ---- */
+
+/* A zeroed kernel handle (attnc_jit_free frees it), and its timings. */
+ATTNC_HIDDEN attnc_jit *emit_jit_new(void);
+ATTNC_HIDDEN attnc_timings *emit_jit_timings(attnc_jit *jit);
+/* The n objects linked into a fresh LLJIT for jit_tm's CPU (consumed),
+ * and the table `<name>_kernels` returns copied into jit. */
+ATTNC_HIDDEN attnc_status emit_jit_link(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm,
+                                        const char *name, const kc_blob *objs, int n,
+                                        attnc_jit *jit);
+
+/* ---- object files (emit_obj.c) ---- */
+
+/* A fresh temporary path beside path (malloc'd), or NULL with a
+ * diagnostic. */
+ATTNC_HIDDEN char *emit_temp_beside(attnc_ctx *ctx, const char *path);
+/* The module as an object, assembly or LLVM IR, in memory (*out: one blob). */
+ATTNC_HIDDEN attnc_status emit_module_bytes(attnc_ctx *ctx, LLVMModuleRef mod,
+                                            LLVMTargetMachineRef tm, attnc_emit_kind kind,
+                                            kc_blob **out);
+ATTNC_HIDDEN attnc_status emit_write_bytes(attnc_ctx *ctx, const kc_blob *b, const char *path);
+/* The header declaring cfg's `<name>_kernels`, with the normalized spec
+ * and the options in a comment. */
+ATTNC_HIDDEN attnc_status emit_write_header(attnc_ctx *ctx, const attn_config *cfg,
+                                            const char *spec_path, const attnc_options *opt,
+                                            const char *path);
+/* Refuses a target whose layout the kernel table's bytes do not fit. */
+ATTNC_HIDDEN attnc_status emit_check_layout(attnc_ctx *ctx, LLVMTargetMachineRef tm);
 
 #endif

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "codegen/cg.h"
-#include "compile.h"
 #include "emit/emit.h"
 
 /* The one piece of shared state: LLVM's ORC setup is not safe to run
@@ -47,6 +46,14 @@ attnc_timings attnc_jit_timings(const attnc_jit *jit) {
     return jit ? jit->timings : (attnc_timings){0};
 }
 
+attnc_jit *emit_jit_new(void) {
+    return calloc(1, sizeof(attnc_jit));
+}
+
+attnc_timings *emit_jit_timings(attnc_jit *jit) {
+    return &jit->timings;
+}
+
 /* An LLJIT for jit_tm's CPU (consumed) that resolves what the kernels
  * call outside themselves (libm's cos and sin, for RoPE tables) from
  * this process. Call with jit_lock held. */
@@ -73,8 +80,8 @@ static attnc_status new_lljit(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, LLVMO
 
 /* Links the objects into a new LLJIT of jit for jit_tm's CPU (consumed)
  * and copies the table that `<name>_kernels` returns. */
-static attnc_status link_objects(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, const char *name,
-                                 const kc_blob *objs, int n, attnc_jit *jit) {
+attnc_status emit_jit_link(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, const char *name,
+                           const kc_blob *objs, int n, attnc_jit *jit) {
     attnc_status st;
     char sym[ATTN_NAME_MAX + 16];
     snprintf(sym, sizeof sym, "%s_kernels", name);
@@ -100,97 +107,6 @@ static attnc_status link_objects(attnc_ctx *ctx, LLVMTargetMachineRef jit_tm, co
     const attn_kernels *(*get)(void) = (const attn_kernels *(*)(void))(uintptr_t)addr;
     jit->table = *get();
     return ATTNC_OK;
-}
-
-/* opt->emit_llvm / emit_asm: every unit, optimized as the JIT's are,
- * linked into one module as an object file has them. */
-static attnc_status dump_module(attnc_ctx *ctx, const cg_result *res, LLVMTargetMachineRef tm,
-                                const attnc_options *opt) {
-    LLVMContextRef llctx = LLVMContextCreate();
-    LLVMModuleRef mod = NULL;
-    attnc_status st = emit_linked_module(ctx, res, tm, llctx, &mod);
-    if (st == ATTNC_OK)
-        st = emit_dumps(ctx, mod, tm, opt);
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMContextDispose(llctx);
-    return st;
-}
-
-static attnc_status jit_compile(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                                attnc_jit **out) {
-    double t0 = compile_now_ms();
-    attnc_jit *jit = calloc(1, sizeof *jit);
-    if (!jit) {
-        diag_error(ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
-        return ATTNC_E_NOMEM;
-    }
-    attnc_timings *t = &jit->timings;
-    attn_config cfg;
-    spec_locs locs;
-    LLVMTargetMachineRef tm = NULL;
-    char *dir = NULL, *key = NULL;
-    kc_blob *objs = NULL;
-    int n = 0;
-    attnc_status st = compile_load_spec(ctx, spec_path, opt, &cfg, &locs);
-    t->spec_ms = compile_now_ms() - t0;
-    if (st == ATTNC_OK)
-        st = emit_target_machine(ctx, opt, &tm);
-    if (st != ATTNC_OK)
-        goto done;
-    double tc = compile_now_ms();
-    bool hit = false;
-    if ((dir = kc_dir(opt)) && (key = kc_key(&cfg, opt, tm, "jit")))
-        hit = kc_get(ctx, dir, key, &objs, &n);
-    t->cache = !key ? ATTNC_CACHE_OFF : hit ? ATTNC_CACHE_HIT : ATTNC_CACHE_MISS;
-    t->cache_ms = compile_now_ms() - tc;
-    if (!hit || (opt && (opt->emit_llvm || opt->emit_asm))) {
-        cg_result res;
-        if ((st = emit_plan_units(ctx, &cfg, &locs, opt, tm, t, &res)) != ATTNC_OK)
-            goto done;
-        if (!hit && (st = emit_unit_objects(ctx, &res, opt, &objs, t)) == ATTNC_OK) {
-            n = res.n_units;
-            tc = compile_now_ms();
-            if (key)
-                kc_put(ctx, dir, key, objs, n);
-            t->cache_ms += compile_now_ms() - tc;
-        }
-        if (st == ATTNC_OK && opt && (opt->emit_llvm || opt->emit_asm))
-            st = dump_module(ctx, &res, tm, opt);
-        if (st != ATTNC_OK)
-            goto done;
-    }
-    double tj = compile_now_ms();
-    st = link_objects(ctx, tm, cfg.name, objs, n, jit); /* consumes tm */
-    tm = NULL;
-    if (st != ATTNC_OK)
-        goto done;
-    t->jit_ms = compile_now_ms() - tj;
-    t->total_ms = compile_now_ms() - t0;
-done:
-    kc_blobs_free(objs, n);
-    free(key);
-    free(dir);
-    if (tm)
-        LLVMDisposeTargetMachine(tm);
-    if (st == ATTNC_OK)
-        *out = jit;
-    else
-        attnc_jit_free(jit);
-    return st;
-}
-
-attnc_status attnc_jit_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                                    attnc_jit **out) {
-    attnc_ctx *work = attnc_ctx_new();
-    if (!work)
-        return ATTNC_E_NOMEM;
-    attnc_status st = ATTNC_E_INVALID;
-    if (spec_path && out)
-        st = jit_compile(work, spec_path, opt, out);
-    else
-        diag_error(work, st, (attnc_loc){0}, "attnc_jit_compile_file: NULL spec path or out");
-    return diag_call_end(ctx, work, st);
 }
 
 static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, attnc_jit **out,

@@ -14,11 +14,10 @@
 #include <unistd.h>
 
 #include "codegen/cg.h"
-#include "compile.h"
 #include "emit/emit.h"
 
 /* path.tmp.XXXXXX, created; NULL (with a diagnostic) on failure. */
-static char *temp_beside(attnc_ctx *ctx, const char *path) {
+char *emit_temp_beside(attnc_ctx *ctx, const char *path) {
     size_t n = strlen(path) + 16;
     char *tmp = malloc(n);
     if (!tmp) {
@@ -41,8 +40,8 @@ static char *temp_beside(attnc_ctx *ctx, const char *path) {
 
 /* The module as an object, assembly or LLVM IR, in memory (*out: one
  * blob). */
-static attnc_status module_bytes(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm,
-                                 attnc_emit_kind kind, kc_blob **out) {
+attnc_status emit_module_bytes(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm,
+                               attnc_emit_kind kind, kc_blob **out) {
     kc_blob *b = calloc(1, sizeof *b);
     char *text = NULL, *why = NULL;
     LLVMMemoryBufferRef buf = NULL;
@@ -77,7 +76,7 @@ static attnc_status module_bytes(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMa
     return ATTNC_OK;
 }
 
-static attnc_status write_bytes(attnc_ctx *ctx, const kc_blob *b, const char *path) {
+attnc_status emit_write_bytes(attnc_ctx *ctx, const kc_blob *b, const char *path) {
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(b->data, 1, b->size, f) == b->size;
     if (f && fclose(f) != 0)
@@ -89,8 +88,8 @@ static attnc_status write_bytes(attnc_ctx *ctx, const kc_blob *b, const char *pa
     return ATTNC_OK;
 }
 
-static attnc_status write_header(attnc_ctx *ctx, const attn_config *cfg, const char *spec_path,
-                                 const attnc_options *opt, const char *path) {
+attnc_status emit_write_header(attnc_ctx *ctx, const attn_config *cfg, const char *spec_path,
+                               const attnc_options *opt, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
         diag_error(ctx, ATTNC_E_IO, (attnc_loc){path, 0, 0}, "cannot write: %s", strerror(errno));
@@ -135,7 +134,7 @@ static attnc_status write_header(attnc_ctx *ctx, const attn_config *cfg, const c
 
 /* The table is stored as the bytes of the host's C structs (cg_table.c):
  * only targets with the same 64-bit little-endian layout can read it. */
-static attnc_status check_layout(attnc_ctx *ctx, LLVMTargetMachineRef tm) {
+attnc_status emit_check_layout(attnc_ctx *ctx, LLVMTargetMachineRef tm) {
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     bool ok = LLVMByteOrder(td) == LLVMLittleEndian && LLVMPointerSize(td) == 8;
     LLVMDisposeTargetData(td);
@@ -148,101 +147,4 @@ static attnc_status check_layout(attnc_ctx *ctx, LLVMTargetMachineRef tm) {
                triple);
     LLVMDisposeMessage(triple);
     return ATTNC_E_SPEC;
-}
-
-/* The output file's bytes for cfg: from the kernel cache, or compiled
- * (every unit in one module) and then stored. */
-static attnc_status aot_bytes(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
-                              const attnc_options *opt, LLVMTargetMachineRef tm,
-                              attnc_emit_kind kind, kc_blob **out) {
-    static const char *const what[ATTNC_EMIT_COUNT] = {"obj", "asm", "llvm"};
-    char *dir = kc_dir(opt), *key = dir ? kc_key(cfg, opt, tm, what[kind]) : NULL;
-    int n = 0;
-    attnc_status st = ATTNC_OK;
-    if (!key || !kc_get(ctx, dir, key, out, &n) || n != 1) {
-        if (n != 0) /* a whole entry of another shape: compile anew */
-            kc_blobs_free(*out, n);
-        LLVMContextRef llctx = LLVMContextCreate();
-        LLVMModuleRef mod = NULL;
-        cg_result res;
-        st = emit_plan_units(ctx, cfg, locs, opt, tm, NULL, &res);
-        if (st == ATTNC_OK)
-            st = emit_linked_module(ctx, &res, tm, llctx, &mod);
-        if (st == ATTNC_OK)
-            st = module_bytes(ctx, mod, tm, kind, out);
-        if (mod)
-            LLVMDisposeModule(mod);
-        LLVMContextDispose(llctx);
-        if (st == ATTNC_OK && key)
-            kc_put(ctx, dir, key, *out, 1);
-    }
-    free(key);
-    free(dir);
-    return st;
-}
-
-static attnc_status compile_aot(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                                attnc_emit_kind kind, const char *out_path,
-                                const char *header_path) {
-    if ((unsigned)kind >= ATTNC_EMIT_COUNT || !out_path) {
-        diag_error(ctx, ATTNC_E_INVALID, (attnc_loc){0}, "no output path or unknown output kind");
-        return ATTNC_E_INVALID;
-    }
-    attn_config cfg;
-    spec_locs locs;
-    LLVMTargetMachineRef tm = NULL;
-    kc_blob *bytes = NULL;
-    char *tmp_out = NULL, *tmp_h = NULL;
-    attnc_status st = compile_load_spec(ctx, spec_path, opt, &cfg, &locs);
-    if (st == ATTNC_OK)
-        st = emit_target_machine(ctx, opt, &tm);
-    if (st == ATTNC_OK)
-        st = check_layout(ctx, tm);
-    if (st == ATTNC_OK)
-        st = aot_bytes(ctx, &cfg, &locs, opt, tm, kind, &bytes);
-    if (st == ATTNC_OK && !(tmp_out = temp_beside(ctx, out_path)))
-        st = diag_first_code(ctx);
-    if (st == ATTNC_OK && header_path && !(tmp_h = temp_beside(ctx, header_path)))
-        st = diag_first_code(ctx);
-    if (st == ATTNC_OK)
-        st = write_bytes(ctx, bytes, tmp_out);
-    if (st == ATTNC_OK && tmp_h)
-        st = write_header(ctx, &cfg, spec_path, opt, tmp_h);
-    if (st == ATTNC_OK && rename(tmp_out, out_path) != 0) {
-        diag_error(ctx, ATTNC_E_IO, (attnc_loc){out_path, 0, 0}, "cannot write: %s",
-                   strerror(errno));
-        st = ATTNC_E_IO;
-    }
-    if (st == ATTNC_OK && tmp_h && rename(tmp_h, header_path) != 0) {
-        diag_error(ctx, ATTNC_E_IO, (attnc_loc){header_path, 0, 0}, "cannot write: %s",
-                   strerror(errno));
-        unlink(out_path);
-        st = ATTNC_E_IO;
-    }
-    if (st != ATTNC_OK) {
-        if (tmp_out)
-            unlink(tmp_out);
-        if (tmp_h)
-            unlink(tmp_h);
-    }
-    kc_blobs_free(bytes, bytes ? 1 : 0);
-    free(tmp_out);
-    free(tmp_h);
-    if (tm)
-        LLVMDisposeTargetMachine(tm);
-    return st;
-}
-
-attnc_status attnc_compile_file(attnc_ctx *ctx, const char *spec_path, const attnc_options *opt,
-                                attnc_emit_kind kind, const char *out_path,
-                                const char *header_path) {
-    attnc_ctx *work = attnc_ctx_new();
-    if (!work)
-        return ATTNC_E_NOMEM;
-    attnc_status st = ATTNC_E_INVALID;
-    if (spec_path)
-        st = compile_aot(work, spec_path, opt, kind, out_path, header_path);
-    else
-        diag_error(work, st, (attnc_loc){0}, "attnc_compile_file: NULL spec path");
-    return diag_call_end(ctx, work, st);
 }

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile.h"
 #include "cpu_names.h"
 #include "emit/emit.h"
 

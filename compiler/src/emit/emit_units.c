@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compile.h"
 #include "emit/emit.h"
 
 enum { MAX_THREADS = 64 };
@@ -48,10 +47,10 @@ static char *dup_msg(const char *what, const char *msg) {
 static void compile_unit(units_job *job, LLVMTargetMachineRef tm, int i) {
     unit_out *o = &job->out[i];
     LLVMContextRef llctx = LLVMContextCreate();
-    double t0 = compile_now_ms();
+    double t0 = base_now_ms();
     char *why = NULL;
     LLVMModuleRef mod = cg_units_build(job->r, &i, 1, llctx, &why);
-    double t1 = compile_now_ms();
+    double t1 = base_now_ms();
     o->build_ms = t1 - t0;
     if (!mod) {
         o->why = dup_msg("generated module is invalid", why);
@@ -63,7 +62,7 @@ static void compile_unit(units_job *job, LLVMTargetMachineRef tm, int i) {
         o->why = dup_msg("optimizing", why);
         free(why);
     }
-    double t2 = compile_now_ms();
+    double t2 = base_now_ms();
     o->optimize_ms = t2 - t1;
     LLVMMemoryBufferRef buf = NULL;
     if (!o->why && LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &why, &buf)) {
@@ -80,7 +79,7 @@ static void compile_unit(units_job *job, LLVMTargetMachineRef tm, int i) {
         }
         LLVMDisposeMemoryBuffer(buf);
     }
-    o->codegen_ms = compile_now_ms() - t2;
+    o->codegen_ms = base_now_ms() - t2;
     LLVMDisposeModule(mod);
     LLVMContextDispose(llctx);
 }
@@ -166,17 +165,6 @@ int emit_threads(const attnc_options *opt, int n_units) {
     return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
-attnc_status emit_plan_units(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
-                             const attnc_options *opt, LLVMTargetMachineRef tm, attnc_timings *t,
-                             cg_result *out) {
-    ir_graph *g = NULL;
-    attnc_status st = compile_graph_of(ctx, cfg, locs, opt, NULL, &g, t);
-    if (st != ATTNC_OK)
-        return st;
-    cg_target target = emit_target_shape(tm);
-    return cg_units_plan(g, &target, out);
-}
-
 attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r, const attnc_options *opt,
                                kc_blob **objs_out, attnc_timings *t) {
     int n = r->n_units, nt = emit_threads(opt, n);
@@ -204,7 +192,7 @@ attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r, const attnc_o
             made++;
     }
     pthread_once(&warm_once, warm_up); /* after emit_target_machine initialized LLVM */
-    double t0 = compile_now_ms();
+    double t0 = base_now_ms();
     /* this thread is worker 0; the others run beside it */
     for (int i = 1; st == ATTNC_OK && i < made; i++, started++)
         if (pthread_create(&th[i], NULL, work, &w[i]) != 0)
@@ -216,7 +204,7 @@ attnc_status emit_unit_objects(attnc_ctx *ctx, const cg_result *r, const attnc_o
     for (int i = 0; i < made; i++)
         LLVMDisposeTargetMachine(w[i].tm);
     if (t) {
-        t->objects_ms = compile_now_ms() - t0;
+        t->objects_ms = base_now_ms() - t0;
         t->threads = started + 1;
     }
     for (int i = 0; st == ATTNC_OK && i < n; i++) {

@@ -1,0 +1,260 @@
+/* cg_build.h: what the kernel families share (codegen/ only): the GEMM's
+ * shape, the builder state of one kernel and the helpers that emit LLVM
+ * IR for it. The pipeline's view of code generation is cg.h. */
+#ifndef ATTNC_CG_BUILD_H
+#define ATTNC_CG_BUILD_H
+
+#include "codegen/cg.h"
+
+/* The register-blocked GEMM of a linear: y[S, N] = x[S, K] . W^T. W is
+ * packed at load time into np panels of nr = 2 * lanes output columns,
+ * [panel][k][nr]; a micro-kernel keeps mr rows x nr columns in registers
+ * for kc steps of k; rows come in blocks of mc (cg_gemm.c). */
+typedef struct cg_gemm {
+    int64_t n, k, np;
+    int lanes, nr, mr, kc, mc, ku;
+} cg_gemm;
+
+/* Calls with at most this many new tokens (the target's gemv_rows) run a
+ * linear as a GEMV: every thread streams its panels once, all rows at a
+ * time, no x copy, no k blocks (measured switch point: docs/design.md). */
+#define CG_GEMV_ROWS 8
+
+ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
+/* 4-byte words of the packed panels of g for weights of dtype dt. */
+ATTNC_HIDDEN int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt);
+
+/* ---- helpers for the kernel families ---------------------------------- */
+
+typedef struct cg {
+    ir_graph *g;
+    const cg_plan *plan;
+    LLVMContextRef llctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMTypeRef i16, i32, i64, f16, f32, f64, ptr, kernel_ty;
+    cg_target target;
+    LLVMTypeRef vf, vi; /* <lanes x f32>, <lanes x i32> */
+    int n_buffers;      /* buffer pointers loaded at each kernel's entry */
+    attn_phase phase;   /* of the kernel being built */
+    int64_t gate;       /* of its node (ir_node.gate): its kernels return at once in other calls */
+    /* in the current kernel */
+    LLVMValueRef args, ith, nth;
+    LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
+    LLVMValueRef jlo, Tk;                /* first visible key and T - jlo (sequence phase) */
+    LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
+    LLVMValueRef S, P, T;                /* i64 */
+} cg;
+
+typedef struct cg_loop {
+    LLVMValueRef i; /* i64 induction variable */
+    LLVMBasicBlockRef header, body, exit;
+    LLVMValueRef phi;
+} cg_loop;
+
+/* Starts kernel `name` for node n: entry block, S/P/T loaded; with a
+ * gate (c->gate), returns at once in the calls it is off. */
+ATTNC_HIDDEN void cg_kernel_begin(cg *c, const char *name);
+/* i1: the call prefills a sequence holding no tokens with at least
+ * `tokens` new ones (sequence phase). */
+ATTNC_HIDDEN LLVMValueRef cg_prefill_at_least(cg *c, int64_t tokens);
+/* Kernel `name` of the module, declared if not (yet) defined. */
+ATTNC_HIDDEN LLVMValueRef cg_kernel_decl(cg *c, const char *name);
+/* Starts a helper function of the kernel being built (internal, first
+ * parameter the args pointer; ith = 0, nth = 1 inside). The caller saves
+ * and restores c->fn and the builder position around it. */
+ATTNC_HIDDEN LLVMValueRef cg_helper_begin(cg *c, const char *name, LLVMTypeRef *params, int n);
+ATTNC_HIDDEN void cg_kernel_end(cg *c);
+
+/* A stack slot in the entry block (promoted to a register by the
+ * optimizer); used for accumulators. init (stored where the builder is)
+ * may be NULL: large arrays must not get an aggregate store. */
+ATTNC_HIDDEN LLVMValueRef cg_slot(cg *c, LLVMTypeRef ty, LLVMValueRef init);
+ATTNC_HIDDEN LLVMValueRef cg_i64(cg *c, int64_t v);
+ATTNC_HIDDEN LLVMValueRef cg_f32(cg *c, double v);
+ATTNC_HIDDEN LLVMValueRef cg_dim(cg *c, ir_dim d);
+
+/* for (i = lo; i < hi; i++) { body } */
+ATTNC_HIDDEN cg_loop cg_for(cg *c, LLVMValueRef lo, LLVMValueRef hi, const char *name);
+ATTNC_HIDDEN void cg_for_end(cg *c, cg_loop *l);
+
+/* for (i = 0; i < hi; i++), run at least once, carrying n values of type
+ * ty in registers: *acc gets their phis; cg_acc_loop_end closes it with
+ * their values on entry (init, built before begin) and after an
+ * iteration (next), which are the loop's results after it. n <= 64. */
+typedef struct cg_acc_loop {
+    LLVMValueRef i;
+    LLVMValueRef acc[64];
+    LLVMBasicBlockRef pre, body, exit;
+    int n;
+} cg_acc_loop;
+ATTNC_HIDDEN void cg_acc_loop_begin(cg *c, cg_acc_loop *l, const char *name, LLVMTypeRef ty, int n);
+ATTNC_HIDDEN void cg_acc_loop_end(cg *c, cg_acc_loop *l, LLVMValueRef hi, const LLVMValueRef *init,
+                                  const LLVMValueRef *next);
+
+/* The first key any query of this call can see: attn_first_key(P) (older
+ * blocks may be released), 0 without a window or chunks. */
+ATTNC_HIDDEN LLVMValueRef cg_first_key(cg *c);
+/* attn_first_key of pos (i64, or a vector of i32 positions), or NULL
+ * when every earlier key is visible (no window, no chunks). */
+ATTNC_HIDDEN LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos);
+/* A private constant array of v[0..n) as floating type elem (f32, f64),
+ * named name ("" = none). */
+ATTNC_HIDDEN LLVMValueRef cg_const_table(cg *c, LLVMTypeRef elem, const double *v, int64_t n,
+                                         const char *name);
+/* ALiBi's slope of head `head` (i64), loaded from a constant table. */
+ATTNC_HIDDEN LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head);
+
+/* This thread's share [lo, hi) of n items. */
+ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);
+
+/* The pool layout (attn_kernels.h): in a block, column col (K/V head x
+ * head_dim + d) of the token at offset o is element col * col_stride +
+ * o * tok_stride; K (which 0) keeps a column's tokens side by side, V
+ * (which 1) a token's columns. */
+ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride,
+                                   int64_t *tok_stride);
+/* Pointer to column col of cache row slot (block * block_tokens + o) of
+ * cache which, buffer buf. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot,
+                                        LLVMValueRef col);
+/* The f16 scale d of the q8_0 cache element at p (a pointer, or a vector
+ * of them) of cache `which` (0 K, 1 V) in buffer buf: within p's pool
+ * block, after the block's int8 values, [column / 32][token] for K and V
+ * alike, so the next block of 32 columns' d is block_tokens further and
+ * a tile's tokens' d are side by side. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p);
+/* 0 if n's view is the K cache, 1 the V cache, -1 neither. */
+ATTNC_HIDDEN int cg_cache_which(const cg *c, const ir_node *n);
+/* The element of n's view at p as f32: cg_load, and for a q8_0 cache its
+ * q times its block's d (exact). */
+ATTNC_HIDDEN LLVMValueRef cg_load_elem(cg *c, const ir_node *n, LLVMValueRef p);
+/* Pointer to element idx[0..ndim) of node n's view. */
+ATTNC_HIDDEN LLVMValueRef cg_addr(cg *c, const ir_node *n, LLVMValueRef const *idx);
+/* Base pointer of buffer k plus an element offset, for element type dt. */
+ATTNC_HIDDEN LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off);
+/* Bytes of one element of dt in memory, and its alignment (q8_0: its
+ * int8 q; its scales live apart, cg_cache_scale). */
+ATTNC_HIDDEN unsigned cg_elem_bytes(attn_dtype dt);
+/* The LLVM element type of dtype dt in memory (bf16: i16). */
+ATTNC_HIDDEN LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt);
+ATTNC_HIDDEN LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p); /* -> f32 */
+ATTNC_HIDDEN void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p);
+
+/* Float arithmetic that may be reassociated and contracted (reductions
+ * vectorize); results then depend on the vector width, not on threads. */
+ATTNC_HIDDEN LLVMValueRef cg_fadd(cg *c, LLVMValueRef a, LLVMValueRef b);
+ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
+
+/* Vectors of c->target.lanes f32 (or i32) lanes. */
+ATTNC_HIDDEN LLVMValueRef cg_splat(cg *c, LLVMValueRef scalar);
+ATTNC_HIDDEN LLVMValueRef cg_vf32(cg *c, double v);
+ATTNC_HIDDEN LLVMValueRef cg_lane_ids(cg *c); /* <0, 1, .., lanes-1> i32 */
+ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p);          /* -> f32 */
+ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p); /* from f32 */
+/* Lanes where mask is set (read from p, dtype dt, as f32); others read as
+ * 0 / are left alone. */
+ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask);
+ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* The elements (dtype dt) at the lanes' pointers ptrs (<lanes x ptr>), as f32. */
+ATTNC_HIDDEN LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs);
+/* p itself, through a volatile stack slot: the optimizer cannot tell
+ * loads through it from other memory, so it neither forwards stored
+ * values to them, nor hoists them out of the loop they are in, nor
+ * merges loads of the same element made far apart (which kept values
+ * live across a hot loop and spilled them); they stay loads, folded into
+ * the FMAs where the ISA can. */
+ATTNC_HIDDEN LLVMValueRef cg_opaque_ptr(cg *c, LLVMValueRef p);
+/* Asks for the cache line at p (a read; locality 3: into L1 .. 0: none). */
+ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
+/* a * b + acc, fused where the target has FMA (results depend on the
+ * target, not on threads). */
+ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+/* A shuffle of v by constant lane indices idx[0..n). */
+ATTNC_HIDDEN LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n);
+ATTNC_HIDDEN void cg_transpose(cg *c, LLVMValueRef *v); /* lanes vectors, in place */
+ATTNC_HIDDEN LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMValueRef off);
+
+/* exp(x) for f32 (scalar or vector) as a polynomial in the IR (no libm call; the loop
+ * vectorizer turns it into vector code): 0 below -87.34, NaN for NaN, max
+ * relative error 8.1e-8 (test_cg measures it). tanh built on it. */
+ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
+/* The same for x <= 0 (or -inf, NaN) only, as softmax's s - max: 18
+ * operations in the IR against 30 (no clamp above, rounding without a floor or a
+ * conversion, fused multiply-adds, NaN kept without a select); max
+ * relative error 8.3e-8 over [-87, 0]. */
+ATTNC_HIDDEN LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x);
+ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
+/* Calls an overloaded LLVM intrinsic on one or two values of type ty. */
+ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a,
+                                       LLVMValueRef b);
+
+/* The kernel families; each emits the kernel of node n named name. */
+ATTNC_HIDDEN void cg_emit_linear(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rope(cg *c, const ir_node *n, const char *name);
+/* RoPE's pair i of `half` pairs in the spec's style: dims (i, i + half)
+ * or (2i, 2i + 1); and the pair (a, b) turned by (cos, sin):
+ * (a cos - b sin, a sin + b cos) (cg_rope.c). */
+ATTNC_HIDDEN void cg_rope_pair(cg *c, LLVMValueRef i, int64_t half, LLVMValueRef *ia,
+                               LLVMValueRef *ib);
+ATTNC_HIDDEN void cg_rope_turn(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef cs,
+                               LLVMValueRef sn, LLVMValueRef *ra, LLVMValueRef *rb);
+ATTNC_HIDDEN void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_temperature(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_copy(cg *c, const ir_node *n, const char *name);
+/* by_prefill: its chosen operand, copied (cg_copy.c). */
+ATTNC_HIDDEN void cg_emit_by_prefill(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_qk(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_pv(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rowwise(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_rope_table(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_pack(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_flash(cg *c, const ir_node *n, const char *name);
+/* 1 / sqrt(sumsq / len + eps) (f32 sumsq, in double, as f32): RMS norms (cg_norm.c) */
+ATTNC_HIDDEN LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, double eps);
+/* multi-head latent attention's own kernels (cg_mla.c) */
+ATTNC_HIDDEN void cg_emit_rms_norm(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_latent(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_query(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_rope(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN void cg_emit_mla_output(cg *c, const ir_node *n, const char *name);
+/* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
+ * hidden from rows at positions pos (i32 vector) by n's causal mask and
+ * window, or already by `beyond`. */
+ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys,
+                                         LLVMValueRef pos, LLVMValueRef beyond);
+/* Whether the key tile [j0, jlast] is cut for rows at positions
+ * pmin..pmax: keys at or past jend, or some key a row's mask or window
+ * hides (p.v must then skip weight-0 keys). */
+ATTNC_HIDDEN LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
+                                      LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax);
+/* s + slope * (keys - pos) (ALiBi's -slope (p - j)): f32 vectors s and
+ * slope, i32 vectors keys and pos. */
+ATTNC_HIDDEN LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope, LLVMValueRef keys,
+                                       LLVMValueRef pos);
+/* cap * tanh(s / cap) with n's softcap, or s without one (vectors). */
+ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
+/* The split path of a flash node (cg_split.c): the partials, emitted
+ * inside the flash kernel for calls of at most split_tokens new tokens,
+ * and the kernel merging them; the size of the partials buffer. */
+ATTNC_HIDDEN void cg_emit_split_partials(cg *c, const ir_node *n);
+ATTNC_HIDDEN void cg_emit_split_merge(cg *c, const ir_node *n, const char *name);
+ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const attn_config *cfg);
+/* Whether the flash kernel computes the partials itself (over its own
+ * row items, one chunk of keys each) instead of the split kernel: MLA,
+ * whose values are a view of the cached latent's rows. */
+ATTNC_HIDDEN bool cg_split_by_flash(const ir_graph *g);
+/* A call's keys [jfirst, jend) as nc chunks of nt tiles from jbeg. */
+typedef struct cg_chunks {
+    LLVMValueRef jfirst, jbeg, jend, nt, nc;
+} cg_chunks;
+ATTNC_HIDDEN void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k);
+/* The first key of chunk ch (ch = nc: jend). */
+ATTNC_HIDDEN LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValueRef ch);
+/* Element e (0: m, 1: l, 2..: o) of row `row` (token x heads + head) of a chunk's partials. */
+ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk,
+                                        LLVMValueRef row, LLVMValueRef e);
+
+#endif
