@@ -56,4 +56,8 @@ ATTNC_HIDDEN attnc_status diag_read_file(attnc_ctx *ctx, attnc_loc at, const cha
 /* A monotonic clock in milliseconds: what the stage timings use. */
 ATTNC_HIDDEN double base_now_ms(void);
 
+/* d as the spec and IR printers write numbers: integers as integers, else
+ * the shortest %g text that reads back as d; into buf, which it returns. */
+ATTNC_HIDDEN const char *base_num(double d, char *buf, size_t n);
+
 #endif

@@ -246,3 +246,17 @@ double base_now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
+
+/* Integers as integers; else the shortest text that reads back as d. */
+const char *base_num(double d, char *buf, size_t n) {
+    if (d == (double)(long long)d && d > -1e15 && d < 1e15) {
+        snprintf(buf, n, "%lld", (long long)d);
+        return buf;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    return buf;
+}

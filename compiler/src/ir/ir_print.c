@@ -158,20 +158,6 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
         put(t, " %s_prefill>=%lld", n->gate > 0 ? "when" : "unless", (long long)llabs(n->gate));
 }
 
-/* Integers as integers; else the shortest text that reads back as d. */
-static const char *num(double d, char *buf, size_t n) {
-    if (d == (double)(long long)d && d > -1e15 && d < 1e15) {
-        snprintf(buf, n, "%lld", (long long)d);
-        return buf;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, d);
-        if (strtod(buf, NULL) == d)
-            break;
-    }
-    return buf;
-}
-
 /* Every field of the config (attn_config.def) as name=value, on
  * "config" lines of at most 100 columns: what the graph was built for,
  * so that the text alone can be read back (attnc opt). */
@@ -186,7 +172,7 @@ static void put_config(text *t, const attn_config *c) {
         case ATTN_KIND_NAME: snprintf(v, sizeof v, "%s", p); break;
         case ATTN_KIND_I64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)p); break;
         case ATTN_KIND_I32: snprintf(v, sizeof v, "%d", (int)*(const int32_t *)p); break;
-        case ATTN_KIND_F64: num(*(const double *)p, v, sizeof v); break;
+        case ATTN_KIND_F64: base_num(*(const double *)p, v, sizeof v); break;
         case ATTN_KIND_BOOL:
             snprintf(v, sizeof v, "%s", *(const bool *)p ? "true" : "false");
             break;

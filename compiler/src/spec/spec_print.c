@@ -42,20 +42,6 @@ static void put(out *o, const char *fmt, ...) {
     }
 }
 
-/* Integers as integers; else the shortest %g form that reads back as d. */
-static const char *num(double d, char *buf, size_t n) {
-    if (d == (double)(long long)d && d > -1e15 && d < 1e15) {
-        snprintf(buf, n, "%lld", (long long)d);
-        return buf;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, d);
-        if (strtod(buf, NULL) == d)
-            break;
-    }
-    return buf;
-}
-
 static const char *yn(bool b) {
     return b ? "true" : "false";
 }
@@ -70,7 +56,7 @@ static void plain(out *o, const attn_config *c, spec_key k, bool *done) {
     if (f->kind == ATTN_KIND_I64)
         put(o, "%s: %lld\n", f->key, (long long)*(const int64_t *)p);
     else if (f->kind == ATTN_KIND_F64)
-        put(o, "%s: %s\n", f->key, num(*(const double *)p, a, sizeof a));
+        put(o, "%s: %s\n", f->key, base_num(*(const double *)p, a, sizeof a));
     else
         put(o, "%s: %s\n", f->key, yn(*(const bool *)p));
 }
@@ -94,7 +80,7 @@ char *attnc_spec_to_yaml(const attn_config *c) {
             "  qk_rope_head_dim: %lld\n  v_head_dim: %lld\n  eps: %s\n",
             (long long)c->mla_q_lora_rank, (long long)c->mla_kv_lora_rank,
             (long long)c->mla_qk_nope_head_dim, (long long)c->mla_qk_rope_head_dim,
-            (long long)c->mla_v_head_dim, num(c->mla_eps, a, sizeof a));
+            (long long)c->mla_v_head_dim, base_num(c->mla_eps, a, sizeof a));
     else
         put(&o, "kv_groups: %lld\nhead_dim: %lld\n", (long long)c->kv_groups,
             (long long)c->head_dim);
@@ -103,7 +89,7 @@ char *attnc_spec_to_yaml(const attn_config *c) {
     if (c->rope_style == ATTN_ROPE_NONE || (unsigned)c->rope_style >= ATTN_ROPE_COUNT) {
         put(&o, "rope: none\n");
     } else {
-        put(&o, "rope:\n  base: %s\n  style: %s\n", num(c->rope_base, a, sizeof a),
+        put(&o, "rope:\n  base: %s\n  style: %s\n", base_num(c->rope_base, a, sizeof a),
             styles[c->rope_style]);
         if (!mla)
             put(&o, "  rotary_dim: %lld\n", (long long)c->rotary_dim);
@@ -112,26 +98,27 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         case ATTN_SCALING_COUNT: put(&o, "  scaling: none\n"); break;
         case ATTN_SCALING_LINEAR:
             put(&o, "  scaling:\n    type: %s\n    factor: %s\n", scalings[c->rope_scaling],
-                num(c->rope_factor, a, sizeof a));
+                base_num(c->rope_factor, a, sizeof a));
             break;
         case ATTN_SCALING_LLAMA3:
             put(&o,
                 "  scaling:\n    type: %s\n    factor: %s\n    low_freq_factor: %s\n"
                 "    high_freq_factor: %s\n    original_max_position: %lld\n",
-                scalings[c->rope_scaling], num(c->rope_factor, a, sizeof a),
-                num(c->rope_low_freq_factor, b, sizeof b),
-                num(c->rope_high_freq_factor, d, sizeof d),
+                scalings[c->rope_scaling], base_num(c->rope_factor, a, sizeof a),
+                base_num(c->rope_low_freq_factor, b, sizeof b),
+                base_num(c->rope_high_freq_factor, d, sizeof d),
                 (long long)c->rope_original_max_position);
             break;
         case ATTN_SCALING_YARN:
             put(&o, "  scaling:\n    type: yarn\n    factor: %s\n    original_max_position: %lld\n",
-                num(c->rope_factor, a, sizeof a), (long long)c->rope_original_max_position);
-            put(&o, "    beta_fast: %s\n    beta_slow: %s\n", num(c->rope_beta_fast, a, sizeof a),
-                num(c->rope_beta_slow, b, sizeof b));
-            put(&o, "    mscale: %s\n    mscale_all_dim: %s\n", num(c->rope_mscale, a, sizeof a),
-                num(c->rope_mscale_all_dim, b, sizeof b));
+                base_num(c->rope_factor, a, sizeof a), (long long)c->rope_original_max_position);
+            put(&o, "    beta_fast: %s\n    beta_slow: %s\n",
+                base_num(c->rope_beta_fast, a, sizeof a), base_num(c->rope_beta_slow, b, sizeof b));
+            put(&o, "    mscale: %s\n    mscale_all_dim: %s\n",
+                base_num(c->rope_mscale, a, sizeof a),
+                base_num(c->rope_mscale_all_dim, b, sizeof b));
             put(&o, "    truncate: %s\n    attention_factor: %s\n", yn(c->rope_truncate),
-                num(c->rope_attention_factor, a, sizeof a));
+                base_num(c->rope_attention_factor, a, sizeof a));
             break;
         }
     }
@@ -141,14 +128,14 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         put(&o, "qk_norm: none\n");
     else
         put(&o, "qk_norm:\n  type: rms\n  scope: %s\n  eps: %s\n  weight: %s\n  offset: %d\n",
-            c->qk_norm == ATTN_QK_NORM_HEAD ? "head" : "all", num(c->qk_norm_eps, a, sizeof a),
+            c->qk_norm == ATTN_QK_NORM_HEAD ? "head" : "all", base_num(c->qk_norm_eps, a, sizeof a),
             yn(c->qk_norm_weight), (int)c->qk_norm_offset);
     plain(&o, c, SPEC_K_SINKS, done);
     plain(&o, c, SPEC_K_ALIBI, done);
     plain(&o, c, SPEC_K_CHUNKED, done);
     if (c->temp_floor_scale > 0)
         put(&o, "query_temperature:\n  floor_scale: %lld\n  attn_scale: %s\n",
-            (long long)c->temp_floor_scale, num(c->temp_attn_scale, a, sizeof a));
+            (long long)c->temp_floor_scale, base_num(c->temp_attn_scale, a, sizeof a));
     else
         put(&o, "query_temperature: none\n");
     plain(&o, c, SPEC_K_QKV_BIAS, done);
@@ -160,11 +147,11 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         put(&o, "cross_attention: none\n");
     if (c->scale_auto && mla)
         put(&o, "scale: auto  # 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) * mscale^2 = %s\n",
-            num(c->scale, a, sizeof a));
+            base_num(c->scale, a, sizeof a));
     else if (c->scale_auto)
-        put(&o, "scale: auto  # 1/sqrt(head_dim) = %s\n", num(c->scale, a, sizeof a));
+        put(&o, "scale: auto  # 1/sqrt(head_dim) = %s\n", base_num(c->scale, a, sizeof a));
     else
-        put(&o, "scale: %s\n", num(c->scale, a, sizeof a));
+        put(&o, "scale: %s\n", base_num(c->scale, a, sizeof a));
     put(&o, "dtype: %s\n", attn_dtype_name(c->dtype));
     put(&o, "weights:\n  layout: %s\n",
         attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
