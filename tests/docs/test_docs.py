@@ -11,13 +11,15 @@ must print (stdout and stderr). An `sh` block after `<!-- doc-test: skip
 The `sh` blocks of one document run in order in one bash (set -euo
 pipefail), so a variable or file one block makes serves the later ones,
 in a scratch directory that holds links to the source tree's specs/,
-examples/, python/, tests/ and runtime/ and compiler/ (headers), and to
-the build tree as build/. HOME is a directory of the scratch, and PATH
-starts with the build's compiler/, where docs/ expect `attnc`.
+examples/, tests/, runtime/ and compiler/ (headers), a copy of python/,
+and a link to the build tree as build/. HOME is a directory of the
+scratch, and PATH starts with the build's compiler/, where docs/ expect
+`attnc`.
 """
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -55,8 +57,12 @@ def blocks(path):
 
 
 def scratch_dir(tmp):
-    for name in ("specs", "examples", "python", "tests", "runtime", "compiler"):
+    for name in ("specs", "examples", "tests", "runtime", "compiler"):
         (tmp / name).symlink_to(ROOT / name)
+    # a copy: pip builds in the tree it installs from, and the source tree
+    # is not this test's to write (test_install copies it at the same time)
+    shutil.copytree(ROOT / "python", tmp / "python",
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     (tmp / "build").symlink_to(BUILD)
     (tmp / "home").mkdir()
     env = dict(os.environ)
