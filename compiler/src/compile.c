@@ -142,6 +142,10 @@ attnc_status attnc_opt_text(attnc_ctx *ctx, const char *spec_path, const char *i
 
 /* ---- codegen and emission ---------------------------------------------- */
 
+/* From a loaded spec to the units codegen builds, for tm: graph, passes
+ * (stage times into *t, may be NULL), tm's vector shape, the buffer plan
+ * and the units. The JIT compiles them to objects (emit_unit_objects), an
+ * object file and the dumps link them (emit_linked_module). */
 static attnc_status plan_units(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                                const attnc_options *opt, LLVMTargetMachineRef tm, attnc_timings *t,
                                cg_result *out) {
