@@ -153,6 +153,11 @@ static void weight_shape(const attn_config *c, ir_node *n) {
 
 #define WHY(...) (snprintf(why, why_len, __VA_ARGS__), false)
 
+/* The ops of multi-head latent attention need a spec with mla. */
+static bool want_mla(const ir_graph *g, char *why, size_t why_len) {
+    return g->cfg.mla_kv_lora_rank > 0 ? true : WHY("the spec has no mla");
+}
+
 static bool want_ndim(const ir_node *a, int nd, char *why, size_t why_len) {
     if (a->ndim != nd)
         return WHY("operand %%%d has %d dims, expected %d", a->id, a->ndim, nd);
@@ -393,12 +398,11 @@ static bool shape_merge_heads(const ir_graph *g, ir_node *n, char *why, size_t w
 
 /* The shape rule of rms_norm (ir_ops.def). */
 static bool shape_rms_norm(const ir_graph *g, ir_node *n, char *why, size_t why_len) {
-    const attn_config *c = &g->cfg;
     ir_dim S = ir_sym_s(), z = ir_const(0);
     ir_node *a = n->args[0], *b = n->args[1];
-    bool mla = c->mla_kv_lora_rank > 0;
-    if (!mla || !want_ndim(a, 2, why, why_len) || !want_ndim(b, 1, why, why_len))
-        return mla ? false : WHY("the spec has no mla");
+    if (!want_mla(g, why, why_len) || !want_ndim(a, 2, why, why_len) ||
+        !want_ndim(b, 1, why, why_len))
+        return false;
     if (!ir_dim_eq(a->ne[0], b->ne[0]) || !ir_dim_eq(a->ne[1], S) || b->op != IR_OP_WEIGHT)
         return WHY("operand %%%d is not [m, S] with the m of norm weight %%%d", a->id, b->id);
     set_shape(n, 2, a->ne[0], S, z);
@@ -411,9 +415,8 @@ static bool shape_mla_rope(const ir_graph *g, ir_node *n, char *why, size_t why_
     ir_dim S = ir_sym_s();
     ir_dim hd = ir_const(c->head_dim);
     ir_node *a = n->args[0], *b = n->args[1];
-    bool mla = c->mla_kv_lora_rank > 0;
-    if (!mla)
-        return WHY("the spec has no mla");
+    if (!want_mla(g, why, why_len))
+        return false;
     if (!want_ndim(a, 3, why, why_len))
         return false;
     if (!ir_dim_eq(a->ne[0], hd) || !ir_dim_eq(a->ne[1], ir_const(c->heads)) ||
@@ -430,9 +433,8 @@ static bool shape_mla_expand(const ir_graph *g, ir_node *n, char *why, size_t wh
     ir_dim T = ir_sym_t();
     ir_dim hd = ir_const(c->head_dim);
     ir_node *a = n->args[0], *b = n->args[1];
-    bool mla = c->mla_kv_lora_rank > 0;
-    if (!mla)
-        return WHY("the spec has no mla");
+    if (!want_mla(g, why, why_len))
+        return false;
     if (!want_ndim(a, 3, why, why_len))
         return false;
     if (!ir_dim_eq(a->ne[0], ir_const(attn_cache_columns(c, 0))) ||
@@ -451,9 +453,8 @@ static bool shape_mla_latent_space(const ir_graph *g, ir_node *n, char *why, siz
     ir_dim S = ir_sym_s(), z = ir_const(0);
     ir_dim hd = ir_const(c->head_dim);
     ir_node *a = n->args[0], *b = n->args[1];
-    bool mla = c->mla_kv_lora_rank > 0;
-    if (!mla)
-        return WHY("the spec has no mla");
+    if (!want_mla(g, why, why_len))
+        return false;
     int64_t kvl = c->mla_kv_lora_rank, r = c->mla_qk_rope_head_dim, H = c->heads;
     const ir_node *tab = n->nargs > 2 ? n->args[2] : NULL;
     if (tab && tab->op != IR_OP_ROPE_TABLE)
