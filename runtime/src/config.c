@@ -346,26 +346,29 @@ attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     return ATTN_OK;
 }
 
-/* Equality by kind: names as strings, numbers as values (so 0.0 == -0.0). */
-#define RT_EQ_NAME(x, y) (strncmp(x, y, ATTN_NAME_MAX) == 0)
-#define RT_EQ_I64(x, y) ((x) == (y))
-#define RT_EQ_I32(x, y) ((x) == (y))
-#define RT_EQ_F64(x, y) ((x) == (y))
-#define RT_EQ_BOOL(x, y) ((x) == (y))
-#define RT_EQ_ROPE_STYLE(x, y) ((x) == (y))
-#define RT_EQ_SCALING(x, y) ((x) == (y))
-#define RT_EQ_QK_NORM(x, y) ((x) == (y))
-#define RT_EQ_LAYOUT(x, y) ((x) == (y))
-#define RT_EQ_DTYPE(x, y) ((x) == (y))
+const char *attn_config_differs(const attn_config *a, const attn_config *b) {
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const attn_config_field *f = &fields[i];
+        const char *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
+        bool same;
+        if (f->kind == ATTN_KIND_NAME) { /* as strings */
+            same = strncmp(x, y, ATTN_NAME_MAX) == 0;
+        } else if (f->kind == ATTN_KIND_F64) { /* as values: 0.0 == -0.0 */
+            double u, v;
+            memcpy(&u, x, sizeof u);
+            memcpy(&v, y, sizeof v);
+            same = u == v;
+        } else { /* integers, bools and enums: their bytes */
+            same = memcmp(x, y, f->size) == 0;
+        }
+        if (!same)
+            return f->name;
+    }
+    return NULL;
+}
 
 bool rt_config_equal(const attn_config *a, const attn_config *b) {
-#define ATTN_FIELD(k, f, key) &&RT_EQ_##k(a->f, b->f)
-#define ATTN_PLAIN(k, f, key, token, def, lo, hi) &&RT_EQ_##k(a->f, b->f)
-    return true
-#include "attn_config.def"
-        ;
-#undef ATTN_FIELD
-#undef ATTN_PLAIN
+    return attn_config_differs(a, b) == NULL;
 }
 
 int64_t attn_cache_columns(const attn_config *c, int which) {

@@ -204,6 +204,22 @@ static void weights_load_qk_norm_and_sinks_by_shape(void **state) {
     attn_weights_free(w);
 }
 
+/* The first differing field of two configs, by the field table. */
+static void config_differs_names_the_first_field(void **state) {
+    (void)state;
+    attn_config a = {.name = "x", .heads = 4, .kv_groups = 2, .head_dim = 8, .softcap = 0.0};
+    attn_config b = a;
+    assert_null(attn_config_differs(&a, &b));
+    memset(b.name + 2, 'z', 5); /* bytes past the name's end do not count */
+    b.softcap = -0.0;           /* numbers compare as values */
+    assert_null(attn_config_differs(&a, &b));
+    b.sliding_window = 7;
+    b.mla_eps = 1e-6;
+    assert_string_equal(attn_config_differs(&a, &b), "sliding_window");
+    b.sliding_window = 0;
+    assert_string_equal(attn_config_differs(&a, &b), "mla_eps");
+}
+
 /* One name table for the kernel table's weight ids, read both ways. */
 static void weight_names_cover_every_id_both_ways(void **state) {
     (void)state;
@@ -279,6 +295,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test(weights_reject_invalid_config),
         cmocka_unit_test(weight_names_cover_every_id_both_ways),
+        cmocka_unit_test(config_differs_names_the_first_field),
         cmocka_unit_test_setup_teardown(weights_load_qk_norm_and_sinks_by_shape, setup, teardown),
         cmocka_unit_test(config_check_enforces_every_invariant),
     };

@@ -408,21 +408,6 @@ static attnc_status node_line(parser *p, const char *line, const char *spec_path
     return ATTNC_OK;
 }
 
-/* Which field of a and b differs first; NULL if none. */
-static const char *differing_field(const attn_config *a, const attn_config *b) {
-    size_t n;
-    const attn_config_field *f = attn_config_fields(&n);
-    for (size_t i = 0; i < n; i++) {
-        const char *x = (const char *)a + f[i].offset, *y = (const char *)b + f[i].offset;
-        bool same = f[i].kind == ATTN_KIND_NAME  ? strncmp(x, y, ATTN_NAME_MAX) == 0
-                    : f[i].kind == ATTN_KIND_F64 ? *(const double *)x == *(const double *)y
-                                                 : memcmp(x, y, f[i].size) == 0;
-        if (!same)
-            return f[i].name;
-    }
-    return NULL;
-}
-
 attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *locs,
                       const char *path, const char *text, ir_graph **out) {
     ir_graph *g = arena_alloc(&ctx->arena, sizeof *g);
@@ -467,7 +452,7 @@ attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
                         return fail(&p, s, line, "the config lines lack %s",
                                     attn_config_fields(NULL)[i].name);
                 attn_msg m;
-                const char *diff = cfg ? differing_field(&own, cfg) : NULL;
+                const char *diff = cfg ? attn_config_differs(&own, cfg) : NULL;
                 if (attn_config_check(&own, &m) != ATTN_OK || diff) {
                     p.line = config_at;
                     return diff ? fail(&p, NULL, NULL, "the config lines and the spec differ in %s",
