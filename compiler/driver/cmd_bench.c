@@ -19,25 +19,29 @@ static const char roofline_usage[] =
     "\n"
     "Measures what bench divides by, with code compiled for this CPU as the\n"
     "kernels are: the FP32 FMA peak (independent vector fused multiply-adds in\n"
-    "registers on every thread) and the read bandwidth (every thread summing its\n"
-    "part of a 1 GiB array). Prints the median of --runs (default 7) runs, with\n"
-    "min and max.\n"
+    "registers on every thread), on CPUs with AVX512-BF16 the bf16 dot product\n"
+    "peak (vdpbf16ps, what compute: bf16 runs), and the read bandwidth (every\n"
+    "thread summing its part of a 1 GiB array). Prints the median of --runs\n"
+    "(default 7) runs, with min and max.\n"
     "\n"
     "  --threads N   threads (default: $ATTN_THREADS or all CPUs)\n"
     "  --cpu NAME    compile the probes for CPU NAME (e.g. x86-64-v3: AVX2 vectors on\n"
     "                an AVX-512 machine), which must run here\n"
-    "  --json        one JSON object: threads, fma_gflops, read_gbps (+ _min/_max)\n";
+    "  --json        one JSON object: threads, fma_gflops, bf16_gflops (AVX512-BF16),\n"
+    "                read_gbps (+ _min/_max)\n";
 
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
-    "                   [--dtype D] [--kv-dtype D] [--cpu NAME] [--disable-pass P]...\n"
+    "                   [--dtype D] [--kv-dtype D] [--compute C] [--cpu NAME]\n"
+    "                   [--disable-pass P]...\n"
     "                   [--no-cache] [--memory N] [--shard I/N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
     "if the error exceeds the documented tolerance: 1e-4 relative with an f32\n"
-    "cache, 2e-3 f16 and q8_0 (MLA: 1e-2), 1.6e-2 bf16), measures the roofline,\n"
+    "cache, 2e-3 f16 and q8_0 (MLA: 1e-2), 1.6e-2 bf16; at least 8e-3 with\n"
+    "compute bf16), measures the roofline,\n"
     "then times a warm-up and --runs (default 7, at least 5) runs and prints the\n"
     "median, min and max.\n"
     "Just before each run every thread reads its part of 256 MiB, as the roofline\n"
@@ -60,17 +64,21 @@ static const char bench_usage[] =
     "  --shard I/N      shard I of N of the heads (attnc compile --help): times what\n"
     "                   one tensor-parallel rank computes, its partial output\n"
     "  --kv-dtype D     K/V cache f32, f16, bf16 or q8_0 instead of the spec's kv_cache.dtype\n"
+    "  --compute C      f32 or bf16 instead of the spec's compute: the arithmetic\n"
+    "                   of the matrix products (bf16 operands, f32 sums)\n"
     "  --cpu NAME       compile kernels and roofline probes for CPU NAME instead of\n"
     "                   this one's (e.g. x86-64-v3: the AVX2 code, 16 registers, on\n"
     "                   an AVX-512 machine); its features must be this CPU's\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --no-cache       compile every variant anew: neither read nor write the\n"
     "                   kernel cache (attnc cache --help)\n"
-    "  --json           one JSON object per row: spec, mode, part, cpu, seq, cache,\n"
+    "  --json           one JSON object per row: spec, mode, part, cpu, seq, compute, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
-    "                   gflops, gbps, peak_gflops, read_gbps (+ _min/_max: the reads\n"
+    "                   gflops, gbps, peak_gflops and peak_kind (fma, or bf16_dot for\n"
+    "                   compute bf16 on a CPU with bf16 dot products: the peak\n"
+    "                   %peak is against), read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
     "                   compile's wall clock) and compile_cache (off, miss or hit);\n"
     "                   with --shard, shard (\"I/N\")\n"
@@ -116,6 +124,8 @@ static stat3 stats(double *v, int n) {
 typedef struct roofline {
     int threads;
     stat3 fma, read; /* GFLOP/s, GB/s */
+    bool has_bf16;   /* the CPU has bf16 dot products: their peak */
+    stat3 bf16;
 } roofline;
 
 /* The probes, compiled like the kernels, and the array the read probe
@@ -208,23 +218,17 @@ static int read_probe_error(void) {
     return EXIT_INTERNAL;
 }
 
-static int measure_roofline(const probes *p, int runs, roofline *r) {
-    float *io = NULL;
-    double *fma = malloc((size_t)runs * sizeof *fma), *rd = malloc((size_t)runs * sizeof *rd);
-    if (posix_memalign((void **)&io, 64, (size_t)p->threads * 64 * sizeof *io) || !fma || !rd) {
-        free(fma);
-        free(rd);
-        return runtime_error(ATTN_E_NOMEM, NULL);
-    }
-    r->threads = p->threads;
+/* GFLOP/s of `runs` timings of probe fn (flops a round) on every thread,
+ * after calibrating to about 0.2 s a run. */
+static void time_probe(const probes *p, void (*fn)(float *, int64_t), int64_t flops, int runs,
+                       float *io, double *out) {
     int64_t iters = 1 << 16;
-    /* calibrate: about 0.2 s per fma run */
     for (double dt = 0; dt < 0.05 && iters < (INT64_C(1) << 40);) {
         iters *= 4;
         double t0 = now_seconds();
         io[0] = 0.999999f;
         io[1] = 1e-6f;
-        p->pr.fma(io, iters);
+        fn(io, iters);
         dt = now_seconds() - t0;
         if (dt >= 0.05)
             iters = (int64_t)((double)iters * 0.2 / dt);
@@ -240,18 +244,34 @@ static int measure_roofline(const probes *p, int runs, roofline *r) {
 #pragma omp barrier
 #pragma omp master
             t0 = now_seconds();
-            p->pr.fma(mine, iters);
+            fn(mine, iters);
 #pragma omp barrier
 #pragma omp master
             t1 = now_seconds();
         }
-        fma[k] =
-            (double)p->threads * (double)iters * (double)p->pr.flops_per_iter / (t1 - t0) / 1e9;
+        out[k] = (double)p->threads * (double)iters * (double)flops / (t1 - t0) / 1e9;
+    }
+}
+
+static int measure_roofline(const probes *p, int runs, roofline *r) {
+    float *io = NULL;
+    double *fma = malloc((size_t)runs * sizeof *fma), *rd = malloc((size_t)runs * sizeof *rd);
+    if (posix_memalign((void **)&io, 64, (size_t)p->threads * 64 * sizeof *io) || !fma || !rd) {
+        free(fma);
+        free(rd);
+        return runtime_error(ATTN_E_NOMEM, NULL);
+    }
+    r->threads = p->threads;
+    time_probe(p, p->pr.fma, p->pr.flops_per_iter, runs, io, fma);
+    r->fma = stats(fma, runs);
+    r->has_bf16 = p->pr.bf16 != NULL;
+    if (r->has_bf16) {
+        time_probe(p, p->pr.bf16, p->pr.bf16_flops_per_iter, runs, io, fma);
+        r->bf16 = stats(fma, runs);
     }
     bool wrong = false;
     for (int k = 0; k < runs; k++)
         wrong |= (rd[k] = probe_read(p, PROBE_FLOATS)) < 0;
-    r->fma = stats(fma, runs);
     r->read = stats(rd, runs);
     free(io);
     free(fma);
@@ -265,10 +285,14 @@ static int default_threads(void) {
 }
 
 static void print_roofline_line(const roofline *r) {
+    char bf16[96] = "";
+    if (r->has_bf16)
+        snprintf(bf16, sizeof bf16, ", bf16 dot peak %.1f GFLOP/s (%.1f-%.1f)", r->bf16.median,
+                 r->bf16.min, r->bf16.max);
     fprintf(stdout,
-            "roofline (%d threads, median of runs): FMA peak %.1f GFLOP/s (%.1f-%.1f), "
+            "roofline (%d threads, median of runs): FMA peak %.1f GFLOP/s (%.1f-%.1f)%s, "
             "read %.1f GB/s (%.1f-%.1f)\n",
-            r->threads, r->fma.median, r->fma.min, r->fma.max, r->read.median, r->read.min,
+            r->threads, r->fma.median, r->fma.min, r->fma.max, bf16, r->read.median, r->read.min,
             r->read.max);
 }
 
@@ -310,6 +334,11 @@ int cmd_roofline(int argc, char **argv) {
     cJSON_AddNumberToObject(o, "fma_gflops", r.fma.median);
     cJSON_AddNumberToObject(o, "fma_gflops_min", r.fma.min);
     cJSON_AddNumberToObject(o, "fma_gflops_max", r.fma.max);
+    if (r.has_bf16) {
+        cJSON_AddNumberToObject(o, "bf16_gflops", r.bf16.median);
+        cJSON_AddNumberToObject(o, "bf16_gflops_min", r.bf16.min);
+        cJSON_AddNumberToObject(o, "bf16_gflops_max", r.bf16.max);
+    }
     cJSON_AddNumberToObject(o, "read_gbps", r.read.median);
     cJSON_AddNumberToObject(o, "read_gbps_min", r.read.min);
     cJSON_AddNumberToObject(o, "read_gbps_max", r.read.max);
@@ -412,7 +441,9 @@ static double tolerance(const attn_config *c) {
     attn_dtype kv = c->kv_dtype;
     if (kv == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
         return 1e-2; /* a latent element's Q8_0 step is every head's (docs/spec.md, MLA) */
-    return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3; /* f16, q8_0 */
+    double t = kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3; /* f16, q8_0 */
+    /* compute bf16: p rounded against the running max (docs/spec.md, compute) */
+    return c->compute == ATTN_DTYPE_BF16 && t < 8e-3 ? 8e-3 : t;
 }
 
 /* cfg as a spec in a fresh file made from path's template (ends in
@@ -656,7 +687,12 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         ratio[k] = 100 * bytes / times[k] / 1e9 / bw[k];
     stat3 t = stats(times, b->runs), rd = stats(bw, b->runs);
     double gflops = flops / t.median / 1e9, gbps = bytes / t.median / 1e9;
-    double pct_peak = 100 * gflops / rl->fma.median, pct_read = stats(ratio, b->runs).median;
+    /* the peak of the arithmetic the kernels run: bf16 dot products for
+     * compute bf16 where the CPU has them (the code compiled for it uses
+     * them), else f32 FMAs */
+    bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16;
+    double peak = bf16 ? rl->bf16.median : rl->fma.median;
+    double pct_peak = 100 * gflops / peak, pct_read = stats(ratio, b->runs).median;
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "spec", b->cfg.name);
@@ -664,6 +700,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddStringToObject(o, "part", b->core ? "core" : "block");
         cJSON_AddStringToObject(o, "cpu", b->cpu ? b->cpu : "host");
         cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
+        cJSON_AddStringToObject(o, "compute", attn_dtype_name(b->cfg.compute));
         cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "memory", (double)b->memory);
         if (b->cfg.shard_count > 1) {
@@ -682,7 +719,8 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "cache_token_bytes", cache_token_bytes(&b->cfg));
         cJSON_AddNumberToObject(o, "gflops", gflops);
         cJSON_AddNumberToObject(o, "gbps", gbps);
-        cJSON_AddNumberToObject(o, "peak_gflops", rl->fma.median);
+        cJSON_AddNumberToObject(o, "peak_gflops", peak);
+        cJSON_AddStringToObject(o, "peak_kind", bf16 ? "bf16_dot" : "fma");
         cJSON_AddNumberToObject(o, "read_gbps", rd.median);
         cJSON_AddNumberToObject(o, "read_gbps_min", rd.min);
         cJSON_AddNumberToObject(o, "read_gbps_max", rd.max);
@@ -737,7 +775,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
 typedef struct bench_ask {
     const char *mode, *part, *shard_s, *cache_s;
     bool json, ablation;
-    attn_dtype dtype, kv_dtype; /* ATTN_DTYPE_COUNT: the spec's */
+    attn_dtype dtype, kv_dtype, compute; /* ATTN_DTYPE_COUNT: the spec's */
 } bench_ask;
 
 /* The command line into b and q; EXIT_OK, -1 after --help, or the exit
@@ -745,6 +783,7 @@ typedef struct bench_ask {
 static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     const char *help = NULL, *seq_s = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
     const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
+    const char *compute_s = NULL;
     const char *memory_s = NULL, *pos[1];
     q->mode = "prefill", q->part = "block";
     const opt opts[] = {
@@ -759,6 +798,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         {"--ablation", NULL, false, &ablation, NULL, 0},
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
+        {"--compute", NULL, true, &compute_s, NULL, 0},
         {"--cpu", NULL, true, &b->cpu, NULL, 0},
         {"--disable-pass", NULL, true, b->disabled, &b->n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
@@ -794,7 +834,11 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
         (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)))
         return EXIT_USAGE;
-    q->dtype = q->kv_dtype = ATTN_DTYPE_COUNT;
+    q->dtype = q->kv_dtype = q->compute = ATTN_DTYPE_COUNT;
+    if (compute_s && strcmp(compute_s, "f32") && strcmp(compute_s, "bf16"))
+        return usage_error("bench", "--compute expects f32 or bf16, found '%s'", compute_s);
+    if (compute_s)
+        q->compute = strcmp(compute_s, "bf16") ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
     if ((dtype_s && !parse_dtype("bench", "--dtype", dtype_s, true, &q->dtype)) ||
         (kv_dtype_s && !parse_dtype("bench", "--kv-dtype", kv_dtype_s, true, &q->kv_dtype)))
         return EXIT_USAGE;
@@ -821,7 +865,10 @@ static int bench_prepare(bench *b, const bench_ask *q, char *tmp) {
         rc = cpu_runs_here("bench", b->cpu);
     if (rc != EXIT_OK)
         return rc;
-    bool other_dtypes = q->dtype != ATTN_DTYPE_COUNT || q->kv_dtype != ATTN_DTYPE_COUNT;
+    bool other_dtypes = q->dtype != ATTN_DTYPE_COUNT || q->kv_dtype != ATTN_DTYPE_COUNT ||
+                        q->compute != ATTN_DTYPE_COUNT;
+    if (q->compute != ATTN_DTYPE_COUNT)
+        b->cfg.compute = q->compute;
     if (q->dtype != ATTN_DTYPE_COUNT)
         b->cfg.dtype = q->dtype;
     if (q->kv_dtype != ATTN_DTYPE_COUNT)
@@ -883,11 +930,12 @@ static int bench_rows(bench *b, const bench_ask *q) {
             if (cross)
                 snprintf(against, sizeof against, ", memory %lld rows", (long long)b->memory);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
-                   "%s (%.0f bytes a token)%s%s\n",
+                   "%s (%.0f bytes a token), compute %s%s%s\n",
                    b->cfg.name, q->mode, q->part, b->decode ? "cache" : "seq",
                    (long long)(b->decode ? (cross ? 0 : b->cache) : b->seq), against, b->threads,
                    attn_dtype_name(b->cfg.dtype), attn_dtype_name(b->cfg.kv_dtype),
-                   cache_token_bytes(&b->cfg), b->cpu ? ", cpu " : "", b->cpu ? b->cpu : "");
+                   cache_token_bytes(&b->cfg), attn_dtype_name(b->cfg.compute),
+                   b->cpu ? ", cpu " : "", b->cpu ? b->cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(b, &pb, &rl, NULL, q->json, true);

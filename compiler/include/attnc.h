@@ -280,12 +280,17 @@ ATTNC_API attnc_status attnc_cache_clear(attnc_ctx *ctx, const char *dir,
  *   multiply-adds on independent registers (io[0], io[1]: the factors,
  *   e.g. 0.999999 and 1e-6; the result goes back to io[0..lanes));
  * - read(p, n): the sum of p[0..n), n a multiple of 64, streamed from
- *   memory. */
+ *   memory;
+ * - bf16(io, iters), NULL where the CPU has no bf16 dot products
+ *   (AVX512-BF16): iters rounds of bf16_flops_per_iter FLOPs of bf16 pair
+ *   dot products summed in f32 (vdpbf16ps), as compute: bf16 runs them. */
 typedef struct attnc_probes {
     void (*fma)(float *io, int64_t iters);
     float (*read)(const float *p, int64_t n);
     int64_t flops_per_iter;
     int lanes; /* f32 lanes of the vectors used */
+    void (*bf16)(float *io, int64_t iters);
+    int64_t bf16_flops_per_iter;
 } attnc_probes;
 
 /* The probes live in *jit until attnc_jit_free (whose kernel table is

@@ -260,6 +260,13 @@ static attn_status check_dtypes(const attn_config *c, attn_msg *m) {
     const attn_status bad = ATTN_E_INVALID;
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
         return rt_fail(m, bad, "dtype is unknown");
+    if (c->compute != ATTN_DTYPE_F32 && c->compute != ATTN_DTYPE_BF16)
+        return rt_fail(m, bad, "compute %s is not supported (f32 or bf16)",
+                       attn_dtype_name(c->compute) ? attn_dtype_name(c->compute) : "?");
+    if (c->compute == ATTN_DTYPE_BF16 &&
+        (c->mla_kv_lora_rank > 0 || c->kv_dtype == ATTN_DTYPE_Q8_0))
+        return rt_fail(m, bad, "compute bf16 is not available with %s yet",
+                       c->mla_kv_lora_rank > 0 ? "mla" : "kv_cache.dtype q8_0");
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
         return rt_fail(m, bad, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
     /* a q8_0 cache quantizes each head's K and V rows in blocks of 32 */

@@ -153,6 +153,13 @@ void ref_rope_apply(const attn_config *c, const double *inv_freq, int64_t pos, d
     }
 }
 
+/* An operand of a matrix product as compute takes it: with bf16 the f32
+ * value rounded to bf16 (round to nearest, ties to even; NaN stays NaN),
+ * as PyTorch's bf16 matmul and SDPA read their operands. */
+static double operand(const attn_config *c, double x) {
+    return c->compute == ATTN_DTYPE_BF16 ? (double)rt_round(ATTN_DTYPE_BF16, (float)x) : x;
+}
+
 static bool key_visible(const attn_config *c, int64_t pos, int64_t j) {
     if (!c->causal)
         return true;
@@ -198,7 +205,7 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             const float *kj = k + (j * c->kv_groups + kvh) * hd;
             double dot = 0;
             for (int64_t d = 0; d < hd; d++)
-                dot += qh[d] * (double)kj[d];
+                dot += operand(c, qh[d]) * operand(c, kj[d]);
             double sc = dot * c->scale;
             if (c->softcap > 0)
                 sc = c->softcap * tanh(sc / c->softcap);
@@ -216,6 +223,9 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
         double *oh = out + h * vd;
         for (int64_t d = 0; d < vd; d++)
             oh[d] = 0;
+        /* compute bf16: o = sum_j bf16(e_j) bf16(v_j) / sum_j e_j, each
+         * e_j = exp(s_j - max) against the row's final max */
+        bool bf16 = c->compute == ATTN_DTYPE_BF16;
         for (int64_t j = 0; j < n_kv; j++) {
             double p = s[j] / sum;
             if (probs)
@@ -223,20 +233,26 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             if (p == 0)
                 continue;
             const float *vj = v + (j * c->kv_groups + kvh) * vd;
+            double e = bf16 ? operand(c, s[j]) : p;
             for (int64_t d = 0; d < vd; d++)
-                oh[d] += p * (double)vj[d];
+                oh[d] += e * operand(c, vj[d]);
         }
+        for (int64_t d = 0; bf16 && d < vd; d++)
+            oh[d] /= sum;
     }
 }
 
-/* y[n_out] = W[n_out, n_in] . x + b, in double. */
-static void linear(const float *W, const float *b, int64_t n_out, int64_t n_in, const double *x,
-                   double *y) {
+/* y[n_out] = W[n_out, n_in] . x + b, in double; compute bf16 rounds x
+ * and weights of a float dtype (a block format's d * q are taken as
+ * they are). */
+static void linear(const attn_config *c, const float *W, const float *b, int64_t n_out,
+                   int64_t n_in, const double *x, double *y) {
+    bool round_w = attn_dtype_block(c->dtype) == 1;
     for (int64_t o = 0; o < n_out; o++) {
         const float *row = W + o * n_in;
         double acc = b ? (double)b[o] : 0.0;
         for (int64_t i = 0; i < n_in; i++)
-            acc += (double)row[i] * x[i];
+            acc += (round_w ? operand(c, row[i]) : (double)row[i]) * operand(c, x[i]);
         y[o] = acc;
     }
 }
@@ -314,14 +330,14 @@ static void append_kv(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     float *krow = r->k + pos * kvd, *vrow = r->v + pos * kvd;
     double *xd = tmp + kvd;
     widen(x, in, xd);
-    linear(w->wk, w->bk, kvd, in, xd, tmp);
+    linear(c, w->wk, w->bk, kvd, in, xd, tmp);
     ref_qk_norm(c, w->k_norm, c->kv_groups, tmp);
     for (int64_t g = 0; g < c->kv_groups; g++)
         ref_rope_apply(c, r->inv_freq, pos, tmp + g * hd);
     for (int64_t i = 0; i < kvd; i++)
         krow[i] = (float)tmp[i];
     rt_round_row(c->kv_dtype, krow, kvd);
-    linear(w->wv, w->bv, kvd, in, xd, tmp);
+    linear(c, w->wv, w->bv, kvd, in, xd, tmp);
     for (int64_t i = 0; i < kvd; i++)
         vrow[i] = (float)tmp[i];
     rt_round_row(c->kv_dtype, vrow, kvd);
@@ -353,7 +369,7 @@ static void mla_append(attn_ref *r, const float *x, int64_t pos, double *tmp) {
     int64_t kvl = c->mla_kv_lora_rank, n = attn_cache_columns(c, 0);
     double *xd = tmp + n;
     widen(x, c->d_model, xd);
-    linear(r->w->wkv_a, NULL, n, c->d_model, xd, tmp);
+    linear(c, r->w->wkv_a, NULL, n, c->d_model, xd, tmp);
     rms_norm(r->w->kv_a_norm, kvl, c->mla_eps, tmp);
     ref_rope_apply(c, r->inv_freq, pos, tmp + kvl);
     float *row = r->k + pos * n;
@@ -369,11 +385,11 @@ static void mla_query(const attn_ref *r, const double *xd, int64_t pos, double *
     const attn_weights *w = r->w;
     int64_t hd = c->head_dim, qd = c->heads * hd, ql = c->mla_q_lora_rank;
     if (ql == 0) {
-        linear(w->wq, NULL, qd, c->d_model, xd, q);
+        linear(c, w->wq, NULL, qd, c->d_model, xd, q);
     } else {
-        linear(w->wq_a, NULL, ql, c->d_model, xd, tmp);
+        linear(c, w->wq_a, NULL, ql, c->d_model, xd, tmp);
         rms_norm(w->q_a_norm, ql, c->mla_eps, tmp);
-        linear(w->wq_b, NULL, qd, ql, tmp, q);
+        linear(c, w->wq_b, NULL, qd, ql, tmp, q);
     }
     for (int64_t h = 0; h < c->heads; h++)
         ref_rope_apply(c, r->inv_freq, pos, q + h * hd + c->mla_qk_nope_head_dim);
@@ -503,7 +519,7 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
             if (mla) {
                 mla_query(r, xd, pos, q, qa);
             } else {
-                linear(w->wq, w->bq, qd, D, xd, q);
+                linear(c, w->wq, w->bq, qd, D, xd, q);
                 ref_qk_norm(c, w->q_norm, c->heads, q);
                 for (int64_t h = 0; h < c->heads; h++)
                     ref_rope_apply(c, r->inv_freq, pos, q + h * hd);
@@ -512,7 +528,7 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
             for (int64_t i = 0; temp != 1.0 && i < qd; i++)
                 q[i] *= temp;
             ref_attend(c, pos, q, n_kv, K, V, w->sinks, o, NULL, s);
-            linear(w->wo, w->bo, D, od, o, yd);
+            linear(c, w->wo, w->bo, D, od, o, yd);
             for (int64_t i = 0; i < D; i++)
                 y[t * D + i] = (float)yd[i];
         }

@@ -93,7 +93,8 @@ static void forward(runner *r, int32_t s, int64_t n, const float *x, float *y) {
 
 /* A random cross-attention config of the sweep, with its memory rows,
  * tokens and chunk. */
-static attn_config sweep_config(int i, uint64_t *s, int64_t *rows, int64_t *T, int64_t *chunk) {
+static attn_config cross_sweep_config(int i, uint64_t *s, int64_t *rows, int64_t *T,
+                                      int64_t *chunk) {
     static const int64_t dims[] = {32, 40, 64, 128, 16};
     int64_t heads = 1 + (int64_t)((rnd_unit(s) + 1) * 6) % 12;
     int64_t kv = heads % 2 == 0 && i % 2 ? heads / 2 : heads;
@@ -136,7 +137,7 @@ static void jit_equals_reference_over_sweep(void **state) {
     int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 24;
     for (int i = 0; i < n; i++) {
         int64_t rows, T, chunk;
-        attn_config c = sweep_config(i, &s, &rows, &T, &chunk);
+        attn_config c = cross_sweep_config(i, &s, &rows, &T, &chunk);
         attn_msg m;
         if (attn_config_check(&c, &m) != ATTN_OK)
             fail_msg("sweep %d: %s", i, m.text);

@@ -62,7 +62,7 @@ static void config_rules(void **state) {
 }
 
 /* Config i of the sweep, whole; *n its shard count. */
-static attn_config sweep_config(int i, uint64_t *rs, int64_t *n) {
+static attn_config shard_sweep_config(int i, uint64_t *rs, int64_t *n) {
     static const int64_t dims[] = {16, 32, 8, 64};
     int64_t groups = 1 + (int64_t)((rnd_unit(rs) + 1) * 2) % 4; /* 1..4 */
     *n = i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 4;
@@ -164,7 +164,7 @@ static void reference_shards_sum_to_whole(void **state) {
     uint64_t rs = 12345;
     for (int i = 0; i < SWEEP; i++) {
         int64_t n;
-        attn_config c = sweep_config(i, &rs, &n);
+        attn_config c = shard_sweep_config(i, &rs, &n);
         attn_weights *w, *ws;
         assert_int_equal(attn_weights_random(&c, 100 + (uint64_t)i, &w, NULL), ATTN_OK);
         int64_t D = c.d_model, T = PREFILL + STEPS;
@@ -261,7 +261,7 @@ static void jit_shards_sum_to_whole(void **state) {
     int done = 0;
     for (int i = 0; i < SWEEP && done < 8; i++) {
         int64_t n;
-        attn_config c = sweep_config(i, &rs, &n);
+        attn_config c = shard_sweep_config(i, &rs, &n);
         if (n == 1 || c.memory_dim > 0)
             continue; /* sharded self-attention (cross: the reference sweep) */
         done++;

@@ -236,7 +236,7 @@ static float *ref_run(const attn_weights *w, int64_t S, const float *x, int64_t 
 }
 
 /* A random small MLA config of sweep case i. */
-static attn_config sweep_config(int i, uint64_t *rs) {
+static attn_config mla_sweep_config(int i, uint64_t *rs) {
     int64_t heads = 1 + (int64_t)((rnd_unit(rs) + 1) * 2.5);    /* 1..5 */
     int64_t rope = 2 * (1 + (int64_t)((rnd_unit(rs) + 1) * 4)); /* 2..18 */
     int64_t nope = 1 + (int64_t)((rnd_unit(rs) + 1) * 12);      /* 1..25 */
@@ -275,7 +275,7 @@ static void reference_equals_absorbed_form_and_decode_equals_prefill(void **stat
     const char *n = getenv("ATTNC_SWEEP");
     int cases = n ? atoi(n) : 40;
     for (int i = 0; i < cases; i++) {
-        attn_config c = sweep_config(i, &rs);
+        attn_config c = mla_sweep_config(i, &rs);
         attn_weights *w;
         attn_msg m;
         assert_int_equal(attn_weights_random(&c, 100 + (uint64_t)i, &w, &m), ATTN_OK);
@@ -425,7 +425,7 @@ static void jit_equals_reference(void **state) {
     const char *n = getenv("ATTNC_SWEEP");
     int cases = n ? atoi(n) : 24;
     for (int i = 0; i < cases; i++) {
-        attn_config c = sweep_config(i, &rs);
+        attn_config c = mla_sweep_config(i, &rs);
         snprintf(c.name, sizeof c.name, "mla_%d", i);
         if (i % 5 == 1)
             c.kv_dtype = ATTN_DTYPE_F16;

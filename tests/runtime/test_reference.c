@@ -136,7 +136,8 @@ static float *random_input(int64_t T, int64_t D, uint64_t seed) {
 }
 
 /* Runs the reference over x in chunks of `chunk` tokens into y. */
-static void run_ref(const attn_weights *w, int64_t T, const float *x, float *y, int64_t chunk) {
+static void run_ref_chunked(const attn_weights *w, int64_t T, const float *x, float *y,
+                            int64_t chunk) {
     attn_ref *r;
     attn_msg m;
     assert_int_equal(attn_ref_new(w, T, &r, &m), ATTN_OK);
@@ -189,6 +190,75 @@ static void reference_hand_worked_causal_weights(void **state) {
     ref_attend(&c, 2, Q[2], 3, K, V, NULL, out, probs, scratch);
     assert_float_equal(probs[0], 1 / (2 + exp(1.0)), 1e-15);
     assert_float_equal(probs[2], exp(1.0) / (2 + exp(1.0)), 1e-15);
+}
+
+/* compute bf16's rounding of an operand (rt_round bf16): to nearest, ties
+ * to even, subnormals kept, a carry into the exponent, NaN stays NaN. */
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void bf16_rounding_of_operands(void **state) {
+    (void)state;
+    const struct {
+        uint32_t in, out;
+    } cases[] = {
+        {0x3f808000u, 0x3f800000u}, /* 1 + 2^-8: a tie, to the even 1 */
+        {0x3f818000u, 0x3f820000u}, /* 1 + 3 * 2^-8: a tie, to the even 1 + 2^-6 */
+        {0xbf808001u, 0xbf810000u}, /* -(1 + 2^-8 + 2^-23): past the tie, away */
+        {0x3f80ffffu, 0x3f810000u}, /* below the next: up */
+        {0x3fffffffu, 0x40000000u}, /* a carry into the exponent: 2 */
+        {0x00018000u, 0x00020000u}, /* a subnormal tie, odd: up */
+        {0x00028000u, 0x00020000u}, /* a subnormal tie, even: down */
+        {0x00007fffu, 0x00000000u}, /* the smallest subnormals: 0 */
+        {0x80000000u, 0x80000000u}, /* -0 */
+        {0x7f7fffffu, 0x7f800000u}, /* FLT_MAX: infinity */
+        {0xff800000u, 0xff800000u}, /* -infinity */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (bits(rt_round(ATTN_DTYPE_BF16, from_bits(cases[i].in))) != cases[i].out)
+            fail_msg("bf16(0x%08x) = 0x%08x, want 0x%08x", cases[i].in,
+                     bits(rt_round(ATTN_DTYPE_BF16, from_bits(cases[i].in))), cases[i].out);
+    assert_true(isnan(rt_round(ATTN_DTYPE_BF16, from_bits(0x7f800001u)))); /* low bits only */
+    assert_true(isnan(rt_round(ATTN_DTYPE_BF16, NAN)));
+}
+
+/* Two heads of 4 dims, two keys, scale 1/2, compute bf16: q0 = 1 + 2^-8
+ * rounds to 1, q1 = 1 + 3 * 2^-8 to 1.015625; k0 = e0, k1 = 0; v0 = (2,
+ * 0, 0, 0), v1 = (0, 4, 1 + 2^-8, 0) (its third rounds to 1). Head 0: s =
+ * (1/2, 0), e = (1, e^-1/2 = 0.60653), bf16(e1) = 0.60546875; head 1: s =
+ * (0.5078125, 0), e = (1, e^-0.5078125 = 0.60181), bf16(e1) = 0.6015625.
+ * o = (bf16(e0) v0 + bf16(e1) bf16(v1)) / (e0 + e1), the sum unrounded. */
+static void reference_bf16_attention_worked_by_hand(void **state) {
+    (void)state;
+    attn_config c = config_small(2, 1, 4, 8);
+    c.causal = false;
+    c.scale = 0.5, c.scale_auto = false;
+    c.compute = ATTN_DTYPE_BF16;
+    double q[8] = {1 + 0x1p-8, 0, 0, 0, 1 + 3 * 0x1p-8, 0, 0, 0};
+    float K[8] = {1, 0, 0, 0, 0, 0, 0, 0}, V[8] = {2, 0, 0, 0, 0, 4, 1 + 0x1p-8f, 0};
+    double out[8], probs[4], s[2];
+    ref_attend(&c, 1, q, 2, K, V, NULL, out, probs, s);
+    const double e1[2] = {exp(-0.5), exp(-0.5078125)}, r1[2] = {0.60546875, 0.6015625};
+    for (int h = 0; h < 2; h++) {
+        double l = 1 + e1[h];
+        double want[4] = {2 / l, 4 * r1[h] / l, r1[h] / l, 0};
+        for (int d = 0; d < 4; d++)
+            assert_float_equal(out[h * 4 + d], want[d], 1e-12);
+    }
+    /* compute f32: no rounding anywhere */
+    c.compute = ATTN_DTYPE_F32;
+    ref_attend(&c, 1, q, 2, K, V, NULL, out, probs, s);
+    double l = 1 + exp(-0.5 * (1 + 0x1p-8));
+    assert_float_equal(out[2], exp(-0.5 * (1 + 0x1p-8)) * (1 + 0x1p-8) / l, 1e-12);
 }
 
 /* ---- features of current models, worked by hand ----------------------------- */
@@ -373,7 +443,7 @@ static void reference_block_with_identity_projections(void **state) {
     for (int i = 0; i < 4; i++)
         mats[i][0] = mats[i][3] = 1;
     float x[6] = {1, 0, 0, 1, 1, 1}, y[6];
-    run_ref(w, 3, x, y, 3);
+    run_ref_chunked(w, 3, x, y, 3);
     double a = 1 / (1 + exp(1.0)), b = 1 / (2 + exp(1.0));
     float want[6] = {1, 0, (float)a, (float)(1 - a), (float)(1 - b), (float)(1 - b)};
     for (int i = 0; i < 6; i++)
@@ -524,8 +594,8 @@ static void gqa_equals_mha_with_replicated_kv_heads(void **state) {
         memcpy(wm->wv + h * hd * D, wg->wv + (h / 3) * hd * D, hd * D * sizeof(float));
     }
     float *x = random_input(9, 20, 4), yg[180], ym[180];
-    run_ref(wg, 9, x, yg, 9);
-    run_ref(wm, 9, x, ym, 9);
+    run_ref_chunked(wg, 9, x, yg, 9);
+    run_ref_chunked(wm, 9, x, ym, 9);
     assert_true(rel_err(yg, ym, 180) < 1e-6);
     free(x);
     attn_weights_free(wg);
@@ -533,7 +603,7 @@ static void gqa_equals_mha_with_replicated_kv_heads(void **state) {
 }
 
 /* A spread of configs: every feature switched on somewhere. */
-static attn_config sweep_config(int i, uint64_t *s) {
+static attn_config ref_sweep_config(int i, uint64_t *s) {
     static const int64_t dims[] = {2, 4, 8, 16, 32, 48, 64};
     int64_t hd = dims[i % 7];
     int64_t kv = 1 + (int64_t)((rnd_unit(s) + 1) * 2) % 4;
@@ -564,7 +634,7 @@ static void reference_matches_independent_implementation_over_sweep(void **state
     (void)state;
     uint64_t s = 2024;
     for (int i = 0; i < 80; i++) {
-        attn_config c = sweep_config(i, &s);
+        attn_config c = ref_sweep_config(i, &s);
         attn_msg m;
         if (attn_config_check(&c, &m) != ATTN_OK)
             fail_msg("sweep config %d invalid: %s", i, m.text);
@@ -574,7 +644,7 @@ static void reference_matches_independent_implementation_over_sweep(void **state
         float *x = random_input(T, c.d_model, (uint64_t)i + 100);
         size_t n = (size_t)(T * c.d_model);
         float *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *want);
-        run_ref(w, T, x, y, T);
+        run_ref_chunked(w, T, x, y, T);
         naive_block(w, T, x, want);
         double e = rel_err(y, want, n);
         if (!(e < 1e-5))
@@ -592,7 +662,7 @@ static void chunked_equals_one_shot(void **state) {
     (void)state;
     uint64_t s = 77;
     for (int i = 0; i < 24; i++) {
-        attn_config c = sweep_config(i, &s);
+        attn_config c = ref_sweep_config(i, &s);
         c.causal = true; /* chunks are defined for causal blocks */
         int64_t T = 20;
         attn_weights *w;
@@ -600,10 +670,10 @@ static void chunked_equals_one_shot(void **state) {
         float *x = random_input(T, c.d_model, 9);
         size_t n = (size_t)(T * c.d_model);
         float *y1 = malloc(n * sizeof(float)), *yc = malloc(n * sizeof(float));
-        run_ref(w, T, x, y1, T);
+        run_ref_chunked(w, T, x, y1, T);
         const int64_t chunks[] = {1, 3, 7};
         for (int k = 0; k < 3; k++) {
-            run_ref(w, T, x, yc, chunks[k]);
+            run_ref_chunked(w, T, x, yc, chunks[k]);
             assert_true(rel_err(yc, y1, n) <= 1e-6);
         }
         free(x);
@@ -661,11 +731,11 @@ static void kv_cache_dtype_rounds_keys_and_values(void **state) {
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, 8, &w, NULL), ATTN_OK);
     float *x = random_input(12, 32, 3), y32[384], y16[384], yb[384];
-    run_ref(w, 12, x, y32, 12);
+    run_ref_chunked(w, 12, x, y32, 12);
     w->cfg.kv_dtype = ATTN_DTYPE_F16;
-    run_ref(w, 12, x, y16, 12);
+    run_ref_chunked(w, 12, x, y16, 12);
     w->cfg.kv_dtype = ATTN_DTYPE_BF16;
-    run_ref(w, 12, x, yb, 12);
+    run_ref_chunked(w, 12, x, yb, 12);
     double e16 = rel_err(y16, y32, 384), eb = rel_err(yb, y32, 384);
     assert_true(e16 > 0 && e16 < 2e-3);
     assert_true(eb > e16 && eb < 2e-2);
@@ -706,7 +776,7 @@ static void truncate_then_reappend_equals_fresh_run(void **state) {
     assert_int_equal(attn_weights_random(&c, 2, &w, NULL), ATTN_OK);
     float *x = random_input(10, 16, 5), *other = random_input(4, 16, 6);
     float fresh[160], y[160], junk[64];
-    run_ref(w, 10, x, fresh, 10);
+    run_ref_chunked(w, 10, x, fresh, 10);
     attn_ref *r;
     assert_int_equal(attn_ref_new(w, 0, &r, NULL), ATTN_OK);
     assert_int_equal(attn_ref_forward(r, 6, x, y, NULL), ATTN_OK);
@@ -731,7 +801,7 @@ static void results_do_not_depend_on_thread_count(void **state) {
     for (int t = 0; t < 3; t++) {
         omp_set_num_threads(t + 1);
         y[t] = malloc(33 * 64 * sizeof(float));
-        run_ref(w, 33, x, y[t], 33);
+        run_ref_chunked(w, 33, x, y[t], 33);
     }
     assert_memory_equal(y[0], y[1], 33 * 64 * sizeof(float));
     assert_memory_equal(y[0], y[2], 33 * 64 * sizeof(float));
@@ -744,6 +814,8 @@ static void results_do_not_depend_on_thread_count(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reference_hand_worked_causal_weights),
+        cmocka_unit_test(bf16_rounding_of_operands),
+        cmocka_unit_test(reference_bf16_attention_worked_by_hand),
         cmocka_unit_test(reference_noncausal_sees_every_key),
         cmocka_unit_test(reference_block_with_identity_projections),
         cmocka_unit_test(rope_position_zero_is_identity),

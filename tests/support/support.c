@@ -389,3 +389,144 @@ const size_t n_shipped_specs = sizeof shipped_specs / sizeof shipped_specs[0];
 double kv_tolerance(attn_dtype kv) {
     return kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3;
 }
+
+/* ---- JIT against the reference ------------------------------------------- */
+
+attn_config load_spec_file(const char *path) {
+    attnc_ctx *ctx = attnc_ctx_new();
+    attn_config c;
+    assert_int_equal(attnc_spec_load_file(ctx, path, &c), ATTNC_OK);
+    attnc_ctx_free(ctx);
+    return c;
+}
+
+/* Runs T tokens of x in chunks through the kernels of jit. */
+void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
+             int64_t chunk, int threads) {
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = threads;
+    attn_block *b;
+    attn_cache *c;
+    int32_t s;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, T, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    int64_t D = w->cfg.d_model;
+    for (int64_t at = 0; at < T; at += chunk) {
+        int32_t n = (int32_t)(T - at < chunk ? T - at : chunk);
+        if (attn_forward(b, c, 1, &s, &n, x + at * D, y + at * D) != ATTN_OK)
+            fail_msg("attn_forward: %s", attn_cache_error(c));
+    }
+    assert_int_equal(attn_seq_len(c, s), T);
+    attn_cache_free(c);
+    attn_block_free(b);
+}
+
+void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) {
+    attn_ref *r;
+    assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
+    assert_int_equal(attn_ref_forward(r, T, x, y, NULL), ATTN_OK);
+    attn_ref_free(r);
+}
+
+/* Compiles spec (with o), runs it in chunks, compares with the reference. */
+double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk, int threads,
+                  uint64_t seed) {
+    attn_config c = load_spec_file(spec);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
+    size_t n = (size_t)(T * c.d_model);
+    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y),
+          *want = malloc(n * sizeof *y);
+    attnc_jit *jit = jit_or_fail(spec, o);
+    run_jit(jit, w, T, x, y, chunk, threads);
+    run_ref(w, T, x, want);
+    double e = rel_err(y, want, n);
+    attnc_jit_free(jit);
+    free(x);
+    free(y);
+    free(want);
+    attn_weights_free(w);
+    return e;
+}
+
+/* A random valid config of the sweep; tokens and chunk chosen with it. */
+attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
+    /* 40: not whole vectors of 16 or 32 lanes (masked tails) */
+    static const int64_t dims[] = {32, 40, 64, 80, 96, 128, 256};
+    int64_t heads = 1 + (int64_t)((rnd_unit(s) + 1) * 20) % 40;
+    int64_t divisors[40], nd = 0;
+    for (int64_t d = 1; d <= heads; d++)
+        if (heads % d == 0)
+            divisors[nd++] = d;
+    int64_t kv = divisors[(int64_t)((rnd_unit(s) + 1) * 20) % nd];
+    int64_t hd = dims[i % 7];
+    attn_config c = config_small(heads, kv, hd, 8 + (int64_t)((rnd_unit(s) + 1) * 40));
+    snprintf(c.name, sizeof c.name, "sweep_%d", i);
+    c.causal = i % 6 != 5;
+    if (i % 5 != 4) {
+        c.rope_style = i % 2 ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
+        c.rope_base = i % 3 ? 10000 : 500000;
+        c.rotary_dim = i % 4 == 1 ? hd / 2 : hd;
+        c.rope_scaling = (attn_rope_scaling)(i % 4);
+        c.rope_factor = 4;
+        c.rope_low_freq_factor = 1;
+        c.rope_high_freq_factor = 4;
+        c.rope_original_max_position = 128;
+        c.rope_beta_fast = 32, c.rope_beta_slow = 1, c.rope_mscale = 1;
+        c.rope_truncate = i % 8 != 3;
+        c.rope_attention_factor = attn_yarn_default_attention_factor(&c);
+    } else if (i % 10 == 4) {
+        c.alibi = true;
+    }
+    /* the features of current models, spread over the sweep */
+    if (i % 6 == 1 || i % 6 == 4) {
+        c.qk_norm = i % 6 == 1 ? ATTN_QK_NORM_HEAD : ATTN_QK_NORM_ALL;
+        c.qk_norm_weight = i % 12 != 7;
+        c.qk_norm_offset = i % 12 == 1;
+        c.qk_norm_eps = 1e-6;
+    }
+    c.sinks = i % 5 == 2;
+    if (c.causal && i % 7 == 5)
+        c.chunk = 3 + i % 13;
+    if (i % 8 == 3)
+        c.temp_floor_scale = 5 + i % 7, c.temp_attn_scale = 0.1 + 0.05 * (i % 3);
+    if (c.causal && i % 4 == 3)
+        c.sliding_window = 1 + i % 23;
+    if (i % 7 == 2)
+        c.softcap = 5 + i % 40;
+    c.qkv_bias = i % 3 == 1;
+    c.o_bias = i % 4 == 2;
+    if (i % 8 == 6) {
+        c.scale = 0.05;
+        c.scale_auto = false;
+    }
+    /* every pair of weight and cache dtypes, each three times over the
+     * 60 configs: weights in f16/bf16 are exact in the kernels (widened
+     * in registers), q8_0 and q4_0 too (d * q is exact); the block
+     * formats need whole blocks of 32 (inputs; a q8_0 cache: head_dim) */
+    static const attn_dtype wts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0,
+                                      ATTN_DTYPE_F16, ATTN_DTYPE_Q4_0};
+    static const attn_dtype kvs[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0,
+                                      ATTN_DTYPE_BF16};
+    c.dtype = wts[i % 5];
+    c.kv_dtype = kvs[(i / 5) % 4];
+    if (c.kv_dtype == ATTN_DTYPE_Q8_0 && c.head_dim % 32)
+        c.kv_dtype = ATTN_DTYPE_F16;
+    if (attn_dtype_block(c.dtype) > 1) {
+        c.d_model = (c.d_model + 31) / 32 * 32;
+        if ((c.heads * c.head_dim) % 32) /* head_dim 40 or 80: 4 x 40 = 5 x 32 */
+            c.heads *= 4, c.kv_groups *= 4;
+    }
+    c.kv_max_tokens = 512;
+    /* cache blocks of whole key tiles (16, 32, 48) or not (1, 7, 20): the
+     * split kernel reads a tile's keys as one vector or gathers them */
+    static const int64_t blocks[] = {16, 1, 32, 7, 48, 20};
+    c.kv_block_tokens = blocks[(i / 3) % 6];
+    /* mostly short runs; every 8th long */
+    *T = i % 8 == 0 ? 200 + (int64_t)((rnd_unit(s) + 1) * 50.5)
+                    : 1 + (int64_t)((rnd_unit(s) + 1) * 30);
+    *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
+    return c;
+}

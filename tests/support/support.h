@@ -105,6 +105,23 @@ typedef struct test_gguf_tensor {
 void write_gguf(const char *path, const test_gguf_kv *kv, int n_kv, const test_gguf_tensor *t,
                 int n_t, uint32_t alignment);
 
+/* The validated config of the spec at path (fails the test otherwise). */
+attn_config load_spec_file(const char *path);
+/* Runs T tokens of x [T, d_model] through jit's kernels with weights w,
+ * chunk tokens a call, on `threads` threads, into y. */
+void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
+             int64_t chunk, int threads);
+/* The reference engine's y for the same. */
+void run_ref(const attn_weights *w, int64_t T, const float *x, float *y);
+/* Compiles spec (with o), runs T tokens of random x with random weights
+ * (seed) in chunks, and gives rel_err against the reference. */
+double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk, int threads,
+                  uint64_t seed);
+/* Configuration i of the randomized sweep (s: its random state): every
+ * feature, weight and cache dtype spread over 60 configs; *T tokens fed
+ * *chunk at a time. */
+attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk);
+
 /* n f32 values as raw F16 or BF16 bytes (round to nearest even), malloc'd. */
 void *to_half(const float *x, size_t n, bool bf16);
 

@@ -43,6 +43,7 @@ typedef struct cg_target {
     int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */
     int split_vecs;        /* split decode: vectors of keys a tile (where blocks hold them) */
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
+    bool bf16_dot;         /* vdpbf16ps (AVX512-BF16): compute bf16's products in pairs */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
@@ -122,9 +123,11 @@ ATTNC_HIDDEN LLVMModuleRef cg_units_build(const cg_result *r, const int *which, 
  * objects): the target must share the host's LP64 little-endian layout. */
 ATTNC_HIDDEN void cg_table_build(const cg_result *r, LLVMModuleRef mod);
 
-/* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma
- * and attnc_probe_read; *flops_per_iter is what one fma round does. */
+/* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma,
+ * attnc_probe_read and, where the target has bf16 dot products,
+ * attnc_probe_bf16; *flops_per_iter is what one fma round does,
+ * *bf16_flops_per_iter one bf16 round (0: no bf16 probe). */
 ATTNC_HIDDEN LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t,
-                                          int64_t *flops_per_iter);
+                                          int64_t *flops_per_iter, int64_t *bf16_flops_per_iter);
 
 #endif

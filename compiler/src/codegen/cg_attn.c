@@ -34,8 +34,8 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
-    LLVMValueRef prod =
-        cg_fmul(c, cg_load(c, q->dt, cg_addr(c, q, qi)), cg_load_elem(c, k, cg_addr(c, k, ki)));
+    LLVMValueRef prod = cg_fmul(c, cg_operand(c, cg_load(c, q->dt, cg_addr(c, q, qi))),
+                                cg_operand(c, cg_load_elem(c, k, cg_addr(c, k, ki))));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), prod), acc);
     cg_for_end(c, &ld);
     LLVMValueRef oi[3] = {lj.i, s, h};
@@ -58,7 +58,7 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     cg_for_end(c, &lz);
     cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMValueRef pi[3] = {lj.i, s, h};
-    LLVMValueRef pj = cg_load(c, p->dt, cg_addr(c, p, pi));
+    LLVMValueRef pj = cg_operand(c, cg_load(c, p->dt, cg_addr(c, p, pi)));
     /* keys of weight 0 (masked, or underflowed) are skipped as in the
      * reference: 0 * v would still carry a NaN or infinity of v along */
     LLVMBasicBlockRef use = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "use");
@@ -68,9 +68,9 @@ void cg_emit_pv(cg *c, const ir_node *n, const char *name) {
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef oi[3] = {ld.i, h, s}, vi[3] = {ld.i, vh, lj.i};
     LLVMValueRef out = cg_addr(c, n, oi);
-    LLVMValueRef sum =
-        LLVMBuildFAdd(c->b, cg_load(c, n->dt, out),
-                      LLVMBuildFMul(c->b, pj, cg_load_elem(c, v, cg_addr(c, v, vi)), ""), "");
+    LLVMValueRef sum = LLVMBuildFAdd(
+        c->b, cg_load(c, n->dt, out),
+        LLVMBuildFMul(c->b, pj, cg_operand(c, cg_load_elem(c, v, cg_addr(c, v, vi))), ""), "");
     cg_store(c, n->dt, sum, out);
     cg_for_end(c, &ld);
     LLVMBuildBr(c->b, next);

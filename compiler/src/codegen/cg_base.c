@@ -587,6 +587,86 @@ LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
     return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, &ty, 1), fn, args, 3, "");
 }
 
+/* A constant i32 (of vector type ty when ty is a vector of i32). */
+static LLVMValueRef int_like(LLVMTypeRef ty, LLVMTypeRef i32, uint32_t v) {
+    LLVMValueRef k = LLVMConstInt(i32, v, false);
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+        return k;
+    unsigned n = LLVMGetVectorSize(ty);
+    LLVMValueRef e[64];
+    for (unsigned i = 0; i < n; i++)
+        e[i] = k;
+    return LLVMConstVector(e, n);
+}
+
+LLVMValueRef cg_bf16_round(cg *c, LLVMValueRef v) {
+    /* the bits u: u + 0x7fff + (bit 16 of u), the low half cleared: ties
+     * go to the even high half, a carry into the exponent rounds up to
+     * the next power of two or to infinity, as RNE does; NaN (unordered)
+     * keeps its high half with the quiet bit set, as the runtime's
+     * rt_f32_to_bf16 does */
+    LLVMTypeRef ft = LLVMTypeOf(v);
+    bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
+    LLVMTypeRef it = vec ? LLVMVectorType(c->i32, LLVMGetVectorSize(ft)) : c->i32;
+    LLVMValueRef u = LLVMBuildBitCast(c->b, v, it, "");
+    LLVMValueRef odd = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, u, int_like(it, c->i32, 16), ""),
+                                    int_like(it, c->i32, 1), "");
+    LLVMValueRef r =
+        LLVMBuildAdd(c->b, u, LLVMBuildAdd(c->b, odd, int_like(it, c->i32, 0x7fff), ""), "");
+    LLVMValueRef quiet = LLVMBuildOr(c->b, u, int_like(it, c->i32, 0x400000), "");
+    /* NaN: |u| above infinity's bits (an integer compare: a float one on
+     * a widened f16 was narrowed back to f16 compares, element by element) */
+    LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT,
+                                     LLVMBuildAnd(c->b, u, int_like(it, c->i32, 0x7fffffffu), ""),
+                                     int_like(it, c->i32, 0x7f800000u), "");
+    r = LLVMBuildSelect(c->b, nan, quiet, r, "");
+    r = LLVMBuildAnd(c->b, r, int_like(it, c->i32, 0xffff0000u), "");
+    return LLVMBuildBitCast(c->b, r, ft, "bf16");
+}
+
+LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w) {
+    LLVMTypeRef bv =
+        LLVMVectorType(LLVMBFloatTypeInContext(c->llctx), 2 * (unsigned)c->target.lanes);
+    static const char name[] = "llvm.x86.avx512bf16.dpbf16ps.512";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    ATTNC_ASSERT(id != 0 && c->target.lanes == 16);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0);
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, x, bv, ""),
+                            LLVMBuildBitCast(c->b, w, bv, "")};
+    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0), fn, args, 3, "");
+}
+
+LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMTypeRef ft = LLVMTypeOf(lo);
+    bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
+    LLVMTypeRef it = vec ? LLVMVectorType(c->i32, LLVMGetVectorSize(ft)) : c->i32;
+    LLVMValueRef l = LLVMBuildBitCast(c->b, cg_bf16_round(c, lo), it, "");
+    LLVMValueRef h = LLVMBuildBitCast(c->b, cg_bf16_round(c, hi), it, "");
+    return LLVMBuildOr(c->b, LLVMBuildLShr(c->b, l, int_like(it, c->i32, 16), ""), h, "pair");
+}
+
+LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high) {
+    LLVMTypeRef it = LLVMTypeOf(pair);
+    bool vec = LLVMGetTypeKind(it) == LLVMVectorTypeKind;
+    LLVMTypeRef ft = vec ? LLVMVectorType(c->f32, LLVMGetVectorSize(it)) : c->f32;
+    LLVMValueRef w = high ? LLVMBuildAnd(c->b, pair, int_like(it, c->i32, 0xffff0000u), "")
+                          : LLVMBuildShl(c->b, pair, int_like(it, c->i32, 16), "");
+    return LLVMBuildBitCast(c->b, w, ft, "");
+}
+
+LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {
+    return c->g->cfg.compute == ATTN_DTYPE_BF16 ? cg_bf16_round(c, v) : v;
+}
+
+LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum) {
+    if (c->g->cfg.compute == ATTN_DTYPE_F32 || n->scale == 1.0)
+        return sum;
+    LLVMValueRef k = cg_f32(c, n->scale);
+    if (LLVMGetTypeKind(LLVMTypeOf(sum)) == LLVMVectorTypeKind)
+        k = cg_splat(c, k);
+    return LLVMBuildFMul(c->b, sum, k, "");
+}
+
 static LLVMValueRef fast(LLVMValueRef v) {
     if (LLVMIsAInstruction(v))
         LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract);

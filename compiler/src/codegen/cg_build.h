@@ -13,6 +13,8 @@
 typedef struct cg_gemm {
     int64_t n, k, np;
     int lanes, nr, mr, kc, mc, ku;
+    attn_dtype wdt; /* the panels' dtype: the weights', or bf16 (compute bf16 rounds floats) */
+    bool pairs;     /* bf16 panels of (k, k + 1) pairs for vdpbf16ps: [panel][k/2][nr][2] */
 } cg_gemm;
 
 /* Calls with at most this many new tokens (the target's gemv_rows) run a
@@ -20,9 +22,9 @@ typedef struct cg_gemm {
  * time, no x copy, no k blocks (measured switch point: docs/design.md). */
 #define CG_GEMV_ROWS 8
 
-ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t);
-/* 4-byte words of the packed panels of g for weights of dtype dt. */
-ATTNC_HIDDEN int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt);
+ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config *cfg);
+/* 4-byte words of the packed panels of g. */
+ATTNC_HIDDEN int64_t cg_gemm_packed_words(const cg_gemm *g);
 
 /* ---- helpers for the kernel families ---------------------------------- */
 
@@ -171,6 +173,24 @@ ATTNC_HIDDEN void cg_prefetch(cg *c, LLVMValueRef p, int locality);
 /* a * b + acc, fused where the target has FMA (results depend on the
  * target, not on threads). */
 ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc);
+/* An f32 operand (scalar or vector) of a matrix product as the config's
+ * compute takes it: with bf16 rounded to bf16 (to nearest, ties to even,
+ * subnormals kept; NaN stays NaN, quiet), else v itself. */
+ATTNC_HIDDEN LLVMValueRef cg_operand(cg *c, LLVMValueRef v);
+ATTNC_HIDDEN LLVMValueRef cg_bf16_round(cg *c, LLVMValueRef v);
+/* Two f32 (scalars or vectors) as i32 pairs of bf16, each rounded: lo in
+ * the low half (the first of a pair), hi in the high half; and back: the
+ * f32 of a pair's low or high half. */
+ATTNC_HIDDEN LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi);
+ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
+/* AVX512-BF16 (target.bf16_dot): acc + the products of the bf16 pairs of
+ * x and w in each lane (vectors of lanes i32 pairs): vdpbf16ps, the
+ * high halves' product added first, then the low ones', each product
+ * exact in f32 and each sum rounded to nearest even. */
+ATTNC_HIDDEN LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w);
+/* A q.k sum times node n's scale where compute bf16 leaves the queries
+ * unscaled (the scale multiplies the f32 sum); else sum itself. */
+ATTNC_HIDDEN LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum);
 /* A shuffle of v by constant lane indices idx[0..n). */
 ATTNC_HIDDEN LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n);
 ATTNC_HIDDEN void cg_transpose(cg *c, LLVMValueRef *v); /* lanes vectors, in place */

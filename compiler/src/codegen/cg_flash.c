@@ -30,6 +30,11 @@ typedef struct flash {
     const ir_node *n, *q, *k, *v;
     int64_t hd, vd, group, hpi, tiles_q, chunks; /* q.k and value dims, heads per item.. */
     int lanes, rv, rows, bk, bks, dc;            /* keys per tile, per score pass */
+    /* compute bf16 on AVX512-BF16: qt holds [hd/2][rows] and the widened
+     * tile kf [hd/2][bk] i32 pairs of bf16 (d, d + 1), vf [bk/2][hd] pairs
+     * of keys (j, j + 1): q.k and (full tiles) p.v by vdpbf16ps */
+    bool pairs;
+    LLVMValueRef pp; /* pairs: the tile's p as [bk/2][rows] pairs of keys (j, j + 1) */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
@@ -74,11 +79,12 @@ typedef struct kv_row {
     LLVMValueRef p, d;
     bool f32;
     int64_t stride;
+    int half; /* pairs: 1 the low, 2 the high half of i32 pairs at p (else 0) */
 } kv_row;
 
 static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
     const cg_view *v = &c->plan->view[kv->id];
-    kv_row r = {p, NULL, false, 0};
+    kv_row r = {p, NULL, false, 0, 0};
     if (v->dt == ATTN_DTYPE_Q8_0)
         r.d = cg_cache_scale(c, cg_cache_which(c, kv), v->buf, p);
     return r;
@@ -89,6 +95,13 @@ static kv_row kv_row_at(cg *c, const ir_node *kv, LLVMValueRef p) {
  * d block_tokens further). */
 static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     const cg_view *v = &c->plan->view[kv->id];
+    if (r.half)
+        return cg_bf16_half(
+            c,
+            LLVMBuildLoad2(c->b, c->i32,
+                           cg_gep(c, c->i32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")),
+                           ""),
+            r.half == 2);
     if (r.f32)
         return LLVMBuildLoad2(
             c->b, c->f32, cg_gep(c, c->f32, r.p, LLVMBuildMul(c->b, d, cg_i64(c, r.stride), "")),
@@ -108,7 +121,8 @@ static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
 
 /* Element d of the K or V row r, splat to every row of a vector. */
 static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
-    return cg_splat(c, elem(c, kv, r, d));
+    LLVMValueRef x = elem(c, kv, r, d);
+    return cg_splat(c, r.f32 ? x : cg_operand(c, x)); /* a widened tile is rounded */
 }
 
 /* Row r of an item: its head and token (valid when *ok). */
@@ -130,7 +144,13 @@ static void row_of(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk, 
  * rescaling of ot was done before); `guarded`: a key of weight 0 adds
  * nothing even if its v is not finite (masked keys of a partial tile, as
  * the reference skips them). */
+static void pv_pairs(cg *c, const flash *f);
+
 static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
+    if (f->pairs && !guarded) {
+        pv_pairs(c, f);
+        return;
+    }
     /* guarded, each row vector's p and its mask are live too, and a sum
      * before its select: fewer dims at once where they do not fit (AVX2
      * spilled a third of its sums; AVX-512's masks are mask registers) */
@@ -181,13 +201,24 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
     cg_acc_loop l;
     cg_acc_loop_begin(c, &l, "qk", c->vf, na);
     for (int v = 0; v < f->rv; v++)
-        qv[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, l.i, v));
+        qv[v] = f->pairs ? LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, f->qt, l.i, v), "")
+                         : cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, l.i, v));
     for (int j = 0; j < f->bks; j++) {
+        if (f->pairs) { /* the pair (d, d + 1) of l.i of key j, times each row's */
+            LLVMValueRef at = LLVMBuildMul(c->b, l.i, cg_i64(c, krow[j].stride), "");
+            LLVMValueRef kb =
+                cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, krow[j].p, at), ""));
+            for (int v = 0; v < f->rv; v++)
+                next[j * f->rv + v] = cg_dot_pairs(c, l.acc[j * f->rv + v], kb, qv[v]);
+            continue;
+        }
         LLVMValueRef kb = bcast(c, f->k, krow[j], l.i);
         for (int v = 0; v < f->rv; v++)
             next[j * f->rv + v] = cg_fma(c, kb, qv[v], l.acc[j * f->rv + v]);
     }
-    cg_acc_loop_end(c, &l, cg_i64(c, f->hd), init, next);
+    cg_acc_loop_end(c, &l, cg_i64(c, f->pairs ? f->hd / 2 : f->hd), init, next);
+    for (int i = 0; i < na; i++)
+        next[i] = cg_scale_sum(c, f->n, next[i]);
     for (int j = 0; j < f->bks; j++) {
         LLVMValueRef keyv = NULL;
         if (f->n->alibi)
@@ -228,7 +259,8 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
  * their d) when the tile's keys are side by side in one block, else key
  * by key; V into vf [bk][hd], a key's row a vector at a time. The rows
  * then broadcast f32 from the stack: each element is widened once per
- * tile instead of once per use. */
+ * tile instead of once per use. Compute bf16 (any cache): rounded to
+ * bf16 here, once. */
 static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
     int64_t bt = c->g->cfg.kv_block_tokens;
@@ -259,7 +291,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
                                        cg_gep(c, c->f16, krow[0].d,
                                               LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), ""))),
                               "");
-        cg_vstore(c, ATTN_DTYPE_F32, x,
+        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
                   cg_gep(c, c->f32, f->kf,
                          LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
                                       cg_i64(c, jv * L), "")));
@@ -269,7 +301,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     LLVMPositionBuilderAtEnd(c->b, one);
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-        LLVMBuildStore(c->b, elem(c, f->k, krow[j], lk.i),
+        LLVMBuildStore(c->b, cg_operand(c, elem(c, f->k, krow[j], lk.i)),
                        cg_gep(c, c->f32, f->kf,
                               LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""),
                                            cg_i64(c, j), "")));
@@ -279,7 +311,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     LLVMPositionBuilderAtEnd(c->b, done);
     if (!f->vf) { /* the values are K's first dims (MLA's latent): read them from kf */
         for (int j = 0; j < f->bk; j++) {
-            krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk};
+            krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk, 0};
             vrow[j] = krow[j];
         }
         return;
@@ -296,14 +328,121 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
                 c->b, x, cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at))),
                 "");
         }
-        cg_vstore(c, ATTN_DTYPE_F32, x,
+        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
                   cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
         cg_for_end(c, &lv);
     }
     for (int j = 0; j < f->bk; j++) {
-        krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk};
-        vrow[j] = (kv_row){cg_gep(c, c->f32, f->vf, cg_i64(c, j * f->hd)), NULL, true, 1};
+        krow[j] = (kv_row){cg_gep(c, c->f32, f->kf, cg_i64(c, j)), NULL, true, f->bk, 0};
+        vrow[j] = (kv_row){cg_gep(c, c->f32, f->vf, cg_i64(c, j * f->hd)), NULL, true, 1, 0};
     }
+}
+
+/* widen_tile for pairs (f->pairs): K into kf [hd/2][bk] and V into vf
+ * [bk/2][hd], i32 pairs of bf16, rounded once. */
+static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
+    int L = f->lanes;
+    int64_t bt = c->g->cfg.kv_block_tokens;
+    attn_dtype dt = c->plan->view[f->k->id].dt;
+    LLVMTypeRef et = cg_elem_type(c, dt);
+    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
+                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
+    LLVMValueRef together =
+        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
+    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
+    LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
+    LLVMBuildCondBr(c->b, together, vec, one);
+    LLVMPositionBuilderAtEnd(c->b, vec); /* the keys of d side by side: a vector a d */
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, 2 * bt), "");
+    for (int jv = 0; jv < f->bk / L; jv++) {
+        LLVMValueRef x[2];
+        for (int h = 0; h < 2; h++)
+            x[h] = cg_vload(
+                c, dt,
+                cg_gep(c, et, krow[0].p, LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt + jv * L), "")));
+        LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
+                                       cg_i64(c, jv * L), "");
+        LLVMBuildStore(c->b, cg_bf16_pair(c, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
+    }
+    cg_for_end(c, &ld);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, one);
+    for (int j = 0; j < f->bk; j++) {
+        cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
+        LLVMValueRef d = LLVMBuildMul(c->b, lk.i, cg_i64(c, 2), "");
+        LLVMValueRef pair =
+            cg_bf16_pair(c, elem(c, f->k, krow[j], d),
+                         elem(c, f->k, krow[j], LLVMBuildAdd(c->b, d, cg_i64(c, 1), "")));
+        LLVMValueRef to =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""), cg_i64(c, j), "");
+        LLVMBuildStore(c->b, pair, cg_gep(c, c->i32, f->kf, to));
+        cg_for_end(c, &lk);
+    }
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+    /* V: keys (2i, 2i + 1), a vector of d's at a time (their rows are contiguous) */
+    for (int jp = 0; jp < f->bk / 2; jp++) {
+        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
+        LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
+        LLVMValueRef x0 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp].p, e));
+        LLVMValueRef x1 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp + 1].p, e));
+        LLVMBuildStore(c->b, cg_bf16_pair(c, x0, x1),
+                       cg_gep(c, c->i32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, jp * f->hd), e, "")));
+        cg_for_end(c, &lv);
+    }
+    for (int j = 0; j < f->bk; j++) {
+        krow[j] = (kv_row){cg_gep(c, c->i32, f->kf, cg_i64(c, j)), NULL, true, f->bk, 0};
+        vrow[j] = (kv_row){cg_gep(c, c->i32, f->vf, cg_i64(c, j / 2 * f->hd)), NULL, true, 1,
+                           j % 2 ? 2 : 1};
+    }
+}
+
+/* pv_tile of a full tile with pairs: ot[d][row] += p[j][row] v[j][d] over
+ * the tile's keys two at a time: the rows' p of keys (j, j + 1) (rounded
+ * when formed) as pairs, times the broadcast pair of their v[d]. */
+static void pv_pairs(cg *c, const flash *f) {
+    int dc = f->dc;
+    /* the p (rounded when formed) as pairs, once for the tile */
+    LLVMValueRef sixteen = cg_splat(c, LLVMConstInt(c->i32, 16, false));
+    LLVMValueRef high = cg_splat(c, LLVMConstInt(c->i32, 0xffff0000u, false));
+    for (int jp = 0; jp < f->bk / 2; jp++)
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef a =
+                LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, f->pb, cg_i64(c, 2 * jp), v), "");
+            LLVMValueRef b =
+                LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, f->pb, cg_i64(c, 2 * jp + 1), v), "");
+            LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, a, sixteen, ""),
+                                            LLVMBuildAnd(c->b, b, high, ""), "");
+            LLVMBuildStore(c->b, pair, line_ptr(c, f, f->pp, cg_i64(c, jp), v));
+        }
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / dc), "dchunk");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, dc), "");
+    LLVMValueRef pb = cg_opaque_ptr(c, f->pp), acc[64];
+    for (int dd = 0; dd < dc; dd++)
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
+            acc[dd * f->rv + v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->ot, line, v));
+        }
+    for (int jp = 0; jp < f->bk / 2; jp++) {
+        LLVMValueRef p[8];
+        for (int v = 0; v < f->rv; v++)
+            p[v] = LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, pb, cg_i64(c, jp), v), "");
+        for (int dd = 0; dd < dc; dd++) {
+            LLVMValueRef at = LLVMBuildAdd(c->b, cg_i64(c, jp * f->hd),
+                                           LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), "");
+            LLVMValueRef vb =
+                cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, f->vf, at), ""));
+            for (int v = 0; v < f->rv; v++)
+                acc[dd * f->rv + v] = cg_dot_pairs(c, acc[dd * f->rv + v], vb, p[v]);
+        }
+    }
+    for (int dd = 0; dd < dc; dd++)
+        for (int v = 0; v < f->rv; v++)
+            LLVMBuildStore(c->b, acc[dd * f->rv + v],
+                           line_ptr(c, f, f->ot, LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), v));
+    cg_for_end(c, &ld);
 }
 
 /* One tile of bk keys j0.. (below jend). */
@@ -319,7 +458,9 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
     }
-    if (f->kf) /* a narrow cache: the tile widened once, for all rows of the item */
+    if (f->kf && f->pairs) /* bf16 pairs, for vdpbf16ps */
+        widen_pairs(c, f, krow, vrow);
+    else if (f->kf) /* a narrow cache: the tile widened once, for all rows of the item */
         widen_tile(c, f, krow, vrow);
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j, j0);
@@ -397,7 +538,7 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
             LLVMValueRef p =
                 cg_exp_nonpos(c, LLVMBuildFSub(c->b, cg_vload(c, ATTN_DTYPE_F32, pj), muse, ""));
             sum = LLVMBuildFAdd(c->b, sum, p, "");
-            cg_vstore(c, ATTN_DTYPE_F32, p, pj);
+            cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, p), pj); /* the sum keeps p unrounded */
         }
         cg_vstore(c, ATTN_DTYPE_F32, sum, lp);
     }
@@ -502,8 +643,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
     bool v_in_k = cg_cache_which(c, f.v) == 0 && vview->buf == kview->buf &&
                   ir_dim_eq(vview->off, kview->off);
-    if (kvdt != ATTN_DTYPE_F32 && cg_cache_which(c, f.k) == 0 &&
-        (cg_cache_which(c, f.v) == 1 || v_in_k) &&
+    /* compute bf16: tiles rounded once too */
+    if ((kvdt != ATTN_DTYPE_F32 || c->g->cfg.compute == ATTN_DTYPE_BF16) &&
+        cg_cache_which(c, f.k) == 0 && (cg_cache_which(c, f.v) == 1 || v_in_k) &&
         f.hd % f.lanes == 0) { /* a narrow cache: tiles widened once (widen_tile) */
         ATTNC_ASSERT(vview->dt == kvdt && f.bk % f.lanes == 0 &&
                      (kvdt != ATTN_DTYPE_Q8_0 || 32 % f.lanes == 0));
@@ -514,6 +656,12 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
+        f.pairs = c->g->cfg.compute == ATTN_DTYPE_BF16 && c->target.bf16_dot && f.vf &&
+                  f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
+        if (f.pairs) {
+            f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
+            LLVMSetAlignment(f.pp, 64);
+        }
     }
     /* the smaller shapes' items use f's slots (of its larger rows) */
     flash *alt[2] = {&few, &sp};
@@ -521,7 +669,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         alt[i]->qt = f.qt, alt[i]->ot = f.ot, alt[i]->pb = f.pb, alt[i]->m = f.m, alt[i]->l = f.l;
         alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->kf = f.kf, alt[i]->vf = f.vf;
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
-        alt[i]->dummy = f.dummy;
+        alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp;
     }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
         LLVMBasicBlockRef split = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "split_kv");
@@ -613,7 +761,8 @@ static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double s
                 cg_vstore(c, dt, x[k], rowp[k]);
                 continue;
             }
-            if (scale != 1.0)
+            x[k] = cg_operand(c, x[k]);
+            if (scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
                 x[k] = LLVMBuildFMul(c->b, x[k], cg_vf32(c, scale), "");
             cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildSelect(c->b, inside, x[k], cg_vf32(c, 0), ""),
                       line_ptr(c, f, f->qt, LLVMBuildAdd(c->b, d0, cg_i64(c, k), ""), v));
@@ -651,8 +800,8 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     if (qb < f->hd) {
         cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f->hd), "d");
         LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
-        LLVMValueRef qv = cg_load(c, f->q->dt, cg_addr(c, f->q, qi));
-        if (n->scale != 1.0)
+        LLVMValueRef qv = cg_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
+        if (n->scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
             qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
         LLVMValueRef line =
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lr.i, "");
@@ -674,6 +823,18 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f->sl, lr.i));
     cg_for_end(c, &lr);
     rows_in_blocks(c, f, qb, false, n->scale, false, f->q->dt);
+    if (f->pairs) { /* qt as pairs (d, d + 1), in place: pair i is written over d = i */
+        cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "qpair");
+        LLVMValueRef d = LLVMBuildMul(c->b, lq.i, cg_i64(c, 2), "");
+        for (int v = 0; v < f->rv; v++) {
+            LLVMValueRef a = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, f->qt, d, v));
+            LLVMValueRef b =
+                cg_vload(c, ATTN_DTYPE_F32,
+                         line_ptr(c, f, f->qt, LLVMBuildAdd(c->b, d, cg_i64(c, 1), ""), v));
+            LLVMBuildStore(c->b, cg_bf16_pair(c, a, b), line_ptr(c, f, f->qt, lq.i, v));
+        }
+        cg_for_end(c, &lq);
+    }
     /* ot = 0 */
     cg_loop lz = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd), "d");
     for (int v = 0; v < f->rv; v++)

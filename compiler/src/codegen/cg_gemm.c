@@ -40,7 +40,7 @@ enum { KIND_PLAIN, KIND_HALF, KIND_INTERLEAVED };
 enum { DST_OWN, DST_CACHE_K, DST_CACHE_V };
 enum { MAP_C0, MAP_C1, MAP_KIND, MAP_FREQ, MAP_DST, MAP_D0, MAP_D1, MAP_FIELDS = 8 };
 
-cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
+cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config *cfg) {
     cg_gemm g;
     g.n = lin->ne[0].c;
     g.k = lin->args[1]->ne[0].c;
@@ -57,13 +57,30 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t) {
     g.kc = t->gemm_kc;
     g.mc = t->gemm_mc_tiles * g.mr;
     g.ku = t->gemm_ku > 1 ? t->gemm_ku : 1;
+    /* compute bf16: float weights rounded to bf16 once, in the panels;
+     * a block format's d * q stay as they are (README "compute") */
+    bool bf16 = cfg->compute == ATTN_DTYPE_BF16;
+    g.wdt = bf16 && attn_dtype_block(cfg->dtype) == 1 ? ATTN_DTYPE_BF16 : cfg->dtype;
+    g.pairs = bf16 && g.wdt == ATTN_DTYPE_BF16 && t->bf16_dot;
+    /* pairs: half the k steps a k block; twice the k of it (the x block
+     * the same bytes): llama3_8b prefill 2048 block, AMD EPYC Zen 5, 2
+     * threads, alternating: kc 1024 548-564 ms, 2048 532-538, 4096 529-595 */
+    if (g.pairs)
+        g.kc *= 2;
     return g;
 }
 
-int64_t cg_gemm_packed_words(const cg_gemm *g, attn_dtype dt) {
+/* k steps of a panel as packed: with pairs, k rounded up to even (the
+ * last pair's second weight 0). */
+static int64_t packed_k(const cg_gemm *g) {
+    return g->pairs ? (g->k + 1) / 2 * 2 : g->k;
+}
+
+int64_t cg_gemm_packed_words(const cg_gemm *g) {
+    attn_dtype dt = g->wdt;
     int64_t bytes = attn_dtype_block(dt) > 1
                         ? g->np * (g->k / 32) * g->nr * (int64_t)attn_dtype_bytes(dt, 32)
-                        : g->np * g->k * g->nr * (int64_t)attn_dtype_size(dt);
+                        : g->np * packed_k(g) * g->nr * (int64_t)attn_dtype_size(dt);
     return (bytes + 3) / 4;
 }
 
@@ -215,8 +232,35 @@ static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int ds
     cg_for_end(c, &lb);
 }
 
+/* Where weight k of lane ll (of nr) of panel lp goes, in elements of the
+ * panels' dtype: [panel][k][nr], bf16's two vectors interleaved (lane i
+ * of the first at 2i, of the second at 2i + 1); pairs: [panel][k/2][nr][k
+ * & 1]. */
+static LLVMValueRef packed_at(cg *c, const cg_gemm *gm, LLVMValueRef lp, LLVMValueRef ll,
+                              LLVMValueRef k) {
+    LLVMValueRef two = cg_i64(c, 2);
+    if (gm->pairs) {
+        LLVMValueRef pair =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp, cg_i64(c, packed_k(gm) / 2), ""),
+                         LLVMBuildSDiv(c->b, k, two, ""), "");
+        LLVMValueRef lane =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, pair, cg_i64(c, gm->nr), ""), ll, "");
+        return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lane, two, ""),
+                            LLVMBuildSRem(c->b, k, two, ""), "");
+    }
+    LLVMValueRef at_k = ll;
+    if (gm->wdt == ATTN_DTYPE_BF16) {
+        LLVMValueRef second = LLVMBuildICmp(c->b, LLVMIntSGE, ll, cg_i64(c, gm->lanes), "");
+        at_k = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, LLVMBuildSRem(c->b, ll, cg_i64(c, gm->lanes), ""), two, ""),
+            LLVMBuildZExt(c->b, second, c->i64, ""), "");
+    }
+    LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp, cg_i64(c, gm->k), ""), k, "");
+    return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, gm->nr), ""), at_k, "");
+}
+
 void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
-    cg_gemm gm = cg_gemm_shape(n, &c->target);
+    cg_gemm gm = cg_gemm_shape(n, &c->target, &c->g->cfg);
     const ir_node *w = n->args[1];
     int src = c->plan->view[w->id].buf, dst = c->plan->packed[n->id];
     LLVMValueRef map = map_global(c, n, &gm);
@@ -237,25 +281,14 @@ void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
     if (attn_dtype_block(dt) > 1) {
         pack_blocks(c, &gm, dt, src, dst, lp.i, ll.i, safe, inside);
     } else {
-        cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, gm.k), "k");
-        LLVMValueRef at =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""), lk.i, "");
-        LLVMValueRef v = cg_load(c, dt, cg_buf_elem(c, src, dt, at));
-        v = LLVMBuildSelect(c->b, inside, v, cg_f32(c, 0), "");
-        LLVMValueRef at_k = ll.i;
-        if (dt == ATTN_DTYPE_BF16) /* lane i of the first vector at 2i, of the second at 2i + 1 */
-            at_k =
-                LLVMBuildAdd(c->b,
-                             LLVMBuildMul(c->b, LLVMBuildSRem(c->b, ll.i, cg_i64(c, gm.lanes), ""),
-                                          cg_i64(c, 2), ""),
-                             LLVMBuildZExt(c->b, second, c->i64, ""), "");
-        LLVMValueRef to = LLVMBuildAdd(
-            c->b,
-            LLVMBuildMul(
-                c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp.i, cg_i64(c, gm.k), ""), lk.i, ""),
-                cg_i64(c, gm.nr), ""),
-            at_k, "");
-        cg_store(c, dt, v, cg_buf_elem(c, dst, dt, to)); /* exact: a copy */
+        attn_dtype pdt = gm.wdt; /* the panels' dtype */
+        cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, packed_k(&gm)), "k");
+        LLVMValueRef real = LLVMBuildICmp(c->b, LLVMIntSLT, lk.i, cg_i64(c, gm.k), "");
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, safe, cg_i64(c, gm.k), ""),
+                                       LLVMBuildSelect(c->b, real, lk.i, cg_i64(c, 0), ""), "");
+        LLVMValueRef v = cg_operand(c, cg_load(c, dt, cg_buf_elem(c, src, dt, at)));
+        v = LLVMBuildSelect(c->b, LLVMBuildAnd(c->b, inside, real, ""), v, cg_f32(c, 0), "");
+        cg_store(c, pdt, v, cg_buf_elem(c, dst, pdt, packed_at(c, &gm, lp.i, ll.i, lk.i)));
         cg_for_end(c, &lk);
     }
     cg_for_end(c, &ll);
@@ -447,7 +480,8 @@ static LLVMValueRef x_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0,
                           : cg_gep(c, c->f32, x0,
                                    LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, gm->mr), ""),
                                                 cg_i64(c, r), ""));
-    return cg_splat(c, LLVMBuildLoad2(c->b, c->f32, xa, ""));
+    LLVMValueRef x = LLVMBuildLoad2(c->b, c->f32, xa, "");
+    return cg_splat(c, direct ? cg_operand(c, x) : x); /* packed x is rounded (pack_x) */
 }
 
 /* acc[2r + j] += x[r, k] * w[k, vector j] for the panel vectors b[2] of k. */
@@ -545,6 +579,60 @@ static void float_sums(cg *c, const gemm_ctx *gc, int R, bool direct, attn_dtype
                 next);
 }
 
+/* x of row r at pair kk (local), broadcast as lanes i32 pairs: packed by
+ * pack_x ([kk][mr] i32), or (direct) read in place from row r and rounded,
+ * the k past K zero. */
+static LLVMValueRef xpair_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0, int r,
+                             LLVMValueRef kk) {
+    if (!direct) {
+        LLVMValueRef at =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kk, cg_i64(c, gm->mr), ""), cg_i64(c, r), "");
+        return cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, x0, at), ""));
+    }
+    LLVMValueRef k = LLVMBuildMul(c->b, kk, cg_i64(c, 2), "");
+    LLVMValueRef k1 = LLVMBuildAdd(c->b, k, cg_i64(c, 1), "");
+    LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntSLT, k1, cg_i64(c, gm->k), "");
+    LLVMValueRef row = cg_i64(c, r * gm->k);
+    LLVMValueRef lo =
+        LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, row, k, "")), "");
+    LLVMValueRef hi = LLVMBuildLoad2(
+        c->b, c->f32,
+        cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, row, LLVMBuildSelect(c->b, in, k1, k, ""), "")),
+        "");
+    hi = LLVMBuildSelect(c->b, in, hi, cg_f32(c, 0), "");
+    return cg_splat(c, cg_bf16_pair(c, lo, hi));
+}
+
+/* float_sums for pairs (gm->pairs): pairs of k in [0, kn) from init into
+ * next, the panels' bf16 pairs from w[pp] (nr pairs per pair of k). */
+static void pair_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan,
+                      const LLVMValueRef *w, LLVMValueRef kn, LLVMValueRef x0,
+                      const LLVMValueRef *init, LLVMValueRef *next) {
+    const cg_gemm *gm = &gc->gm;
+    int na = 2 * R * npan;
+    LLVMValueRef npairs =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 1), ""), cg_i64(c, 2), "");
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "kpair", c->vf, na);
+    memcpy(next, l.acc, (size_t)na * sizeof *next);
+    LLVMValueRef wk = LLVMBuildMul(c->b, l.i, cg_i64(c, gm->nr), ""); /* i32 words */
+    for (int pp = 0; pp < npan; pp++) {
+        LLVMValueRef b[2];
+        for (int j = 0; j < 2; j++) {
+            LLVMValueRef at = LLVMBuildAdd(c->b, wk, cg_i64(c, j * gm->lanes), "");
+            b[j] = LLVMBuildLoad2(c->b, c->vi, cg_gep(c, c->i32, w[pp], at), "");
+            LLVMSetAlignment(b[j], 4);
+        }
+        for (int r = 0; r < R; r++) {
+            LLVMValueRef xb = xpair_at(c, gm, direct, x0, r, l.i);
+            LLVMValueRef *a = next + pp * 2 * R + 2 * r;
+            a[0] = cg_dot_pairs(c, a[0], xb, b[0]);
+            a[1] = cg_dot_pairs(c, a[1], xb, b[1]);
+        }
+    }
+    cg_acc_loop_end(c, &l, npairs, init, next);
+}
+
 /* <lanes x i8> at p, as <lanes x i32>: sign- or zero-extended. */
 static LLVMValueRef bytes_at(cg *c, LLVMValueRef p, bool sign) {
     LLVMTypeRef vt = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)c->target.lanes);
@@ -597,9 +685,9 @@ static void qblock_weights(cg *c, const cg_gemm *gm, const qblock *q, LLVMValueR
 /* Panel p of f32, f16 or bf16 weights from k = kb: its first weight. */
 static LLVMValueRef fpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMValueRef kb) {
     const cg_gemm *gm = &gc->gm;
-    LLVMValueRef first = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k), ""), kb, "");
-    return cg_buf_elem(c, gc->w_buf, c->g->cfg.dtype,
-                       LLVMBuildMul(c->b, first, cg_i64(c, gm->nr), ""));
+    LLVMValueRef first =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, packed_k(gm)), ""), kb, "");
+    return cg_buf_elem(c, gc->w_buf, gm->wdt, LLVMBuildMul(c->b, first, cg_i64(c, gm->nr), ""));
 }
 
 /* The k blocks of 32 from kb of panel p of a block format: their first
@@ -747,7 +835,10 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         LLVMValueRef w0[2];
         for (int pp = 0; pp < npan; pp++)
             w0[pp] = fpanel_at(c, gc, pan[pp], kb);
-        float_sums(c, gc, R, direct, wdt, npan, w0, kn, x0, init, next);
+        if (gm->pairs)
+            pair_sums(c, gc, R, direct, npan, w0, kn, x0, init, next);
+        else
+            float_sums(c, gc, R, direct, gm->wdt, npan, w0, kn, x0, init, next);
     }
     for (int pp = 0; pp < npan; pp++)
         finish_rows(c, gc, R, m, pan[pp], next + pp * 2 * R, last, col[pp], inside[pp]);
@@ -760,7 +851,7 @@ static gemm_ctx linear_ctx(cg *c, const ir_node *n) {
     const cg_plan *pl = c->plan;
     const ir_node *x = n->args[0], *bias = ir_linear_bias(n), *tab = ir_linear_rope_table(n);
     gemm_ctx gc = {.n = n,
-                   .gm = cg_gemm_shape(n, &c->target),
+                   .gm = cg_gemm_shape(n, &c->target, &c->g->cfg),
                    .bias_buf = -1,
                    .table_buf = -1,
                    .cache_buf = {-1, -1},
@@ -835,6 +926,33 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
     LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
     LLVMValueRef xrow =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
+    if (gc.gm.pairs) { /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero */
+        LLVMValueRef np =
+            LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 1), ""), cg_i64(c, 2), "");
+        cg_loop lp = cg_for(c, cg_i64(c, 0), np, "pack_pair");
+        LLVMValueRef k = LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
+        LLVMValueRef k1 = LLVMBuildAdd(c->b, k, cg_i64(c, 1), "");
+        LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntSLT, k1, kn, "");
+        LLVMValueRef lo =
+            cg_load(c, ATTN_DTYPE_F32,
+                    cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, k, "")));
+        LLVMValueRef hi = cg_load(
+            c, ATTN_DTYPE_F32,
+            cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32,
+                        LLVMBuildAdd(c->b, xrow, LLVMBuildSelect(c->b, in, k1, k, ""), "")));
+        hi = LLVMBuildSelect(c->b, in, hi, cg_f32(c, 0), "");
+        LLVMValueRef to = LLVMBuildAdd(
+            c->b,
+            LLVMBuildMul(
+                c->b,
+                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc / 2), ""), lp.i, ""),
+                cg_i64(c, gc.gm.mr), ""),
+            in_tile, "");
+        LLVMBuildStore(c->b, cg_bf16_pair(c, lo, hi), cg_gep(c, c->i32, ap, to));
+        cg_for_end(c, &lp);
+        cg_for_end(c, &lr);
+        return;
+    }
     cg_loop lkk = cg_for(c, cg_i64(c, 0), kn, "pack_k");
     LLVMValueRef xe =
         cg_load(c, ATTN_DTYPE_F32,
@@ -845,7 +963,7 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
             c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc), ""), lkk.i, ""),
             cg_i64(c, gc.gm.mr), ""),
         in_tile, "");
-    LLVMBuildStore(c->b, xe, cg_gep(c, c->f32, ap, to));
+    LLVMBuildStore(c->b, cg_operand(c, xe), cg_gep(c, c->f32, ap, to));
     cg_for_end(c, &lkk);
     cg_for_end(c, &lr);
 }
@@ -895,7 +1013,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     /* this thread's copy of the x block: [tile of mr rows][k][mr], so the
      * micro-kernel's broadcasts read one short contiguous run per k
      * instead of mr rows a whole row apart (which share cache sets) */
-    LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)(gc.gm.mc * gc.gm.kc));
+    int64_t ap_words = gc.gm.mc * (gc.gm.pairs ? gc.gm.kc / 2 : gc.gm.kc); /* pairs: i32 each */
+    LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)ap_words);
     LLVMValueRef ap = cg_slot(c, ap_ty, NULL);
     LLVMSetAlignment(ap, 64);
     cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, (gc.gm.k + gc.gm.kc - 1) / gc.gm.kc), "kblock");
@@ -935,9 +1054,10 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMPositionBuilderAtEnd(c->b, call);
         LLVMValueRef ml = LLVMBuildSub(c->b, m, mb, "");
         LLVMValueRef t0 = LLVMBuildSDiv(c->b, ml, cg_i64(c, gc.gm.mr), "");
-        LLVMValueRef a_off =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, gc.gm.kc * gc.gm.mr), ""),
-                         LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
+        /* pairs: kc / 2 words of pairs per row */
+        int64_t tile_words = (gc.gm.pairs ? gc.gm.kc / 2 : gc.gm.kc) * gc.gm.mr;
+        LLVMValueRef a_off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, tile_words), ""),
+                                          LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
         LLVMValueRef args[6] = {
             c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off), wp ? wp : LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, fns[i], args, 6, "");

@@ -143,10 +143,10 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
         break;
     case IR_OP_LINEAR: {
         /* the matrix is read once, at load, into the GEMM's panels */
-        cg_gemm gm = cg_gemm_shape(n, tg);
+        cg_gemm gm = cg_gemm_shape(n, tg, c);
         p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
         p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
-                                      ir_const(cg_gemm_packed_words(&gm, c->dtype)));
+                                      ir_const(cg_gemm_packed_words(&gm)));
         *v = contiguous(p, n, ATTN_BUF_SCRATCH, n == to_y ? BUF_Y : -1);
         p->emit[n->id] = true;
         break;

@@ -6,7 +6,10 @@
  *     sum goes back to io[0..lanes));
  *   float attnc_probe_read(const float *p, int64_t n)
  *     the sum of p[0..n), n a multiple of 4 * lanes, streamed as vectors
- *     into four sums. */
+ *     into four sums;
+ *   void attnc_probe_bf16(float *io, int64_t iters) (AVX512-BF16 only)
+ *     iters rounds of acc += x . y over pairs of bf16 (vdpbf16ps, 4 FLOPs
+ *     a lane) on `accs` vectors, x and y pairs of io[0] as bf16. */
 #include "codegen/cg_build.h"
 
 static LLVMValueRef splat(LLVMBuilderRef b, LLVMTypeRef vt, LLVMValueRef s, LLVMTypeRef i32) {
@@ -57,7 +60,49 @@ static void vloop_end(LLVMBuilderRef b, vloop *l, int k, LLVMValueRef *init, LLV
     LLVMPositionBuilderAtEnd(b, l->exit);
 }
 
-LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *flops_per_iter) {
+/* attnc_probe_bf16: the fma probe's loop of vdpbf16ps. */
+static void bf16_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, const cg_target *t,
+                       int64_t *flops_per_iter) {
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), ptr = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef vt = LLVMVectorType(f32, (unsigned)t->lanes);
+    LLVMTypeRef vi = LLVMVectorType(i32, (unsigned)t->lanes);
+    LLVMTypeRef bv = LLVMVectorType(LLVMBFloatTypeInContext(ctx), 2 * (unsigned)t->lanes);
+    static const char name[] = "llvm.x86.avx512bf16.dpbf16ps.512";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    LLVMValueRef dp = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
+    LLVMTypeRef dp_ty = LLVMIntrinsicGetType(ctx, id, NULL, 0);
+    int accs = t->probe_accs;
+    LLVMTypeRef params[2] = {ptr, i64};
+    LLVMValueRef fn = LLVMAddFunction(
+        mod, "attnc_probe_bf16", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef io = LLVMGetParam(fn, 0), iters = LLVMGetParam(fn, 1);
+    /* the pair (x, x) of io[0]'s high half: its bits as an i32 */
+    LLVMValueRef w =
+        LLVMBuildAnd(b, LLVMBuildLoad2(b, i32, io, ""), LLVMConstInt(i32, 0xffff0000u, false), "");
+    w = LLVMBuildOr(b, w, LLVMBuildLShr(b, w, LLVMConstInt(i32, 16, false), ""), "");
+    LLVMValueRef x = LLVMBuildBitCast(b, splat(b, vi, w, i32), bv, "x");
+    LLVMValueRef init[32], next[32];
+    for (int j = 0; j < accs; j++)
+        init[j] = splat(b, vt, LLVMConstReal(f32, 1.0 + j * 1e-3), i32);
+    vloop l;
+    vloop_begin(ctx, b, fn, &l, accs, vt, i64);
+    for (int j = 0; j < accs; j++) {
+        LLVMValueRef a[3] = {l.acc[j], x, x};
+        next[j] = LLVMBuildCall2(b, dp_ty, dp, a, 3, "");
+    }
+    vloop_end(b, &l, accs, init, next, LLVMConstInt(i64, 1, false), iters);
+    LLVMValueRef sum = next[0];
+    for (int j = 1; j < accs; j++)
+        sum = LLVMBuildFAdd(b, sum, next[j], "");
+    LLVMSetAlignment(LLVMBuildStore(b, sum, io), 4);
+    LLVMBuildRetVoid(b);
+    *flops_per_iter = 4LL * accs * t->lanes;
+}
+
+LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *flops_per_iter,
+                             int64_t *bf16_flops_per_iter) {
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("attnc.probe", ctx);
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
@@ -116,6 +161,9 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
                          LLVMBuildFAdd(b, LLVMBuildFAdd(b, next[0], next[1], ""),
                                        LLVMBuildFAdd(b, next[2], next[3], ""), ""),
                          i32));
+    *bf16_flops_per_iter = 0;
+    if (t->bf16_dot)
+        bf16_probe(ctx, mod, b, t, bf16_flops_per_iter);
     LLVMDisposeBuilder(b);
     return mod;
 }

@@ -269,6 +269,7 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
             LLVMValueRef vv =
                 v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
                         : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
+            vv = cg_operand(c, vv);
             /* q8_0: the weight of row i is p[i][j] d[j][the vector's block] (lanes divide 32) */
             LLVMValueRef wrow = ps;
             if (pd)
@@ -344,13 +345,14 @@ static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
                            cg_f32(c, 0), m, "");
 }
 
-/* Copies head_dim elements of the row at p (dtype dt), times scale, to f32
- * at dst, zero-padded to whole vectors. */
+/* Copies head_dim elements of the query row at p (dtype dt), times scale,
+ * to f32 at dst, zero-padded to whole vectors; compute bf16: rounded, and
+ * not scaled (the scale multiplies the scores' sums). */
 static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst,
                       double scale) {
     for (int64_t v = 0; v < s->nv; v++) {
-        LLVMValueRef x = row_vec(c, s, dt, p, v);
-        if (scale != 1.0)
+        LLVMValueRef x = cg_operand(c, row_vec(c, s, dt, p, v));
+        if (scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
             x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
         cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes)));
     }
@@ -433,6 +435,7 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     } else {
         kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
     }
+    kv = cg_operand(c, kv);
     int u = (int)(dk % o->chains);
     bool first = o->kd ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
     for (int i = 0; i < s->rb; i++) {
@@ -537,7 +540,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             acc[i][0] = tot[i];
         LLVMValueRef posv =
             cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
-        LLVMValueRef sc = cg_softcap(c, s->n, acc[i][0]);
+        LLVMValueRef sc = cg_softcap(c, s->n, cg_scale_sum(c, s->n, acc[i][0]));
         if (s->n->alibi) {
             LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, c->g->cfg.heads), "");
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
@@ -604,7 +607,7 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
         LLVMValueRef p =
             cg_exp_nonpos(c, LLVMBuildFSub(c->b, x[i], cg_splat(c, finite_m(c, m[i])), ""));
         l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
-        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, p), cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
     }
     for (int i = 0; i < s->rb; i++)
         cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, w->r[i], L));

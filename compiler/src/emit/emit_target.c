@@ -338,6 +338,7 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     LLVMDisposeMessage(triple);
     cg_target t = cg_target_for(lanes, regs);
     t.cpu_features = emit_cpu_features(tm);
+    t.bf16_dot = lanes == 16 && (t.cpu_features & ATTN_CPU_AVX512BF16);
     return t;
 }
 

@@ -30,6 +30,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     [SPEC_K_K_BIAS] = "k_bias",
     [SPEC_K_CROSS] = "cross_attention",
     [SPEC_K_MLA] = "mla",
+    [SPEC_K_COMPUTE] = "compute",
 #define ATTN_FIELD(kind, field, key)
 #define ATTN_PLAIN(kind, field, key, token, def, lo, hi) [SPEC_K_##token] = key,
 #include "attn_config.def"
@@ -919,6 +920,19 @@ static void check_sections(checker *ck, toplevel *t, attn_config *c) {
             (long long)c->chunk);
     if (t->val[SPEC_K_QUERY_TEMP])
         check_temperature(ck, t->val[SPEC_K_QUERY_TEMP], c);
+    int cm;
+    static const char *const compute_names[] = {"f32", "bf16"};
+    if (t->val[SPEC_K_COMPUTE] &&
+        get_enum(ck, t->val[SPEC_K_COMPUTE], "compute", compute_names, 2, &cm)) {
+        c->compute = cm ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        if (cm && t->mla)
+            err(ck, t->val[SPEC_K_COMPUTE]->loc,
+                "compute: bf16 is not available with mla yet; use compute: f32");
+        else if (cm && c->kv_dtype == ATTN_DTYPE_Q8_0)
+            err(ck, t->val[SPEC_K_COMPUTE]->loc,
+                "compute: bf16 is not available with kv_cache.dtype q8_0 yet; use f32, f16 or "
+                "bf16 for the cache");
+    }
     t->layout_at = NULL;
     if (t->val[SPEC_K_WEIGHTS])
         check_weights(ck, t->val[SPEC_K_WEIGHTS], c, &t->layout_at);
@@ -986,6 +1000,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
         .scale_auto = true,
         .dtype = ATTN_DTYPE_F32,
         .kv_dtype = ATTN_DTYPE_F32,
+        .compute = ATTN_DTYPE_F32,
         .kv_block_tokens = DEFAULT_BLOCK_TOKENS,
         .kv_max_tokens = DEFAULT_MAX_TOKENS,
     };
