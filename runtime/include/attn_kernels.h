@@ -153,6 +153,10 @@ typedef struct attn_kernel_step {
 #define ATTN_CPU_AVX512BF16 (1u << 14)
 #define ATTN_CPU_AVX512FP16 (1u << 15)
 #define ATTN_CPU_AVX512VBMI (1u << 16)
+/* AMX tiles (the OS saving their state: XCR0 bits 17-18; the runtime asks
+ * Linux for it, arch_prctl ARCH_REQ_XCOMP_PERM, before running them) */
+#define ATTN_CPU_AMX_TILE (1u << 17)
+#define ATTN_CPU_AMX_BF16 (1u << 18)
 /* AArch64 bits (hwcaps): */
 #define ATTN_CPU_ARM_FP16 (1u << 24) /* half-precision arithmetic, scalar and vector */
 #define ATTN_CPU_ARM_BF16 (1u << 25)

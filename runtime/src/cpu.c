@@ -30,7 +30,8 @@ static uint64_t xcr0(void) {
 }
 
 /* Where cpuid reports each feature, and which register state it needs
- * the OS to save (0 none, 1 AVX's YMM, 2 AVX-512's opmask and ZMM). */
+ * the OS to save (0 none, 1 AVX's YMM, 2 AVX-512's opmask and ZMM, 3
+ * AMX's tile configuration and data). */
 static const struct {
     uint32_t flag;
     unsigned leaf, sub, reg; /* reg: 0 eax, 1 ebx, 2 ecx, 3 edx */
@@ -52,6 +53,8 @@ static const struct {
     {ATTN_CPU_AVX512VBMI, 7, 0, 2, 1, 2},
     {ATTN_CPU_AVX512FP16, 7, 0, 3, 23, 2},
     {ATTN_CPU_AVX512BF16, 7, 1, 0, 5, 2},
+    {ATTN_CPU_AMX_BF16, 7, 0, 3, 22, 3},
+    {ATTN_CPU_AMX_TILE, 7, 0, 3, 24, 3},
     {ATTN_CPU_LZCNT, 0x80000001u, 0, 2, 5, 0}, /* ABM */
 };
 
@@ -61,7 +64,7 @@ static uint32_t detect(void) {
         return 0;
     /* OSXSAVE, then XCR0: XMM and YMM state; opmask, ZMM_Hi256, Hi16_ZMM */
     uint64_t x = (r[2] & (1u << 27)) ? xcr0() : 0;
-    bool state[3] = {true, (x & 0x6) == 0x6, (x & 0xe6) == 0xe6};
+    bool state[4] = {true, (x & 0x6) == 0x6, (x & 0xe6) == 0xe6, (x & 0x60000) == 0x60000};
     uint32_t f = 0;
     for (size_t i = 0; i < sizeof cpuid_bits / sizeof cpuid_bits[0]; i++) {
         if (!__get_cpuid_count(cpuid_bits[i].leaf, cpuid_bits[i].sub, &r[0], &r[1], &r[2], &r[3]))
@@ -86,6 +89,37 @@ static uint32_t detect(void) {
 #else
 static uint32_t detect(void) {
     return 0;
+}
+#endif
+
+/* Linux gives a process the AMX tile data state only when asked
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA: the kernel's
+ * Documentation/arch/x86/xstate.rst); asked once, for every thread. */
+#if defined(__x86_64__) && defined(__linux__)
+#include <errno.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static bool amx_ok;
+static char amx_error[64] = "not asked";
+
+static void amx_ask(void) {
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    if (!amx_ok)
+        snprintf(amx_error, sizeof amx_error, "%s", strerror(errno));
+}
+
+static bool amx_granted(void) {
+    pthread_once(&amx_once, amx_ask);
+    return amx_ok;
+}
+#else
+static const char amx_error[] = "not Linux on x86-64";
+static bool amx_granted(void) {
+    return false;
 }
 #endif
 
@@ -114,6 +148,8 @@ static const struct {
     {ATTN_CPU_AVX512BF16, "avx512bf16"},
     {ATTN_CPU_AVX512FP16, "avx512fp16"},
     {ATTN_CPU_AVX512VBMI, "avx512vbmi"},
+    {ATTN_CPU_AMX_TILE, "amx-tile"},
+    {ATTN_CPU_AMX_BF16, "amx-bf16"},
     {ATTN_CPU_ARM_FP16, "fp16"},
     {ATTN_CPU_ARM_BF16, "bf16"},
 };
@@ -184,5 +220,11 @@ attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
                        "compile --cpu %s)",
                        k->config.name, list, PORTABLE_CPU);
     }
+    if ((k->cpu_features & ATTN_CPU_AMX_TILE) && !amx_granted())
+        return rt_fail(msg, ATTN_E_CPU,
+                       "the kernels of '%s' use AMX tiles, and Linux refused this process their "
+                       "state (arch_prctl ARCH_REQ_XCOMP_PERM: %s); compile them for a CPU without "
+                       "AMX (attnc compile --cpu icelake-server) or allow it",
+                       k->config.name, amx_error);
     return ATTN_OK;
 }

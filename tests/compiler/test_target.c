@@ -47,7 +47,7 @@ static void named_cpus_need_their_documented_features(void **state) {
                      V2 | V3_ONLY | V4_ONLY | ATTN_CPU_AVX512BF16 | ATTN_CPU_AVX512VBMI);
     assert_int_equal(features_of(x86, "sapphirerapids"),
                      V2 | V3_ONLY | V4_ONLY | ATTN_CPU_AVX512BF16 | ATTN_CPU_AVX512FP16 |
-                         ATTN_CPU_AVX512VBMI);
+                         ATTN_CPU_AVX512VBMI | ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
     assert_int_equal(features_of(arm, "generic"), 0);
     assert_int_equal(features_of(arm, "cortex-a72"), 0);
     assert_int_equal(features_of(arm, "neoverse-v1"), ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16);

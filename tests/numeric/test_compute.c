@@ -196,12 +196,59 @@ static void bf16_decode_steps_equal_one_shot_prefill(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The AMX path: compute bf16's GEMM compiled for an AMX CPU runs tiles
+ * (the table records amx-tile and amx-bf16); f32 compute there needs no
+ * AMX. Run where the host has AMX (the sweep and the tests above then
+ * take it, as the host's code), refused with the features named where
+ * it has not. d_model 200 and 7..75 rows: k past the last whole tile of
+ * 32, row tiles of 32 cut short, one and several k blocks (2 x 2048). */
+static void amx_kernels_run_or_are_refused(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    bool amx = host_has(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
+    if (!amx)
+        print_message("note: this host has no AMX: AMX kernels are compiled and refused, not "
+                      "run\n");
+    static const int64_t d_models[3] = {200, 4096, 96};
+    for (int i = 0; i < 3; i++) {
+        attn_config c = config_small(4, 2, 64, d_models[i]);
+        c.compute = i == 2 ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
+        c.kv_max_tokens = 512;
+        attnc_options o = attnc_options_default();
+        o.cpu = "sapphirerapids";
+        attnc_jit *jit = jit_or_fail(write_spec(dir, &c, "amx.yaml"), &o);
+        uint32_t need = attnc_jit_kernels(jit)->cpu_features;
+        bool uses = (need & ATTN_CPU_AMX_TILE) && (need & ATTN_CPU_AMX_BF16);
+        if (uses != (c.compute == ATTN_DTYPE_BF16))
+            fail_msg("d_model %lld, compute %s: the table %s AMX", (long long)c.d_model,
+                     attn_dtype_name(c.compute), uses ? "needs" : "does not need");
+        if (!amx && uses) {
+            attn_block *b = NULL;
+            attn_block_options bo = attn_block_options_default();
+            assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_E_CPU);
+        }
+        attnc_jit_free(jit);
+        if (!amx || i == 2)
+            continue;
+        static const int64_t rows[3] = {75, 33, 7};
+        for (int k = 0; k < 3; k++) {
+            double e = jit_vs_ref(write_spec(dir, &c, "amx.yaml"), &o, rows[k], rows[k], 2,
+                                  (uint64_t)(10 + k));
+            if (!(e <= BF16_TOL))
+                fail_msg("AMX, d_model %lld, %lld rows: relative error %g", (long long)c.d_model,
+                         (long long)rows[k], e);
+        }
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_is_near_f32_and_not_equal),
         cmocka_unit_test(bf16_kernels_equal_bf16_reference),
         cmocka_unit_test(bf16_results_do_not_depend_on_thread_count),
         cmocka_unit_test(bf16_decode_steps_equal_one_shot_prefill),
+        cmocka_unit_test(amx_kernels_run_or_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,7 @@ typedef struct cg_target {
     int split_vecs;        /* split decode: vectors of keys a tile (where blocks hold them) */
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     bool bf16_dot;         /* vdpbf16ps (AVX512-BF16): compute bf16's products in pairs */
+    bool amx;              /* AMX tiles (amx-tile, amx-bf16): compute bf16's GEMM */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */

@@ -15,6 +15,7 @@ typedef struct cg_gemm {
     int lanes, nr, mr, kc, mc, ku;
     attn_dtype wdt; /* the panels' dtype: the weights', or bf16 (compute bf16 rounds floats) */
     bool pairs;     /* bf16 panels of (k, k + 1) pairs for vdpbf16ps: [panel][k/2][nr][2] */
+    bool amx;       /* pairs on AMX: the panels are tiles' B (k padded to 32), x row-major */
 } cg_gemm;
 
 /* Calls with at most this many new tokens (the target's gemv_rows) run a

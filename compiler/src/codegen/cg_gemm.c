@@ -67,13 +67,18 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config 
      * threads, alternating: kc 1024 548-564 ms, 2048 532-538, 4096 529-595 */
     if (g.pairs)
         g.kc *= 2;
+    /* AMX: tiles of 16 rows x 32 k; a micro-kernel of 2 x 2 f32 tiles is
+     * 32 rows x one panel's 32 columns; an x block of 64 rows x kc */
+    g.amx = g.pairs && t->amx;
+    if (g.amx)
+        g.mr = 32, g.mc = 64;
     return g;
 }
 
 /* k steps of a panel as packed: with pairs, k rounded up to even (the
  * last pair's second weight 0). */
 static int64_t packed_k(const cg_gemm *g) {
-    return g->pairs ? (g->k + 1) / 2 * 2 : g->k;
+    return g->amx ? (g->k + 31) / 32 * 32 : g->pairs ? (g->k + 1) / 2 * 2 : g->k;
 }
 
 int64_t cg_gemm_packed_words(const cg_gemm *g) {
@@ -968,6 +973,143 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
     cg_for_end(c, &lr);
 }
 
+/* AMX: rows [mb, mb + mc) of x (zero from mend), k's [kb, kb + kn)
+ * rounded up to 32 (zero past kn), into ap as tiles' A: [row][kc/2] i32
+ * pairs of bf16, row-major. */
+static void pack_x_amx(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb,
+                       LLVMValueRef mend, LLVMValueRef kb, LLVMValueRef kn) {
+    const cg_gemm *gm = &gc->gm;
+    LLVMValueRef np = LLVMBuildMul(
+        c->b, LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), ""),
+        cg_i64(c, 16), "");
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, gm->mc), "pack_row");
+    LLVMValueRef row = LLVMBuildAdd(c->b, mb, lr.i, "");
+    LLVMValueRef real = LLVMBuildICmp(c->b, LLVMIntSLT, row, mend, "");
+    LLVMValueRef xrow = LLVMBuildAdd(
+        c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, real, row, mb, ""), cg_i64(c, gm->k), ""),
+        kb, "");
+    cg_loop lp = cg_for(c, cg_i64(c, 0), np, "pack_pair");
+    LLVMValueRef k = LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
+    LLVMValueRef x[2];
+    for (int h = 0; h < 2; h++) {
+        LLVMValueRef kh = LLVMBuildAdd(c->b, k, cg_i64(c, h), "");
+        LLVMValueRef in = LLVMBuildAnd(c->b, real, LLVMBuildICmp(c->b, LLVMIntSLT, kh, kn, ""), "");
+        LLVMValueRef v =
+            cg_load(c, ATTN_DTYPE_F32,
+                    cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32,
+                                LLVMBuildAdd(c->b, xrow,
+                                             LLVMBuildSelect(c->b, in, kh, cg_i64(c, 0), ""), "")));
+        x[h] = LLVMBuildSelect(c->b, in, v, cg_f32(c, 0), "");
+    }
+    LLVMValueRef to =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gm->kc / 2), ""), lp.i, "");
+    LLVMBuildStore(c->b, cg_bf16_pair(c, x[0], x[1]), cg_gep(c, c->i32, ap, to));
+    cg_for_end(c, &lp);
+    cg_for_end(c, &lr);
+}
+
+/* One AMX intrinsic (llvm.x86.*.internal: shapes in bytes, i16). */
+static LLVMValueRef amx_call(cg *c, const char *name, LLVMValueRef *args, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    ATTNC_ASSERT(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0);
+    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0), fn, args, n, "");
+}
+
+/* void amx(args, m, p, kb, a, R): rows m..m+R-1 (R <= 32) of panel p,
+ * k block kb, x of the 32 rows at a (pack_x_amx's): four 16 x 16 f32
+ * tiles (two row halves x the panel's two column halves) summed by
+ * tdpbf16ps over the block's tiles of 32 k (the A tile 16 rows x 32 k
+ * of x, the B tile 32 k x 16 columns: 16 rows of the panel's pairs),
+ * stored to the stack, then row by row the block's sums (plus the
+ * partial sums of earlier blocks) to the epilogue or to y. */
+static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
+    const cg_gemm *gm = &gc->gm;
+    char name[160];
+    snprintf(name, sizeof name, "%s_amx", kname);
+    LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
+    LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
+    LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
+    LLVMValueRef a = LLVMGetParam(fn, 4), R = LLVMGetParam(fn, 5);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx), i16 = LLVMInt16TypeInContext(c->llctx);
+    LLVMTypeRef amx = LLVMX86AMXTypeInContext(c->llctx);
+    LLVMValueRef r16 = LLVMConstInt(i16, 16, false), b64 = LLVMConstInt(i16, 64, false);
+    LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
+                                   LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
+    LLVMValueRef steps =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");
+    LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, 0), "first");
+    LLVMValueRef last = LLVMBuildICmp(
+        c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""), cg_i64(c, gm->k), "last");
+    LLVMValueRef wb = fpanel_at(c, gc, p, kb); /* the panel's pairs from kb: B's rows */
+    LLVMValueRef astride = cg_i64(c, gm->kc * 2), bstride = cg_i64(c, gm->nr * 4);
+    LLVMValueRef init[4], next[4];
+    for (int i = 0; i < 4; i++) {
+        LLVMValueRef z[2] = {r16, b64};
+        init[i] = amx_call(c, "llvm.x86.tilezero.internal", z, 2);
+    }
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "ktile", amx, 4);
+    LLVMValueRef A[2], B[2];
+    for (int h = 0; h < 2; h++) {
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 64), ""),
+                                       cg_i64(c, h * 16 * gm->kc * 2), "");
+        LLVMValueRef la[4] = {r16, b64, cg_gep(c, i8, a, at), astride};
+        A[h] = amx_call(c, "llvm.x86.tileloadd64.internal", la, 4);
+        LLVMValueRef bt = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 16 * gm->nr * 4), ""), cg_i64(c, h * 64), "");
+        LLVMValueRef lb[4] = {r16, b64, cg_gep(c, i8, wb, bt), bstride};
+        B[h] = amx_call(c, "llvm.x86.tileloadd64.internal", lb, 4);
+    }
+    for (int i = 0; i < 4; i++) { /* tile i: rows half i / 2, columns half i % 2 */
+        LLVMValueRef d[6] = {r16, b64, b64, l.acc[i], A[i / 2], B[i % 2]};
+        next[i] = amx_call(c, "llvm.x86.tdpbf16ps.internal", d, 6);
+    }
+    cg_acc_loop_end(c, &l, steps, init, next);
+    LLVMValueRef sc = cg_slot(c, LLVMArrayType2(c->f32, 32 * 32), NULL);
+    LLVMSetAlignment(sc, 64);
+    for (int i = 0; i < 4; i++) {
+        LLVMValueRef st[5] = {r16, b64,
+                              cg_gep(c, i8, sc, cg_i64(c, (i / 2) * 16 * 128 + (i % 2) * 64)),
+                              cg_i64(c, 128), next[i]};
+        amx_call(c, "llvm.x86.tilestored64.internal", st, 5);
+    }
+    LLVMValueRef col[2], inside[2];
+    for (int j = 0; j < 2; j++) {
+        col[j] = map_field(c, gc->map, p, j ? MAP_C1 : MAP_C0);
+        inside[j] = lanes_below(c, col[j], gm->n);
+    }
+    cg_loop lr = cg_for(c, cg_i64(c, 0), R, "r");
+    LLVMValueRef t = LLVMBuildAdd(c->b, m, lr.i, "t");
+    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gm->n), "");
+    LLVMValueRef v[2], yat[2];
+    for (int j = 0; j < 2; j++) {
+        v[j] = cg_vload(c, ATTN_DTYPE_F32,
+                        cg_gep(c, c->f32, sc,
+                               LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, 32), ""),
+                                            cg_i64(c, j * 16), "")));
+        yat[j] = cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], ""));
+        LLVMValueRef mask =
+            LLVMBuildAnd(c->b, inside[j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
+        v[j] = LLVMBuildFAdd(c->b, v[j], cg_vload_masked(c, ATTN_DTYPE_F32, yat[j], mask), "");
+    }
+    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
+    LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
+    LLVMBasicBlockRef next_r = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next_row");
+    LLVMBuildCondBr(c->b, last, fin, part);
+    LLVMPositionBuilderAtEnd(c->b, part);
+    for (int j = 0; j < 2; j++)
+        cg_vstore_masked(c, v[j], yat[j], inside[j]);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, fin);
+    epilogue(c, gc, t, p, v);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, next_r);
+    cg_for_end(c, &lr);
+    LLVMBuildRetVoid(c->b);
+    return fn;
+}
+
 void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     gemm_ctx gc = linear_ctx(c, n);
     /* micro-kernels for mr rows and the powers of two below it */
@@ -977,8 +1119,11 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     for (int r = 8; r >= 1; r /= 2)
         if (r < gc.gm.mr)
             sizes[n_sizes++] = r;
+    if (gc.gm.amx) /* one AMX micro-kernel takes every row count */
+        n_sizes = 0;
     for (int i = 0; i < n_sizes; i++)
         fns[i] = micro(c, &gc, sizes[i], name, false, 1);
+    LLVMValueRef amx = gc.gm.amx ? amx_micro(c, &gc, name) : NULL;
     LLVMValueRef gemv[CG_GEMV_ROWS], gemv2[2] = {NULL, NULL};
     int gemv_rows = c->target.gemv_rows < CG_GEMV_ROWS ? c->target.gemv_rows : CG_GEMV_ROWS;
     /* bf16 weights too: widened exactly, as in the GEMM (a GEMV of
@@ -1027,7 +1172,10 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
-    pack_x(c, &gc, ap, mb, mend, kb, kn);
+    if (gc.gm.amx)
+        pack_x_amx(c, &gc, ap, mb, mend, kb, kn);
+    else
+        pack_x(c, &gc, ap, mb, mend, kb, kn);
     /* a block format's panel, unpacked to f32 once per row block */
     LLVMValueRef wp = NULL;
     if (blocks) {
@@ -1040,6 +1188,21 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMBuildCall2(c->b, unpack_ty, unpack, uargs, 4, "");
     }
     LLVMBuildStore(c->b, mb, mslot);
+    if (amx) { /* tiles of 32 rows of the block */
+        LLVMValueRef nt = LLVMBuildSDiv(
+            c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, mend, mb, ""), cg_i64(c, 31), ""),
+            cg_i64(c, 32), "");
+        cg_loop lt = cg_for(c, cg_i64(c, 0), nt, "rtile");
+        LLVMValueRef m = LLVMBuildAdd(c->b, mb, LLVMBuildMul(c->b, lt.i, cg_i64(c, 32), ""), "");
+        LLVMValueRef R =
+            cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, 32), LLVMBuildSub(c->b, mend, m, ""));
+        LLVMValueRef at = LLVMBuildMul(c->b, lt.i, cg_i64(c, 32 * gc.gm.kc / 2), "");
+        LLVMValueRef args[6] = {c->args, m, lp.i, kb, cg_gep(c, c->i32, ap, at), R};
+        LLVMTypeRef ptys[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
+        LLVMBuildCall2(c->b, LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), ptys, 6, false), amx,
+                       args, 6, "");
+        cg_for_end(c, &lt);
+    }
     for (int i = 0; i < n_sizes; i++) {
         /* mr rows while they last; then each smaller size at most once */
         LLVMBasicBlockRef test = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rows");

@@ -17,6 +17,16 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
     return g;
 }
 
+/* The features the table records: the target's, AMX only where the
+ * kernels use it (compute bf16's GEMM), so that other kernels compiled
+ * on an AMX machine neither need its state nor ask Linux for it. */
+static uint32_t table_features(const cg_result *res) {
+    uint32_t f = res->target.cpu_features;
+    if (!(res->target.amx && res->g->cfg.compute == ATTN_DTYPE_BF16))
+        f &= ~(uint32_t)(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
+    return f;
+}
+
 void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     const ir_graph *g = res->g;
     LLVMContextRef llctx = LLVMGetModuleContext(mod);
@@ -90,7 +100,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMValueRef tf[7] = {LLVMConstInt(i32, ATTN_KERNELS_ABI, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_buffers, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_steps, false),
-                          LLVMConstInt(i32, res->target.cpu_features, false),
+                          LLVMConstInt(i32, table_features(res), false),
                           cfg_bytes,
                           buffers,
                           steps_g};

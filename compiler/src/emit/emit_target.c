@@ -228,7 +228,7 @@ static bool line_matches(const char *line, size_t n, const char *want) {
     return false;
 }
 
-uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
+static uint32_t probed_features(LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     const feature_probe *pr = NULL;
     int np = 0;
@@ -299,6 +299,29 @@ uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
     return bits;
 }
 
+/* AMX, which no probe can test (selecting a tile instruction for a CPU
+ * without it is a fatal LLVM error): the target's feature string, or
+ * its CPU's name where the string does not say (--cpu NAME alone). */
+static bool target_has_amx(LLVMTargetMachineRef tm) {
+    char *cpu = LLVMGetTargetMachineCPU(tm), *features = LLVMGetTargetMachineFeatureString(tm);
+    static const char *const amx_cpus[] = {"sapphirerapids", "emeraldrapids", "graniterapids",
+                                           "graniterapids-d", "diamondrapids"};
+    bool yes = strstr(features, "+amx-bf16") && strstr(features, "+amx-tile");
+    for (size_t i = 0; !yes && i < sizeof amx_cpus / sizeof amx_cpus[0]; i++)
+        yes = strcmp(cpu, amx_cpus[i]) == 0 && !strstr(features, "-amx-bf16") &&
+              !strstr(features, "-amx-tile");
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+    return yes;
+}
+
+uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
+    uint32_t bits = probed_features(tm);
+    if ((bits & ATTN_CPU_AVX512BF16) && target_has_amx(tm))
+        bits |= ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    return bits;
+}
+
 attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu, size_t n,
                               uint32_t *features) {
     attnc_ctx *work = attnc_ctx_new();
@@ -339,6 +362,7 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     cg_target t = cg_target_for(lanes, regs);
     t.cpu_features = emit_cpu_features(tm);
     t.bf16_dot = lanes == 16 && (t.cpu_features & ATTN_CPU_AVX512BF16);
+    t.amx = t.bf16_dot && (t.cpu_features & ATTN_CPU_AMX_BF16);
     return t;
 }
 
