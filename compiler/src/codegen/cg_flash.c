@@ -254,6 +254,22 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
     }
 }
 
+/* Branches to *vec where the tile's keys lie in one block, consecutive
+ * (the last key repeated past jend breaks it), so that the keys of one d
+ * are a vector, else to *one; both end at *done. */
+static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_dtype dt,
+                               LLVMBasicBlockRef *vec, LLVMBasicBlockRef *one,
+                               LLVMBasicBlockRef *done) {
+    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
+                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
+    LLVMValueRef together =
+        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
+    *vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
+    *one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
+    *done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
+    LLVMBuildCondBr(c->b, together, *vec, *one);
+}
+
 /* A tile of bk keys of an f16, bf16 or q8_0 cache as f32 (exact; q8_0:
  * d * q): K into kf [hd][bk], the keys of one d as a vector (q8_0: and
  * their d) when the tile's keys are side by side in one block, else key
@@ -266,15 +282,8 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int64_t bt = c->g->cfg.kv_block_tokens;
     attn_dtype dt = c->plan->view[f->k->id].dt;
     LLVMTypeRef et = cg_elem_type(c, dt);
-    /* K: one block, consecutive tokens (the last key repeated past jend breaks it) */
-    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
-                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
-    LLVMValueRef together =
-        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
-    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
-    LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
-    LLVMBuildCondBr(c->b, together, vec, one);
+    LLVMBasicBlockRef vec, one, done;
+    branch_on_together(c, f, krow, dt, &vec, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, vec);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
     LLVMValueRef dsc =
@@ -345,14 +354,8 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int64_t bt = c->g->cfg.kv_block_tokens;
     attn_dtype dt = c->plan->view[f->k->id].dt;
     LLVMTypeRef et = cg_elem_type(c, dt);
-    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
-                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
-    LLVMValueRef together =
-        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
-    LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
-    LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
-    LLVMBuildCondBr(c->b, together, vec, one);
+    LLVMBasicBlockRef vec, one, done;
+    branch_on_together(c, f, krow, dt, &vec, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, vec); /* the keys of d side by side: a vector a d */
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, 2 * bt), "");

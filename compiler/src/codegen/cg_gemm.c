@@ -437,6 +437,28 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
     LLVMPositionBuilderAtEnd(c->b, done);
 }
 
+/* Row t of panel p from its sums v[2] (columns col, those below N in
+ * inside): the epilogue when `last` (the final k block), else the partial
+ * sums to y. */
+static void row_out(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, LLVMValueRef v[2],
+                    LLVMValueRef last, const LLVMValueRef *col, const LLVMValueRef *inside) {
+    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
+    LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
+    LLVMBasicBlockRef next_r = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next_row");
+    LLVMBuildCondBr(c->b, last, fin, part);
+    LLVMPositionBuilderAtEnd(c->b, part);
+    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gc->gm.n), "");
+    for (int j = 0; j < 2; j++)
+        cg_vstore_masked(
+            c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")),
+            inside[j]);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, fin);
+    epilogue(c, gc, t, p, v);
+    LLVMBuildBr(c->b, next_r);
+    LLVMPositionBuilderAtEnd(c->b, next_r);
+}
+
 /* Rows m..m+R-1 of panel p from their sums v[2 * row + vector]: the
  * epilogue when `last` (the final k block), else partial sums to y. Rows
  * one by one from the stack: code size does not grow with R. */
@@ -459,21 +481,7 @@ static void finish_rows(cg *c, const gemm_ctx *gc, int R, LLVMValueRef m, LLVMVa
         v[j] =
             LLVMBuildLoad2(c->b, c->vf, LLVMBuildInBoundsGEP2(c->b, buf_ty, sums, at, 2, ""), "");
     }
-    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
-    LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
-    LLVMBasicBlockRef next_r = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next_row");
-    LLVMBuildCondBr(c->b, last, fin, part);
-    LLVMPositionBuilderAtEnd(c->b, part);
-    LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, gc->gm.n), "");
-    for (int j = 0; j < 2; j++)
-        cg_vstore_masked(
-            c, v[j], cg_buf_elem(c, gc->y_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, row, col[j], "")),
-            inside[j]);
-    LLVMBuildBr(c->b, next_r);
-    LLVMPositionBuilderAtEnd(c->b, fin);
-    epilogue(c, gc, t, p, v);
-    LLVMBuildBr(c->b, next_r);
-    LLVMPositionBuilderAtEnd(c->b, next_r);
+    row_out(c, gc, t, p, v, last, col, inside);
     cg_for_end(c, &lr);
 }
 
@@ -1093,18 +1101,7 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
             LLVMBuildAnd(c->b, inside[j], cg_splat(c, LLVMBuildNot(c->b, first, "")), "");
         v[j] = LLVMBuildFAdd(c->b, v[j], cg_vload_masked(c, ATTN_DTYPE_F32, yat[j], mask), "");
     }
-    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "final");
-    LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "partial");
-    LLVMBasicBlockRef next_r = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "next_row");
-    LLVMBuildCondBr(c->b, last, fin, part);
-    LLVMPositionBuilderAtEnd(c->b, part);
-    for (int j = 0; j < 2; j++)
-        cg_vstore_masked(c, v[j], yat[j], inside[j]);
-    LLVMBuildBr(c->b, next_r);
-    LLVMPositionBuilderAtEnd(c->b, fin);
-    epilogue(c, gc, t, p, v);
-    LLVMBuildBr(c->b, next_r);
-    LLVMPositionBuilderAtEnd(c->b, next_r);
+    row_out(c, gc, t, p, v, last, col, inside);
     cg_for_end(c, &lr);
     LLVMBuildRetVoid(c->b);
     return fn;
