@@ -20,7 +20,8 @@ static const char roofline_usage[] =
     "Measures what bench divides by, with code compiled for this CPU as the\n"
     "kernels are: the FP32 FMA peak (independent vector fused multiply-adds in\n"
     "registers on every thread), on CPUs with AVX512-BF16 the bf16 dot product\n"
-    "peak (vdpbf16ps, what compute: bf16 runs), and the read bandwidth (every\n"
+    "peak (vdpbf16ps, what compute: bf16 runs) and on AMX CPUs the bf16 tile\n"
+    "peak (tdpbf16ps), and the read bandwidth (every\n"
     "thread summing its part of a 1 GiB array). Prints the median of --runs\n"
     "(default 7) runs, with min and max.\n"
     "\n"
@@ -28,7 +29,7 @@ static const char roofline_usage[] =
     "  --cpu NAME    compile the probes for CPU NAME (e.g. x86-64-v3: AVX2 vectors on\n"
     "                an AVX-512 machine), which must run here\n"
     "  --json        one JSON object: threads, fma_gflops, bf16_gflops (AVX512-BF16),\n"
-    "                read_gbps (+ _min/_max)\n";
+    "                amx_bf16_gflops (AMX), read_gbps (+ _min/_max)\n";
 
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
@@ -76,9 +77,9 @@ static const char bench_usage[] =
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
-    "                   gflops, gbps, peak_gflops and peak_kind (fma, or bf16_dot for\n"
-    "                   compute bf16 on a CPU with bf16 dot products: the peak\n"
-    "                   %peak is against), read_gbps (+ _min/_max: the reads\n"
+    "                   gflops, gbps, peak_gflops and peak_kind (fma; for compute\n"
+    "                   bf16 bf16_dot, or amx_bf16 for a block on an AMX CPU: the\n"
+    "                   peak %peak is against), read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
     "                   compile's wall clock) and compile_cache (off, miss or hit);\n"
     "                   with --shard, shard (\"I/N\")\n"
@@ -126,6 +127,8 @@ typedef struct roofline {
     stat3 fma, read; /* GFLOP/s, GB/s */
     bool has_bf16;   /* the CPU has bf16 dot products: their peak */
     stat3 bf16;
+    bool has_amx; /* and AMX tiles (granted by the OS): their bf16 peak */
+    stat3 amx;
 } roofline;
 
 /* The probes, compiled like the kernels, and the array the read probe
@@ -269,6 +272,11 @@ static int measure_roofline(const probes *p, int runs, roofline *r) {
         time_probe(p, p->pr.bf16, p->pr.bf16_flops_per_iter, runs, io, fma);
         r->bf16 = stats(fma, runs);
     }
+    r->has_amx = p->pr.amx && attn_cpu_request_amx(NULL) == ATTN_OK;
+    if (r->has_amx) {
+        time_probe(p, p->pr.amx, p->pr.amx_flops_per_iter, runs, io, fma);
+        r->amx = stats(fma, runs);
+    }
     bool wrong = false;
     for (int k = 0; k < runs; k++)
         wrong |= (rd[k] = probe_read(p, PROBE_FLOATS)) < 0;
@@ -285,10 +293,13 @@ static int default_threads(void) {
 }
 
 static void print_roofline_line(const roofline *r) {
-    char bf16[96] = "";
+    char bf16[192] = "";
     if (r->has_bf16)
         snprintf(bf16, sizeof bf16, ", bf16 dot peak %.1f GFLOP/s (%.1f-%.1f)", r->bf16.median,
                  r->bf16.min, r->bf16.max);
+    if (r->has_amx)
+        snprintf(bf16 + strlen(bf16), sizeof bf16 - strlen(bf16),
+                 ", AMX bf16 peak %.1f GFLOP/s (%.1f-%.1f)", r->amx.median, r->amx.min, r->amx.max);
     fprintf(stdout,
             "roofline (%d threads, median of runs): FMA peak %.1f GFLOP/s (%.1f-%.1f)%s, "
             "read %.1f GB/s (%.1f-%.1f)\n",
@@ -338,6 +349,11 @@ int cmd_roofline(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "bf16_gflops", r.bf16.median);
         cJSON_AddNumberToObject(o, "bf16_gflops_min", r.bf16.min);
         cJSON_AddNumberToObject(o, "bf16_gflops_max", r.bf16.max);
+    }
+    if (r.has_amx) {
+        cJSON_AddNumberToObject(o, "amx_bf16_gflops", r.amx.median);
+        cJSON_AddNumberToObject(o, "amx_bf16_gflops_min", r.amx.min);
+        cJSON_AddNumberToObject(o, "amx_bf16_gflops_max", r.amx.max);
     }
     cJSON_AddNumberToObject(o, "read_gbps", r.read.median);
     cJSON_AddNumberToObject(o, "read_gbps_min", r.read.min);
@@ -687,11 +703,13 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         ratio[k] = 100 * bytes / times[k] / 1e9 / bw[k];
     stat3 t = stats(times, b->runs), rd = stats(bw, b->runs);
     double gflops = flops / t.median / 1e9, gbps = bytes / t.median / 1e9;
-    /* the peak of the arithmetic the kernels run: bf16 dot products for
-     * compute bf16 where the CPU has them (the code compiled for it uses
-     * them), else f32 FMAs */
+    /* the peak of the arithmetic the kernels run: for compute bf16 where
+     * the CPU has them (the code compiled for it uses them) AMX tiles (the
+     * block's projections: most of its FLOPs) or bf16 dot products (the
+     * attention core, and the block without AMX), else f32 FMAs */
     bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16;
-    double peak = bf16 ? rl->bf16.median : rl->fma.median;
+    bool amx = bf16 && rl->has_amx && !b->core;
+    double peak = amx ? rl->amx.median : bf16 ? rl->bf16.median : rl->fma.median;
     double pct_peak = 100 * gflops / peak, pct_read = stats(ratio, b->runs).median;
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -720,7 +738,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "gflops", gflops);
         cJSON_AddNumberToObject(o, "gbps", gbps);
         cJSON_AddNumberToObject(o, "peak_gflops", peak);
-        cJSON_AddStringToObject(o, "peak_kind", bf16 ? "bf16_dot" : "fma");
+        cJSON_AddStringToObject(o, "peak_kind", amx ? "amx_bf16" : bf16 ? "bf16_dot" : "fma");
         cJSON_AddNumberToObject(o, "read_gbps", rd.median);
         cJSON_AddNumberToObject(o, "read_gbps_min", rd.min);
         cJSON_AddNumberToObject(o, "read_gbps_max", rd.max);

@@ -283,7 +283,10 @@ ATTNC_API attnc_status attnc_cache_clear(attnc_ctx *ctx, const char *dir,
  *   memory;
  * - bf16(io, iters), NULL where the CPU has no bf16 dot products
  *   (AVX512-BF16): iters rounds of bf16_flops_per_iter FLOPs of bf16 pair
- *   dot products summed in f32 (vdpbf16ps), as compute: bf16 runs them. */
+ *   dot products summed in f32 (vdpbf16ps), as compute: bf16 runs them;
+ * - amx(io, iters), NULL where the CPU has no AMX: iters rounds of
+ *   amx_flops_per_iter FLOPs of bf16 tile products (tdpbf16ps), as compute:
+ *   bf16's GEMM runs them there; call attn_cpu_request_amx first. */
 typedef struct attnc_probes {
     void (*fma)(float *io, int64_t iters);
     float (*read)(const float *p, int64_t n);
@@ -291,6 +294,8 @@ typedef struct attnc_probes {
     int lanes; /* f32 lanes of the vectors used */
     void (*bf16)(float *io, int64_t iters);
     int64_t bf16_flops_per_iter;
+    void (*amx)(float *io, int64_t iters);
+    int64_t amx_flops_per_iter;
 } attnc_probes;
 
 /* The probes live in *jit until attnc_jit_free (whose kernel table is

@@ -519,6 +519,11 @@ ATTN_API uint32_t attn_cpu_features(void);
 /* The names of the features in bits, comma separated ("avx2, fma"), into
  * buf like snprintf; returns the full length. */
 ATTN_API int attn_cpu_feature_names(uint32_t bits, char *buf, size_t size);
+/* Asks Linux, once for the process, for the AMX tile state code needs
+ * before it runs tile instructions (attn_block_new does it for tables
+ * that use AMX; other code running tiles calls this first). ATTN_E_CPU
+ * with the reason in msg when the CPU has no AMX or the OS refuses. */
+ATTN_API attn_status attn_cpu_request_amx(attn_msg *msg);
 
 /* A block running the kernel table k (borrowed: it must outlive the
  * block). Checks the table as attn_kernels_check does (which gives the

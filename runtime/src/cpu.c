@@ -228,3 +228,15 @@ attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
                        k->config.name, amx_error);
     return ATTN_OK;
 }
+
+attn_status attn_cpu_request_amx(attn_msg *msg) {
+    uint32_t amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    if ((attn_cpu_features() & amx) != amx)
+        return rt_fail(msg, ATTN_E_CPU, "this CPU has no AMX (amx-tile, amx-bf16)");
+    if (!amx_granted())
+        return rt_fail(msg, ATTN_E_CPU,
+                       "Linux refused this process the AMX tile state (arch_prctl "
+                       "ARCH_REQ_XCOMP_PERM: %s)",
+                       amx_error);
+    return ATTN_OK;
+}

@@ -125,10 +125,11 @@ ATTNC_HIDDEN LLVMModuleRef cg_units_build(const cg_result *r, const int *which, 
 ATTNC_HIDDEN void cg_table_build(const cg_result *r, LLVMModuleRef mod);
 
 /* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma,
- * attnc_probe_read and, where the target has bf16 dot products,
- * attnc_probe_bf16; *flops_per_iter is what one fma round does,
- * *bf16_flops_per_iter one bf16 round (0: no bf16 probe). */
+ * attnc_probe_read and, where the target has bf16 dot products and AMX,
+ * attnc_probe_bf16 and attnc_probe_amx; *flops_per_iter is what one fma
+ * round does, *bf16_ and *amx_flops_per_iter one of theirs (0: none). */
 ATTNC_HIDDEN LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t,
-                                          int64_t *flops_per_iter, int64_t *bf16_flops_per_iter);
+                                          int64_t *flops_per_iter, int64_t *bf16_flops_per_iter,
+                                          int64_t *amx_flops_per_iter);
 
 #endif

@@ -9,7 +9,13 @@
  *     into four sums;
  *   void attnc_probe_bf16(float *io, int64_t iters) (AVX512-BF16 only)
  *     iters rounds of acc += x . y over pairs of bf16 (vdpbf16ps, 4 FLOPs
- *     a lane) on `accs` vectors, x and y pairs of io[0] as bf16. */
+ *     a lane) on `accs` vectors, x and y pairs of io[0] as bf16;
+ *   void attnc_probe_amx(float *io, int64_t iters) (AMX only)
+ *     iters rounds of tdpbf16ps into four 16 x 16 f32 tiles (16 x 32 bf16
+ *     times 32 x 16: 16384 FLOPs each), from zero tiles; io[0] gets an
+ *     element of the sum. */
+#include <string.h>
+
 #include "codegen/cg_build.h"
 
 static LLVMValueRef splat(LLVMBuilderRef b, LLVMTypeRef vt, LLVMValueRef s, LLVMTypeRef i32) {
@@ -60,6 +66,29 @@ static void vloop_end(LLVMBuilderRef b, vloop *l, int k, LLVMValueRef *init, LLV
     LLVMPositionBuilderAtEnd(b, l->exit);
 }
 
+/* The body of a peak probe fn(io, iters): iters rounds of acc =
+ * op(acc, x, y) on accs vectors of type vt in registers, then their sum
+ * to io and return. */
+static void rounds(LLVMContextRef ctx, LLVMBuilderRef b, LLVMValueRef fn, LLVMTypeRef vt, int accs,
+                   LLVMTypeRef op_ty, LLVMValueRef op, LLVMValueRef x, LLVMValueRef y) {
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(ctx), i64 = LLVMInt64TypeInContext(ctx);
+    LLVMValueRef init[32], next[32];
+    for (int j = 0; j < accs; j++)
+        init[j] = splat(b, vt, LLVMConstReal(LLVMGetElementType(vt), 1.0 + j * 1e-3), i32);
+    vloop l;
+    vloop_begin(ctx, b, fn, &l, accs, vt, i64);
+    for (int j = 0; j < accs; j++) {
+        LLVMValueRef a[3] = {l.acc[j], x, y};
+        next[j] = LLVMBuildCall2(b, op_ty, op, a, 3, "");
+    }
+    vloop_end(b, &l, accs, init, next, LLVMConstInt(i64, 1, false), LLVMGetParam(fn, 1));
+    LLVMValueRef sum = next[0];
+    for (int j = 1; j < accs; j++)
+        sum = LLVMBuildFAdd(b, sum, next[j], "");
+    LLVMSetAlignment(LLVMBuildStore(b, sum, LLVMGetParam(fn, 0)), 4);
+    LLVMBuildRetVoid(b);
+}
+
 /* attnc_probe_bf16: the fma probe's loop of vdpbf16ps. */
 static void bf16_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, const cg_target *t,
                        int64_t *flops_per_iter) {
@@ -77,32 +106,69 @@ static void bf16_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, 
     LLVMValueRef fn = LLVMAddFunction(
         mod, "attnc_probe_bf16", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-    LLVMValueRef io = LLVMGetParam(fn, 0), iters = LLVMGetParam(fn, 1);
+    LLVMValueRef io = LLVMGetParam(fn, 0);
     /* the pair (x, x) of io[0]'s high half: its bits as an i32 */
     LLVMValueRef w =
         LLVMBuildAnd(b, LLVMBuildLoad2(b, i32, io, ""), LLVMConstInt(i32, 0xffff0000u, false), "");
     w = LLVMBuildOr(b, w, LLVMBuildLShr(b, w, LLVMConstInt(i32, 16, false), ""), "");
     LLVMValueRef x = LLVMBuildBitCast(b, splat(b, vi, w, i32), bv, "x");
-    LLVMValueRef init[32], next[32];
-    for (int j = 0; j < accs; j++)
-        init[j] = splat(b, vt, LLVMConstReal(f32, 1.0 + j * 1e-3), i32);
-    vloop l;
-    vloop_begin(ctx, b, fn, &l, accs, vt, i64);
-    for (int j = 0; j < accs; j++) {
-        LLVMValueRef a[3] = {l.acc[j], x, x};
-        next[j] = LLVMBuildCall2(b, dp_ty, dp, a, 3, "");
-    }
-    vloop_end(b, &l, accs, init, next, LLVMConstInt(i64, 1, false), iters);
-    LLVMValueRef sum = next[0];
-    for (int j = 1; j < accs; j++)
-        sum = LLVMBuildFAdd(b, sum, next[j], "");
-    LLVMSetAlignment(LLVMBuildStore(b, sum, io), 4);
-    LLVMBuildRetVoid(b);
+    rounds(ctx, b, fn, vt, accs, dp_ty, dp, x, x);
     *flops_per_iter = 4LL * accs * t->lanes;
 }
 
+/* attnc_probe_amx: four tile accumulators, A and B loaded once. */
+static void amx_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b,
+                      int64_t *flops_per_iter) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(ctx), i16 = LLVMInt16TypeInContext(ctx);
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), ptr = LLVMPointerTypeInContext(ctx, 0);
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), amx = LLVMX86AMXTypeInContext(ctx);
+    LLVMTypeRef params[2] = {ptr, i64};
+    LLVMValueRef fn = LLVMAddFunction(
+        mod, "attnc_probe_amx", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMTypeRef buf_ty = LLVMArrayType2(i8, 2048);
+    LLVMValueRef buf = LLVMBuildAlloca(b, buf_ty, "tiles");
+    LLVMSetAlignment(buf, 64);
+    LLVMBuildStore(b, LLVMConstNull(buf_ty), buf);
+    LLVMValueRef r16 = LLVMConstInt(i16, 16, false), b64 = LLVMConstInt(i16, 64, false);
+    LLVMValueRef stride = LLVMConstInt(i64, 64, false);
+    const char *names[4] = {"llvm.x86.tilezero.internal", "llvm.x86.tileloadd64.internal",
+                            "llvm.x86.tdpbf16ps.internal", "llvm.x86.tilestored64.internal"};
+    LLVMValueRef f[4];
+    LLVMTypeRef ft[4];
+    for (int i = 0; i < 4; i++) {
+        unsigned id = LLVMLookupIntrinsicID(names[i], strlen(names[i]));
+        f[i] = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
+        ft[i] = LLVMIntrinsicGetType(ctx, id, NULL, 0);
+    }
+    LLVMValueRef la[4] = {r16, b64, buf, stride};
+    LLVMValueRef A = LLVMBuildCall2(b, ft[1], f[1], la, 4, "a");
+    LLVMValueRef B = LLVMBuildCall2(b, ft[1], f[1], la, 4, "b");
+    LLVMValueRef init[4], next[4], z[2] = {r16, b64};
+    for (int j = 0; j < 4; j++)
+        init[j] = LLVMBuildCall2(b, ft[0], f[0], z, 2, "");
+    vloop l;
+    vloop_begin(ctx, b, fn, &l, 4, amx, i64);
+    for (int j = 0; j < 4; j++) {
+        LLVMValueRef a[6] = {r16, b64, b64, l.acc[j], A, B};
+        next[j] = LLVMBuildCall2(b, ft[2], f[2], a, 6, "");
+    }
+    vloop_end(b, &l, 4, init, next, LLVMConstInt(i64, 1, false), LLVMGetParam(fn, 1));
+    for (int j = 0; j < 4; j++) { /* each tile to the buffer, the first element out */
+        LLVMValueRef st[5] = {r16, b64, buf, stride, next[j]};
+        LLVMBuildCall2(b, ft[3], f[3], st, 5, "");
+        LLVMValueRef e = LLVMBuildLoad2(b, f32, buf, "");
+        LLVMValueRef at = LLVMConstInt(i64, (unsigned long long)j, false);
+        LLVMSetAlignment(
+            LLVMBuildStore(b, e, LLVMBuildInBoundsGEP2(b, f32, LLVMGetParam(fn, 0), &at, 1, "")),
+            4);
+    }
+    LLVMBuildRetVoid(b);
+    *flops_per_iter = 4LL * 16 * 16 * 32 * 2;
+}
+
 LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *flops_per_iter,
-                             int64_t *bf16_flops_per_iter) {
+                             int64_t *bf16_flops_per_iter, int64_t *amx_flops_per_iter) {
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("attnc.probe", ctx);
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
@@ -118,35 +184,21 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
     LLVMValueRef fn = LLVMAddFunction(
         mod, "attnc_probe_fma", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-    LLVMValueRef io = LLVMGetParam(fn, 0), iters = LLVMGetParam(fn, 1);
+    LLVMValueRef io = LLVMGetParam(fn, 0);
     LLVMValueRef one = LLVMConstInt(i64, 1, false);
     LLVMValueRef x = splat(b, vt, LLVMBuildLoad2(b, f32, io, "x"), i32);
     LLVMValueRef y = splat(
         b, vt, LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, io, &one, 1, ""), "y"), i32);
-    LLVMValueRef init[32], next[32];
-    for (int j = 0; j < accs; j++)
-        init[j] = splat(b, vt, LLVMConstReal(f32, 1.0 + j * 1e-3), i32);
-    vloop l;
-    vloop_begin(ctx, b, fn, &l, accs, vt, i64);
-    for (int j = 0; j < accs; j++) {
-        LLVMValueRef a[3] = {l.acc[j], x, y};
-        next[j] = LLVMBuildCall2(b, fma_ty, fma, a, 3, "");
-    }
-    vloop_end(b, &l, accs, init, next, one, iters);
-    LLVMValueRef sum = next[0];
-    for (int j = 1; j < accs; j++)
-        sum = LLVMBuildFAdd(b, sum, next[j], "");
-    LLVMValueRef st = LLVMBuildStore(b, sum, io);
-    LLVMSetAlignment(st, 4);
-    LLVMBuildRetVoid(b);
+    rounds(ctx, b, fn, vt, accs, fma_ty, fma, x, y);
     *flops_per_iter = 2LL * accs * t->lanes;
 
     LLVMTypeRef rparams[2] = {ptr, i64};
     fn = LLVMAddFunction(mod, "attnc_probe_read", LLVMFunctionType(f32, rparams, 2, false));
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-    LLVMValueRef p = LLVMGetParam(fn, 0), n = LLVMGetParam(fn, 1);
+    LLVMValueRef p = LLVMGetParam(fn, 0), n = LLVMGetParam(fn, 1), init[4], next[4];
     for (int j = 0; j < 4; j++)
         init[j] = LLVMConstNull(vt);
+    vloop l;
     vloop_begin(ctx, b, fn, &l, 4, vt, i64);
     for (int j = 0; j < 4; j++) {
         LLVMValueRef at =
@@ -164,6 +216,9 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
     *bf16_flops_per_iter = 0;
     if (t->bf16_dot)
         bf16_probe(ctx, mod, b, t, bf16_flops_per_iter);
+    *amx_flops_per_iter = 0;
+    if (t->amx)
+        amx_probe(ctx, mod, b, amx_flops_per_iter);
     LLVMDisposeBuilder(b);
     return mod;
 }

@@ -122,8 +122,9 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
     if (st != ATTNC_OK)
         goto done;
     cg_target target = emit_target_shape(tm);
-    LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target,
-                                       &pr->flops_per_iter, &pr->bf16_flops_per_iter);
+    LLVMModuleRef mod =
+        cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter,
+                       &pr->bf16_flops_per_iter, &pr->amx_flops_per_iter);
     pr->lanes = target.lanes;
     if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {
         LLVMDisposeModule(mod);
@@ -141,9 +142,12 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
     } else {
         LLVMOrcDisposeThreadSafeModule(tsm);
     }
-    const char *names[3] = {"attnc_probe_fma", "attnc_probe_read", "attnc_probe_bf16"};
-    LLVMOrcJITTargetAddress addr[3] = {0, 0, 0};
-    for (int i = 0; st == ATTNC_OK && i < (pr->bf16_flops_per_iter ? 3 : 2); i++) {
+    const char *names[4] = {"attnc_probe_fma", "attnc_probe_read", "attnc_probe_bf16",
+                            "attnc_probe_amx"};
+    LLVMOrcJITTargetAddress addr[4] = {0, 0, 0, 0};
+    for (int i = 0; st == ATTNC_OK && i < 4; i++) {
+        if ((i == 2 && !pr->bf16_flops_per_iter) || (i == 3 && !pr->amx_flops_per_iter))
+            continue;
         LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr[i], names[i]);
         if (err)
             st = emit_llvm_error(ctx, err, names[i]);
@@ -153,6 +157,7 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
         pr->fma = (void (*)(float *, int64_t))(uintptr_t)addr[0];
         pr->read = (float (*)(const float *, int64_t))(uintptr_t)addr[1];
         pr->bf16 = addr[2] ? (void (*)(float *, int64_t))(uintptr_t)addr[2] : NULL;
+        pr->amx = addr[3] ? (void (*)(float *, int64_t))(uintptr_t)addr[3] : NULL;
         jit->table.abi_version = ATTN_KERNELS_ABI;
         *out = jit;
         jit = NULL;
