@@ -530,3 +530,8 @@ attn_config sweep_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
     *chunk = c.causal ? 1 + (int64_t)((rnd_unit(s) + 1) * 8) % 17 : *T;
     return c;
 }
+
+int sanitized_step(int step) {
+    const char *s = getenv("ATTNC_SANITIZED");
+    return s && *s && strcmp(s, "0") != 0 ? step : 1;
+}

@@ -105,6 +105,14 @@ typedef struct test_gguf_tensor {
 void write_gguf(const char *path, const test_gguf_kv *kv, int n_kv, const test_gguf_tensor *t,
                 int n_t, uint32_t alignment);
 
+/* In sanitizer builds (ATTNC_SANITIZED, set by tests/CMakeLists.txt) a
+ * loop over many specs or configurations takes every step-th: the
+ * sanitizers look for memory errors around the kernels, which a few
+ * reach as all do, and the plain build runs them all (the reference
+ * engine, instrumented, made the CI's sanitizer stage 17 minutes). 1
+ * otherwise. */
+int sanitized_step(int step);
+
 /* The validated config of the spec at path (fails the test otherwise). */
 attn_config load_spec_file(const char *path);
 /* Runs T tokens of x [T, d_model] through jit's kernels with weights w,
