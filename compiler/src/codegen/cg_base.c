@@ -658,8 +658,12 @@ LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {
     return c->g->cfg.compute == ATTN_DTYPE_BF16 ? cg_bf16_round(c, v) : v;
 }
 
+double cg_query_scale(const cg *c, double scale) {
+    return c->g->cfg.compute == ATTN_DTYPE_BF16 ? 1.0 : scale;
+}
+
 LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum) {
-    if (c->g->cfg.compute == ATTN_DTYPE_F32 || n->scale == 1.0)
+    if (c->g->cfg.compute != ATTN_DTYPE_BF16 || n->scale == 1.0)
         return sum;
     LLVMValueRef k = cg_f32(c, n->scale);
     if (LLVMGetTypeKind(LLVMTypeOf(sum)) == LLVMVectorTypeKind)

@@ -189,8 +189,11 @@ ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
  * high halves' product added first, then the low ones', each product
  * exact in f32 and each sum rounded to nearest even. */
 ATTNC_HIDDEN LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w);
-/* A q.k sum times node n's scale where compute bf16 leaves the queries
- * unscaled (the scale multiplies the f32 sum); else sum itself. */
+/* Where a q.k node's scale goes: compute f32 multiplies the staged
+ * queries by it (cg_query_scale gives it, cg_scale_sum leaves the sum
+ * alone); compute bf16 rounds the queries unscaled (cg_query_scale gives
+ * 1) and multiplies the f32 sum (cg_scale_sum). */
+ATTNC_HIDDEN double cg_query_scale(const cg *c, double scale);
 ATTNC_HIDDEN LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum);
 /* A shuffle of v by constant lane indices idx[0..n). */
 ATTNC_HIDDEN LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n);

@@ -765,7 +765,7 @@ static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double s
                 continue;
             }
             x[k] = cg_operand(c, x[k]);
-            if (scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
+            if (scale != 1.0)
                 x[k] = LLVMBuildFMul(c->b, x[k], cg_vf32(c, scale), "");
             cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildSelect(c->b, inside, x[k], cg_vf32(c, 0), ""),
                       line_ptr(c, f, f->qt, LLVMBuildAdd(c->b, d0, cg_i64(c, k), ""), v));
@@ -804,7 +804,7 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
         cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f->hd), "d");
         LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
         LLVMValueRef qv = cg_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
-        if (n->scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
+        if (cg_query_scale(c, n->scale) != 1.0)
             qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
         LLVMValueRef line =
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lr.i, "");
@@ -825,7 +825,7 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     if (n->alibi)
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f->sl, lr.i));
     cg_for_end(c, &lr);
-    rows_in_blocks(c, f, qb, false, n->scale, false, f->q->dt);
+    rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false, f->q->dt);
     if (f->pairs) { /* qt as pairs (d, d + 1), in place: pair i is written over d = i */
         cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "qpair");
         LLVMValueRef d = LLVMBuildMul(c->b, lq.i, cg_i64(c, 2), "");

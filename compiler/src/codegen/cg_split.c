@@ -346,13 +346,13 @@ static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
 }
 
 /* Copies head_dim elements of the query row at p (dtype dt), times scale,
- * to f32 at dst, zero-padded to whole vectors; compute bf16: rounded, and
- * not scaled (the scale multiplies the scores' sums). */
+ * to f32 at dst, zero-padded to whole vectors, rounded as compute says
+ * (scale: cg_query_scale's). */
 static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst,
                       double scale) {
     for (int64_t v = 0; v < s->nv; v++) {
         LLVMValueRef x = cg_operand(c, row_vec(c, s, dt, p, v));
-        if (scale != 1.0 && c->g->cfg.compute == ATTN_DTYPE_F32)
+        if (scale != 1.0)
             x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
         cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes)));
     }
@@ -739,7 +739,8 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef qi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, lr.i, cg_i64(c, cfg->heads), ""),
                           LLVMBuildSDiv(c->b, lr.i, cg_i64(c, cfg->heads), "")};
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
-    stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at), n->scale);
+    stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at),
+              cg_query_scale(c, n->scale));
     for (int64_t v = 0; v < s.nv; v++)
         cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
                   cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
