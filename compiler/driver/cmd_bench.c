@@ -20,8 +20,10 @@ static const char roofline_usage[] =
     "Measures what bench divides by, with code compiled for this CPU as the\n"
     "kernels are: the FP32 FMA peak (independent vector fused multiply-adds in\n"
     "registers on every thread), on CPUs with AVX512-BF16 the bf16 dot product\n"
-    "peak (vdpbf16ps, what compute: bf16 runs) and on AMX CPUs the bf16 tile\n"
-    "peak (tdpbf16ps), and the read bandwidth (every\n"
+    "peak (vdpbf16ps, what compute: bf16 runs), on AMX CPUs the bf16 tile\n"
+    "peak (tdpbf16ps), on VNNI CPUs the int8 dot product peak (vpdpbusd, what\n"
+    "activations: q8_0 runs; a multiply-add counts as two operations), and\n"
+    "the read bandwidth (every\n"
     "thread summing its part of a 1 GiB array). Prints the median of --runs\n"
     "(default 7) runs, with min and max.\n"
     "\n"
@@ -29,13 +31,13 @@ static const char roofline_usage[] =
     "  --cpu NAME    compile the probes for CPU NAME (e.g. x86-64-v3: AVX2 vectors on\n"
     "                an AVX-512 machine), which must run here\n"
     "  --json        one JSON object: threads, fma_gflops, bf16_gflops (AVX512-BF16),\n"
-    "                amx_bf16_gflops (AMX), read_gbps (+ _min/_max)\n";
+    "                amx_bf16_gflops (AMX), int8_gops (VNNI), read_gbps (+ _min/_max)\n";
 
 static const char bench_usage[] =
     "usage: attnc bench SPEC [--mode prefill|decode] [--part core|block] [--seq N]\n"
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
-    "                   [--dtype D] [--kv-dtype D] [--compute C] [--cpu NAME]\n"
-    "                   [--disable-pass P]...\n"
+    "                   [--dtype D] [--kv-dtype D] [--compute C] [--activations A]\n"
+    "                   [--cpu NAME] [--disable-pass P]...\n"
     "                   [--no-cache] [--memory N] [--shard I/N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
@@ -67,18 +69,23 @@ static const char bench_usage[] =
     "  --kv-dtype D     K/V cache f32, f16, bf16 or q8_0 instead of the spec's kv_cache.dtype\n"
     "  --compute C      f32 or bf16 instead of the spec's compute: the arithmetic\n"
     "                   of the matrix products (bf16 operands, f32 sums)\n"
+    "  --activations A  f32 or q8_0 instead of the spec's activations: q8_0 quantizes\n"
+    "                   the projections' input rows for int8 products (q8_0 or q4_0\n"
+    "                   weights)\n"
     "  --cpu NAME       compile kernels and roofline probes for CPU NAME instead of\n"
     "                   this one's (e.g. x86-64-v3: the AVX2 code, 16 registers, on\n"
     "                   an AVX-512 machine); its features must be this CPU's\n"
     "  --ablation       one row per fusion pass disabled, after the full pipeline\n"
     "  --no-cache       compile every variant anew: neither read nor write the\n"
     "                   kernel cache (attnc cache --help)\n"
-    "  --json           one JSON object per row: spec, mode, part, cpu, seq, compute, cache,\n"
+    "  --json           one JSON object per row: spec, mode, part, cpu, seq, compute,\n"
+    "                   activations, cache,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
     "                   gflops, gbps, peak_gflops and peak_kind (fma; for compute\n"
-    "                   bf16 bf16_dot, or amx_bf16 for a block on an AMX CPU: the\n"
+    "                   bf16 bf16_dot, or amx_bf16 for a block on an AMX CPU; for\n"
+    "                   a block of activations q8_0 on a VNNI CPU vnni_int8: the\n"
     "                   peak %peak is against), read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
     "                   compile's wall clock) and compile_cache (off, miss or hit);\n"
@@ -129,6 +136,8 @@ typedef struct roofline {
     stat3 bf16;
     bool has_amx; /* and AMX tiles (granted by the OS): their bf16 peak */
     stat3 amx;
+    bool has_int8; /* VNNI: its int8 dot products' peak, GOP/s */
+    stat3 int8;
 } roofline;
 
 /* The probes, compiled like the kernels, and the array the read probe
@@ -277,6 +286,11 @@ static int measure_roofline(const probes *p, int runs, roofline *r) {
         time_probe(p, p->pr.amx, p->pr.amx_flops_per_iter, runs, io, fma);
         r->amx = stats(fma, runs);
     }
+    r->has_int8 = p->pr.int8 != NULL;
+    if (r->has_int8) {
+        time_probe(p, p->pr.int8, p->pr.int8_ops_per_iter, runs, io, fma);
+        r->int8 = stats(fma, runs);
+    }
     bool wrong = false;
     for (int k = 0; k < runs; k++)
         wrong |= (rd[k] = probe_read(p, PROBE_FLOATS)) < 0;
@@ -293,13 +307,17 @@ static int default_threads(void) {
 }
 
 static void print_roofline_line(const roofline *r) {
-    char bf16[192] = "";
+    char bf16[288] = "";
     if (r->has_bf16)
         snprintf(bf16, sizeof bf16, ", bf16 dot peak %.1f GFLOP/s (%.1f-%.1f)", r->bf16.median,
                  r->bf16.min, r->bf16.max);
     if (r->has_amx)
         snprintf(bf16 + strlen(bf16), sizeof bf16 - strlen(bf16),
                  ", AMX bf16 peak %.1f GFLOP/s (%.1f-%.1f)", r->amx.median, r->amx.min, r->amx.max);
+    if (r->has_int8)
+        snprintf(bf16 + strlen(bf16), sizeof bf16 - strlen(bf16),
+                 ", int8 dot peak %.1f GOP/s (%.1f-%.1f)", r->int8.median, r->int8.min,
+                 r->int8.max);
     fprintf(stdout,
             "roofline (%d threads, median of runs): FMA peak %.1f GFLOP/s (%.1f-%.1f)%s, "
             "read %.1f GB/s (%.1f-%.1f)\n",
@@ -354,6 +372,11 @@ int cmd_roofline(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "amx_bf16_gflops", r.amx.median);
         cJSON_AddNumberToObject(o, "amx_bf16_gflops_min", r.amx.min);
         cJSON_AddNumberToObject(o, "amx_bf16_gflops_max", r.amx.max);
+    }
+    if (r.has_int8) {
+        cJSON_AddNumberToObject(o, "int8_gops", r.int8.median);
+        cJSON_AddNumberToObject(o, "int8_gops_min", r.int8.min);
+        cJSON_AddNumberToObject(o, "int8_gops_max", r.int8.max);
     }
     cJSON_AddNumberToObject(o, "read_gbps", r.read.median);
     cJSON_AddNumberToObject(o, "read_gbps_min", r.read.min);
@@ -459,7 +482,11 @@ static double tolerance(const attn_config *c) {
         return 1e-2; /* a latent element's Q8_0 step is every head's (docs/spec.md, MLA) */
     double t = kv == ATTN_DTYPE_F32 ? 1e-4 : kv == ATTN_DTYPE_BF16 ? 1.6e-2 : 2e-3; /* f16, q8_0 */
     /* compute bf16: p rounded against the running max (docs/spec.md, compute) */
-    return c->compute == ATTN_DTYPE_BF16 && t < 8e-3 ? 8e-3 : t;
+    if (c->compute == ATTN_DTYPE_BF16 && t < 8e-3)
+        t = 8e-3;
+    /* activations q8_0: the output projection's input, f32 here and double
+     * in the reference, may round to another q (docs/spec.md, activations) */
+    return c->activations == ATTN_DTYPE_Q8_0 && t < 2e-3 ? 2e-3 : t;
 }
 
 /* cfg as a spec in a fresh file made from path's template (ends in
@@ -706,10 +733,15 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
     /* the peak of the arithmetic the kernels run: for compute bf16 where
      * the CPU has them (the code compiled for it uses them) AMX tiles (the
      * block's projections: most of its FLOPs) or bf16 dot products (the
-     * attention core, and the block without AMX), else f32 FMAs */
+     * attention core, and the block without AMX), else f32 FMAs; for
+     * activations q8_0 the block's int8 dot products (its projections) */
     bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16;
     bool amx = bf16 && rl->has_amx && !b->core;
-    double peak = amx ? rl->amx.median : bf16 ? rl->bf16.median : rl->fma.median;
+    bool int8 = b->cfg.activations == ATTN_DTYPE_Q8_0 && rl->has_int8 && !b->core;
+    double peak = int8   ? rl->int8.median
+                  : amx  ? rl->amx.median
+                  : bf16 ? rl->bf16.median
+                         : rl->fma.median;
     double pct_peak = 100 * gflops / peak, pct_read = stats(ratio, b->runs).median;
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -719,6 +751,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddStringToObject(o, "cpu", b->cpu ? b->cpu : "host");
         cJSON_AddNumberToObject(o, "seq", b->decode ? 1 : (double)b->seq);
         cJSON_AddStringToObject(o, "compute", attn_dtype_name(b->cfg.compute));
+        cJSON_AddStringToObject(o, "activations", attn_dtype_name(b->cfg.activations));
         cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "memory", (double)b->memory);
         if (b->cfg.shard_count > 1) {
@@ -738,7 +771,11 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "gflops", gflops);
         cJSON_AddNumberToObject(o, "gbps", gbps);
         cJSON_AddNumberToObject(o, "peak_gflops", peak);
-        cJSON_AddStringToObject(o, "peak_kind", amx ? "amx_bf16" : bf16 ? "bf16_dot" : "fma");
+        cJSON_AddStringToObject(o, "peak_kind",
+                                int8   ? "vnni_int8"
+                                : amx  ? "amx_bf16"
+                                : bf16 ? "bf16_dot"
+                                       : "fma");
         cJSON_AddNumberToObject(o, "read_gbps", rd.median);
         cJSON_AddNumberToObject(o, "read_gbps_min", rd.min);
         cJSON_AddNumberToObject(o, "read_gbps_max", rd.max);
@@ -793,7 +830,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
 typedef struct bench_ask {
     const char *mode, *part, *shard_s, *cache_s;
     bool json, ablation;
-    attn_dtype dtype, kv_dtype, compute; /* ATTN_DTYPE_COUNT: the spec's */
+    attn_dtype dtype, kv_dtype, compute, activations; /* ATTN_DTYPE_COUNT: the spec's */
 } bench_ask;
 
 /* The command line into b and q; EXIT_OK, -1 after --help, or the exit
@@ -801,7 +838,7 @@ typedef struct bench_ask {
 static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     const char *help = NULL, *seq_s = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
     const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
-    const char *compute_s = NULL;
+    const char *compute_s = NULL, *activations_s = NULL;
     const char *memory_s = NULL, *pos[1];
     q->mode = "prefill", q->part = "block";
     const opt opts[] = {
@@ -817,6 +854,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--kv-dtype", NULL, true, &kv_dtype_s, NULL, 0},
         {"--compute", NULL, true, &compute_s, NULL, 0},
+        {"--activations", NULL, true, &activations_s, NULL, 0},
         {"--cpu", NULL, true, &b->cpu, NULL, 0},
         {"--disable-pass", NULL, true, b->disabled, &b->n_disabled, 32},
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
@@ -852,7 +890,11 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
         (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)))
         return EXIT_USAGE;
-    q->dtype = q->kv_dtype = q->compute = ATTN_DTYPE_COUNT;
+    q->dtype = q->kv_dtype = q->compute = q->activations = ATTN_DTYPE_COUNT;
+    if (activations_s && strcmp(activations_s, "f32") && strcmp(activations_s, "q8_0"))
+        return usage_error("bench", "--activations expects f32 or q8_0, found '%s'", activations_s);
+    if (activations_s)
+        q->activations = strcmp(activations_s, "q8_0") ? ATTN_DTYPE_F32 : ATTN_DTYPE_Q8_0;
     if (compute_s && strcmp(compute_s, "f32") && strcmp(compute_s, "bf16"))
         return usage_error("bench", "--compute expects f32 or bf16, found '%s'", compute_s);
     if (compute_s)
@@ -884,9 +926,11 @@ static int bench_prepare(bench *b, const bench_ask *q, char *tmp) {
     if (rc != EXIT_OK)
         return rc;
     bool other_dtypes = q->dtype != ATTN_DTYPE_COUNT || q->kv_dtype != ATTN_DTYPE_COUNT ||
-                        q->compute != ATTN_DTYPE_COUNT;
+                        q->compute != ATTN_DTYPE_COUNT || q->activations != ATTN_DTYPE_COUNT;
     if (q->compute != ATTN_DTYPE_COUNT)
         b->cfg.compute = q->compute;
+    if (q->activations != ATTN_DTYPE_COUNT)
+        b->cfg.activations = q->activations;
     if (q->dtype != ATTN_DTYPE_COUNT)
         b->cfg.dtype = q->dtype;
     if (q->kv_dtype != ATTN_DTYPE_COUNT)
@@ -948,12 +992,13 @@ static int bench_rows(bench *b, const bench_ask *q) {
             if (cross)
                 snprintf(against, sizeof against, ", memory %lld rows", (long long)b->memory);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
-                   "%s (%.0f bytes a token), compute %s%s%s\n",
+                   "%s (%.0f bytes a token), compute %s, activations %s%s%s\n",
                    b->cfg.name, q->mode, q->part, b->decode ? "cache" : "seq",
                    (long long)(b->decode ? (cross ? 0 : b->cache) : b->seq), against, b->threads,
                    attn_dtype_name(b->cfg.dtype), attn_dtype_name(b->cfg.kv_dtype),
                    cache_token_bytes(&b->cfg), attn_dtype_name(b->cfg.compute),
-                   b->cpu ? ", cpu " : "", b->cpu ? b->cpu : "");
+                   attn_dtype_name(b->cfg.activations), b->cpu ? ", cpu " : "",
+                   b->cpu ? b->cpu : "");
             print_roofline_line(&rl);
         }
         rc = bench_variant(b, &pb, &rl, NULL, q->json, true);

@@ -286,7 +286,10 @@ ATTNC_API attnc_status attnc_cache_clear(attnc_ctx *ctx, const char *dir,
  *   dot products summed in f32 (vdpbf16ps), as compute: bf16 runs them;
  * - amx(io, iters), NULL where the CPU has no AMX: iters rounds of
  *   amx_flops_per_iter FLOPs of bf16 tile products (tdpbf16ps), as compute:
- *   bf16's GEMM runs them there; call attn_cpu_request_amx first. */
+ *   bf16's GEMM runs them there; call attn_cpu_request_amx first;
+ * - int8(io, iters), NULL where the CPU has no VNNI: iters rounds of
+ *   int8_ops_per_iter operations (a multiply-add is two) of int8 dot
+ *   products summed in int32 (vpdpbusd), as activations: q8_0 runs them. */
 typedef struct attnc_probes {
     void (*fma)(float *io, int64_t iters);
     float (*read)(const float *p, int64_t n);
@@ -296,6 +299,8 @@ typedef struct attnc_probes {
     int64_t bf16_flops_per_iter;
     void (*amx)(float *io, int64_t iters);
     int64_t amx_flops_per_iter;
+    void (*int8)(float *io, int64_t iters);
+    int64_t int8_ops_per_iter;
 } attnc_probes;
 
 /* The probes live in *jit until attnc_jit_free (whose kernel table is

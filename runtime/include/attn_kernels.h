@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 11
+#define ATTN_KERNELS_ABI 12
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -157,6 +157,9 @@ typedef struct attn_kernel_step {
  * Linux for it, arch_prctl ARCH_REQ_XCOMP_PERM, before running them) */
 #define ATTN_CPU_AMX_TILE (1u << 17)
 #define ATTN_CPU_AMX_BF16 (1u << 18)
+/* int8 dot products (vpdpbusd) on zmm, and their VEX form on ymm */
+#define ATTN_CPU_AVX512VNNI (1u << 19)
+#define ATTN_CPU_AVXVNNI (1u << 20)
 /* AArch64 bits (hwcaps): */
 #define ATTN_CPU_ARM_FP16 (1u << 24) /* half-precision arithmetic, scalar and vector */
 #define ATTN_CPU_ARM_BF16 (1u << 25)

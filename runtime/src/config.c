@@ -267,6 +267,16 @@ static attn_status check_dtypes(const attn_config *c, attn_msg *m) {
         (c->mla_kv_lora_rank > 0 || c->kv_dtype == ATTN_DTYPE_Q8_0))
         return rt_fail(m, bad, "compute bf16 is not available with %s yet",
                        c->mla_kv_lora_rank > 0 ? "mla" : "kv_cache.dtype q8_0");
+    if (c->activations != ATTN_DTYPE_F32 && c->activations != ATTN_DTYPE_Q8_0)
+        return rt_fail(m, bad, "activations %s is not supported (f32 or q8_0)",
+                       attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");
+    if (c->activations == ATTN_DTYPE_Q8_0 &&
+        (c->mla_kv_lora_rank > 0 || c->kv_dtype == ATTN_DTYPE_Q8_0))
+        return rt_fail(m, bad, "activations q8_0 is not available with %s yet",
+                       c->mla_kv_lora_rank > 0 ? "mla" : "kv_cache.dtype q8_0");
+    if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype))
+        return rt_fail(m, bad, "activations q8_0 needs int8 weights (dtype q8_0 or q4_0), not %s",
+                       attn_dtype_name(c->dtype));
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
         return rt_fail(m, bad, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
     /* a q8_0 cache quantizes each head's K and V rows in blocks of 32 */

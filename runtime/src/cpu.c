@@ -53,6 +53,8 @@ static const struct {
     {ATTN_CPU_AVX512VBMI, 7, 0, 2, 1, 2},
     {ATTN_CPU_AVX512FP16, 7, 0, 3, 23, 2},
     {ATTN_CPU_AVX512BF16, 7, 1, 0, 5, 2},
+    {ATTN_CPU_AVX512VNNI, 7, 0, 2, 11, 2},
+    {ATTN_CPU_AVXVNNI, 7, 1, 0, 4, 1},
     {ATTN_CPU_AMX_BF16, 7, 0, 3, 22, 3},
     {ATTN_CPU_AMX_TILE, 7, 0, 3, 24, 3},
     {ATTN_CPU_LZCNT, 0x80000001u, 0, 2, 5, 0}, /* ABM */
@@ -148,6 +150,8 @@ static const struct {
     {ATTN_CPU_AVX512BF16, "avx512bf16"},
     {ATTN_CPU_AVX512FP16, "avx512fp16"},
     {ATTN_CPU_AVX512VBMI, "avx512vbmi"},
+    {ATTN_CPU_AVX512VNNI, "avx512vnni"},
+    {ATTN_CPU_AVXVNNI, "avxvnni"},
     {ATTN_CPU_AMX_TILE, "amx-tile"},
     {ATTN_CPU_AMX_BF16, "amx-bf16"},
     {ATTN_CPU_ARM_FP16, "fp16"},

@@ -242,11 +242,46 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
     }
 }
 
+/* activations q8_0: y[n_out] = W . x + b with x (as f32) quantized to
+ * ggml's Q8_0 blocks (ggml-quants.c quantize_row_q8_0_ref: d = max|x| /
+ * 127 stored as f16, q = round(x / d)), each block's sum d_x * sum q W
+ * (W = d_w q_w exactly: the int32 sum of ggml's vec_dot_q8_0_q8_0 and
+ * vec_dot_q4_0_q8_0 times both scales). A row holding a value that is
+ * not finite, or whose scale overflows f16, gives NaN. */
+static void linear_q8(const float *W, const float *b, int64_t n_out, int64_t n_in, const double *x,
+                      double *y) {
+    int64_t nb = n_in / RT_QK;
+    float *xf = malloc((size_t)n_in * sizeof *xf);
+    unsigned char *blk = malloc((size_t)nb * rt_quant_block_bytes(ATTN_DTYPE_Q8_0));
+    bool bad = !xf || !blk;
+    for (int64_t i = 0; !bad && i < n_in; i++)
+        xf[i] = (float)x[i];
+    bad = bad || rt_quant_row(ATTN_DTYPE_Q8_0, xf, blk, n_in) >= 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        const float *row = W + o * n_in;
+        double acc = b ? (double)b[o] : 0.0;
+        for (int64_t k = 0; !bad && k < nb; k++) {
+            const unsigned char *q = blk + k * (int64_t)rt_quant_block_bytes(ATTN_DTYPE_Q8_0);
+            double s = 0;
+            for (int j = 0; j < RT_QK; j++)
+                s += (double)(int8_t)q[2 + j] * row[k * RT_QK + j];
+            acc += (double)rt_f16_to_f32((uint16_t)(q[0] | q[1] << 8)) * s;
+        }
+        y[o] = bad ? NAN : acc;
+    }
+    free(xf);
+    free(blk);
+}
+
 /* y[n_out] = W[n_out, n_in] . x + b, in double; compute bf16 rounds x
  * and weights of a float dtype (a block format's d * q are taken as
- * they are). */
+ * they are); activations q8_0: linear_q8. */
 static void linear(const attn_config *c, const float *W, const float *b, int64_t n_out,
                    int64_t n_in, const double *x, double *y) {
+    if (c->activations == ATTN_DTYPE_Q8_0) {
+        linear_q8(W, b, n_out, n_in, x, y);
+        return;
+    }
     bool round_w = attn_dtype_block(c->dtype) == 1;
     for (int64_t o = 0; o < n_out; o++) {
         const float *row = W + o * n_in;

@@ -193,8 +193,8 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
     free(said);
 }
 
-/* gemma2_9b, and seed with q4_0 weights and a q8_0 cache (the block
- * formats' kernels in NEON). */
+/* gemma2_9b, seed with q4_0 weights and a q8_0 cache (the block formats'
+ * kernels in NEON), and seed with activations q8_0. */
 static void aarch64_object_runs_under_emulation(void **state) {
     fixture *f = *state;
     if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
@@ -209,6 +209,13 @@ static void aarch64_object_runs_under_emulation(void **state) {
                         "rope: {base: 10000}\ndtype: q4_0\nkv_cache: {dtype: q8_0}\n";
     write_file(q4, text, sizeof text - 1);
     run_on_aarch64(f, q4, "seed_q4");
+    /* activations q8_0: the int8 products without VNNI, in NEON */
+    const char *a8 = path_in(f->dir, "seed_a8.yaml");
+    const char text8[] = "name: seed_a8\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
+                         "rope: {base: 10000}\ndtype: q8_0\nactivations: q8_0\n"
+                         "kv_cache: {dtype: f16}\n";
+    write_file(a8, text8, sizeof text8 - 1);
+    run_on_aarch64(f, a8, "seed_a8");
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {

@@ -45,6 +45,7 @@ typedef struct cg_target {
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     bool bf16_dot;         /* vdpbf16ps (AVX512-BF16): compute bf16's products in pairs */
     bool amx;              /* AMX tiles (amx-tile, amx-bf16): compute bf16's GEMM */
+    bool vnni;             /* vpdpbusd on the target's vectors: activations q8_0's products */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
@@ -124,12 +125,16 @@ ATTNC_HIDDEN LLVMModuleRef cg_units_build(const cg_result *r, const int *which, 
  * objects): the target must share the host's LP64 little-endian layout. */
 ATTNC_HIDDEN void cg_table_build(const cg_result *r, LLVMModuleRef mod);
 
+/* What one round of each machine probe does (0: the target has none). */
+typedef struct cg_probe_work {
+    int64_t fma, bf16, amx; /* FLOPs */
+    int64_t int8;           /* int8 multiply-adds, two operations each */
+} cg_probe_work;
+
 /* The machine probes of `attnc roofline` (cg_probe.c): attnc_probe_fma,
- * attnc_probe_read and, where the target has bf16 dot products and AMX,
- * attnc_probe_bf16 and attnc_probe_amx; *flops_per_iter is what one fma
- * round does, *bf16_ and *amx_flops_per_iter one of theirs (0: none). */
+ * attnc_probe_read and, where the target has bf16 dot products, AMX and
+ * VNNI, attnc_probe_bf16, attnc_probe_amx and attnc_probe_int8. */
 ATTNC_HIDDEN LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t,
-                                          int64_t *flops_per_iter, int64_t *bf16_flops_per_iter,
-                                          int64_t *amx_flops_per_iter);
+                                          cg_probe_work *work);
 
 #endif

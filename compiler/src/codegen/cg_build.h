@@ -16,6 +16,7 @@ typedef struct cg_gemm {
     attn_dtype wdt; /* the panels' dtype: the weights', or bf16 (compute bf16 rounds floats) */
     bool pairs;     /* bf16 panels of (k, k + 1) pairs for vdpbf16ps: [panel][k/2][nr][2] */
     bool amx;       /* pairs on AMX: the panels are tiles' B (k padded to 32), x row-major */
+    bool i8;        /* activations q8_0: x quantized, int8 panels (cg_int8.c) */
 } cg_gemm;
 
 /* Calls with at most this many new tokens (the target's gemv_rows) run a
@@ -280,5 +281,30 @@ ATTNC_HIDDEN LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValu
 /* Element e (0: m, 1: l, 2..: o) of row `row` (token x heads + head) of a chunk's partials. */
 ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk,
                                         LLVMValueRef row, LLVMValueRef e);
+
+/* ---- activations q8_0 (cg_int8.c) --------------------------------------- */
+
+/* Words of one quantized x block of 32 for each row of a tile: 8 of q,
+ * d (f32), -off * sum q (i32). */
+#define CG_QX_WORDS 10
+/* acc + the four u8 x s8 products of each 32-bit lane of u and s
+ * (<lanes x i32>): vpdpbusd, or the same integers without VNNI. */
+ATTNC_HIDDEN LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s);
+/* Rows [r0, r1) of x (f32 buffer x_buf, rows of K), nblk blocks of 32
+ * from k = kb, quantized into dst: tiles of xs rows (row r0 + i in tile
+ * i / xs), tile_words apart; off: the weights' offset (128 q8_0, 8 q4_0). */
+ATTNC_HIDDEN void cg_quantize_rows(cg *c, int x_buf, int64_t K, LLVMValueRef r0, LLVMValueRef r1,
+                                   LLVMValueRef kb, LLVMValueRef nblk, LLVMValueRef dst, int64_t xs,
+                                   int64_t tile_words, int off);
+/* The sums of R rows (quantized x at xq, a tile of xs rows) over nblk
+ * blocks against npan int8 panels at w0[] (pbb bytes a block), from
+ * init into next, panel pp's at + pp * 2R. */
+ATTNC_HIDDEN void cg_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMValueRef *w0,
+                               int64_t pbb, bool q8, LLVMValueRef nblk, LLVMValueRef xq, int64_t xs,
+                               const LLVMValueRef *init, LLVMValueRef *next);
+/* One ggml block at sb of the column in lane ll (of nr) into a panel
+ * block's data at dq, in the int8 order; past N (inside false) zero. */
+ATTNC_HIDDEN void cg_pack_int8_block(cg *c, bool q8, int64_t nr, LLVMValueRef sb, LLVMValueRef dq,
+                                     LLVMValueRef ll, LLVMValueRef inside);
 
 #endif

@@ -72,6 +72,14 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config 
     g.amx = g.pairs && t->amx;
     if (g.amx)
         g.mr = 32, g.mc = 64;
+    /* activations q8_0: a row's int32 and f32 sums (2 vectors each), two
+     * panel vectors, a broadcast and the two weight scales in registers;
+     * row blocks of as many rows as the f32 kernel's */
+    g.i8 = cfg->activations == ATTN_DTYPE_Q8_0 && attn_dtype_block(cfg->dtype) > 1;
+    if (g.i8) {
+        g.mr = (t->regs - 5) / 4 > 1 ? (t->regs - 5) / 4 : 1;
+        g.mc = (t->gemm_mc_tiles * t->gemm_mr) / g.mr * g.mr;
+    }
     return g;
 }
 
@@ -211,7 +219,9 @@ static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int ds
                  LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, 2), ""), cg_i64(c, h), ""));
     }
     LLVMValueRef dq = cg_gep(c, i8, db, LLVMBuildAdd(c->b, cg_i64(c, 2 * gm->nr), ll, ""));
-    if (q8) {
+    if (gm->i8) {
+        cg_pack_int8_block(c, q8, gm->nr, sb, cg_gep(c, i8, db, cg_i64(c, 2 * gm->nr)), ll, inside);
+    } else if (q8) {
         cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, 32), "q");
         LLVMValueRef q = byte_at(c, sb, LLVMBuildAdd(c->b, lj.i, cg_i64(c, 2), ""));
         put_byte(c, LLVMBuildSelect(c->b, inside, q, zero8, ""), dq,
@@ -836,7 +846,14 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
     }
     LLVMValueRef next[2 * 14 * 2];
     attn_dtype wdt = c->g->cfg.dtype;
-    if (attn_dtype_block(wdt) > 1 && direct) {
+    if (gm->i8) { /* x quantized at x0: by the GEMV, tiles of R rows; else pack_x's of mr */
+        LLVMValueRef w0[2];
+        for (int pp = 0; pp < npan; pp++)
+            w0[pp] = qpanel_at(c, gc, pan[pp], kb);
+        cg_int8_sums(c, gm->nr, R, npan, w0, panel_block_bytes(gm, wdt), wdt == ATTN_DTYPE_Q8_0,
+                     LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), x0, direct ? R : gm->mr, init,
+                     next);
+    } else if (attn_dtype_block(wdt) > 1 && direct) {
         LLVMValueRef w0[2];
         for (int pp = 0; pp < npan; pp++)
             w0[pp] = qpanel_at(c, gc, pan[pp], kb);
@@ -857,6 +874,12 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         finish_rows(c, gc, R, m, pan[pp], next + pp * 2 * R, last, col[pp], inside[pp]);
     LLVMBuildRetVoid(c->b);
     return fn;
+}
+
+/* activations q8_0: what the weights' unsigned bytes add to each q of x
+ * (cg_int8.c): q8_0's q + 128, q4_0's nibble = q + 8. */
+static int i8_offset(const cg *c) {
+    return c->g->cfg.dtype == ATTN_DTYPE_Q8_0 ? 128 : 8;
 }
 
 /* What a linear's kernels read and write: its buffers, shape and map. */
@@ -897,12 +920,20 @@ static void emit_gemv(cg *c, const gemm_ctx *g, LLVMTypeRef micro_ty, LLVMValueR
                       LLVMValueRef const *gemv2, int gemv_rows, LLVMValueRef lo, LLVMValueRef hi,
                       LLVMBasicBlockRef gemm_bb) {
     const gemm_ctx gc = *g;
+    /* activations q8_0: each thread quantizes the rows (one tile of them) */
+    int64_t qx_words = gc.gm.k / 32 * CG_QX_WORDS * gemv_rows;
+    LLVMValueRef qx =
+        gc.gm.i8 ? cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)qx_words), NULL) : NULL;
+    LLVMValueRef x = gc.gm.i8 ? qx : c->base[gc.x_buf];
     LLVMBasicBlockRef done_bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv_done");
     LLVMValueRef sw = LLVMBuildSwitch(c->b, c->S, gemm_bb, (unsigned)gemv_rows);
     for (int r = 1; r <= gemv_rows; r++) {
         LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gemv");
         LLVMAddCase(sw, cg_i64(c, r), bb);
         LLVMPositionBuilderAtEnd(c->b, bb);
+        if (gc.gm.i8)
+            cg_quantize_rows(c, gc.x_buf, gc.gm.k, cg_i64(c, 0), cg_i64(c, r), cg_i64(c, 0),
+                             cg_i64(c, gc.gm.k / 32), qx, r, qx_words, i8_offset(c));
         LLVMValueRef from = lo;
         if (r <= 2 && gemv2[r - 1]) { /* pairs of panels, then the odd one */
             LLVMValueRef npairs =
@@ -910,15 +941,15 @@ static void emit_gemv(cg *c, const gemm_ctx *g, LLVMTypeRef micro_ty, LLVMValueR
             cg_loop l2 = cg_for(c, cg_i64(c, 0), npairs, "panel_pair");
             LLVMValueRef p2 =
                 LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, l2.i, cg_i64(c, 2), ""), "");
-            LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      p2,
-                                    cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+            LLVMValueRef args[6] = {c->args, cg_i64(c, 0),         p2, cg_i64(c, 0),
+                                    x,       LLVMConstNull(c->ptr)};
             LLVMBuildCall2(c->b, micro_ty, gemv2[r - 1], args, 6, "");
             cg_for_end(c, &l2);
             from = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, npairs, cg_i64(c, 2), ""), "");
         }
         cg_loop lp = cg_for(c, from, hi, "panel");
-        LLVMValueRef args[6] = {c->args,      cg_i64(c, 0),      lp.i,
-                                cg_i64(c, 0), c->base[gc.x_buf], LLVMConstNull(c->ptr)};
+        LLVMValueRef args[6] = {c->args, cg_i64(c, 0),         lp.i, cg_i64(c, 0),
+                                x,       LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, gemv[r - 1], args, 6, "");
         cg_for_end(c, &lp);
         LLVMBuildBr(c->b, done_bb);
@@ -1139,7 +1170,7 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         gemv2[r - 1] = micro(c, &gc, r, name, true, 2);
     LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
     LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 6, false);
-    bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1;
+    bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1 && !gc.gm.i8; /* widened to f32 */
     LLVMValueRef unpack = blocks ? unpack_fn(c, &gc, name) : NULL;
     LLVMTypeRef unpack_params[4] = {c->ptr, c->i64, c->i64, c->ptr};
     LLVMTypeRef unpack_ty =
@@ -1155,7 +1186,11 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     /* this thread's copy of the x block: [tile of mr rows][k][mr], so the
      * micro-kernel's broadcasts read one short contiguous run per k
      * instead of mr rows a whole row apart (which share cache sets) */
-    int64_t ap_words = gc.gm.mc * (gc.gm.pairs ? gc.gm.kc / 2 : gc.gm.kc); /* pairs: i32 each */
+    /* pairs: i32 each; int8: the quantized blocks of x (cg_int8.c) */
+    int64_t tile_words = gc.gm.i8      ? gc.gm.kc / 32 * CG_QX_WORDS * gc.gm.mr
+                         : gc.gm.pairs ? gc.gm.kc / 2 * gc.gm.mr
+                                       : gc.gm.kc * gc.gm.mr;
+    int64_t ap_words = gc.gm.mc / gc.gm.mr * tile_words;
     LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)ap_words);
     LLVMValueRef ap = cg_slot(c, ap_ty, NULL);
     LLVMSetAlignment(ap, 64);
@@ -1171,6 +1206,10 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
     if (gc.gm.amx)
         pack_x_amx(c, &gc, ap, mb, mend, kb, kn);
+    else if (gc.gm.i8)
+        cg_quantize_rows(c, gc.x_buf, gc.gm.k, mb, mend, kb,
+                         LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), ap, gc.gm.mr, tile_words,
+                         i8_offset(c));
     else
         pack_x(c, &gc, ap, mb, mend, kb, kn);
     /* a block format's panel, unpacked to f32 once per row block */
@@ -1214,8 +1253,6 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMPositionBuilderAtEnd(c->b, call);
         LLVMValueRef ml = LLVMBuildSub(c->b, m, mb, "");
         LLVMValueRef t0 = LLVMBuildSDiv(c->b, ml, cg_i64(c, gc.gm.mr), "");
-        /* pairs: kc / 2 words of pairs per row */
-        int64_t tile_words = (gc.gm.pairs ? gc.gm.kc / 2 : gc.gm.kc) * gc.gm.mr;
         LLVMValueRef a_off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, tile_words), ""),
                                           LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
         LLVMValueRef args[6] = {

@@ -10,10 +10,15 @@
  *   void attnc_probe_bf16(float *io, int64_t iters) (AVX512-BF16 only)
  *     iters rounds of acc += x . y over pairs of bf16 (vdpbf16ps, 4 FLOPs
  *     a lane) on `accs` vectors, x and y pairs of io[0] as bf16;
+ *   void attnc_probe_int8(float *io, int64_t iters) (VNNI only)
+ *     iters rounds of vpdpbusd (four int8 multiply-adds a lane, 8
+ *     operations) on `accs` vectors of i32 sums, bytes of io[0]; the sum's
+ *     bits go back to io;
  *   void attnc_probe_amx(float *io, int64_t iters) (AMX only)
  *     iters rounds of tdpbf16ps into four 16 x 16 f32 tiles (16 x 32 bf16
  *     times 32 x 16: 16384 FLOPs each), from zero tiles; io[0] gets an
  *     element of the sum. */
+#include <stdio.h>
 #include <string.h>
 
 #include "codegen/cg_build.h"
@@ -73,8 +78,13 @@ static void rounds(LLVMContextRef ctx, LLVMBuilderRef b, LLVMValueRef fn, LLVMTy
                    LLVMTypeRef op_ty, LLVMValueRef op, LLVMValueRef x, LLVMValueRef y) {
     LLVMTypeRef i32 = LLVMInt32TypeInContext(ctx), i64 = LLVMInt64TypeInContext(ctx);
     LLVMValueRef init[32], next[32];
+    LLVMTypeRef et = LLVMGetElementType(vt);
+    bool ints = LLVMGetTypeKind(et) == LLVMIntegerTypeKind; /* int8's i32 sums */
     for (int j = 0; j < accs; j++)
-        init[j] = splat(b, vt, LLVMConstReal(LLVMGetElementType(vt), 1.0 + j * 1e-3), i32);
+        init[j] = splat(b, vt,
+                        ints ? LLVMConstInt(et, (unsigned long long)j, false)
+                             : LLVMConstReal(et, 1.0 + j * 1e-3),
+                        i32);
     vloop l;
     vloop_begin(ctx, b, fn, &l, accs, vt, i64);
     for (int j = 0; j < accs; j++) {
@@ -84,28 +94,38 @@ static void rounds(LLVMContextRef ctx, LLVMBuilderRef b, LLVMValueRef fn, LLVMTy
     vloop_end(b, &l, accs, init, next, LLVMConstInt(i64, 1, false), LLVMGetParam(fn, 1));
     LLVMValueRef sum = next[0];
     for (int j = 1; j < accs; j++)
-        sum = LLVMBuildFAdd(b, sum, next[j], "");
+        sum = ints ? LLVMBuildAdd(b, sum, next[j], "") : LLVMBuildFAdd(b, sum, next[j], "");
     LLVMSetAlignment(LLVMBuildStore(b, sum, LLVMGetParam(fn, 0)), 4);
     LLVMBuildRetVoid(b);
+}
+
+/* A probe fn(io, iters) named name, the builder at its entry, and the
+ * intrinsic intr (not overloaded) it repeats. */
+static LLVMValueRef probe_begin(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b,
+                                const char *name, const char *intr, LLVMValueRef *dp,
+                                LLVMTypeRef *dp_ty) {
+    unsigned id = LLVMLookupIntrinsicID(intr, strlen(intr));
+    *dp = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
+    *dp_ty = LLVMIntrinsicGetType(ctx, id, NULL, 0);
+    LLVMTypeRef params[2] = {LLVMPointerTypeInContext(ctx, 0), LLVMInt64TypeInContext(ctx)};
+    LLVMValueRef fn =
+        LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    return fn;
 }
 
 /* attnc_probe_bf16: the fma probe's loop of vdpbf16ps. */
 static void bf16_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, const cg_target *t,
                        int64_t *flops_per_iter) {
     LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
-    LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), ptr = LLVMPointerTypeInContext(ctx, 0);
     LLVMTypeRef vt = LLVMVectorType(f32, (unsigned)t->lanes);
     LLVMTypeRef vi = LLVMVectorType(i32, (unsigned)t->lanes);
     LLVMTypeRef bv = LLVMVectorType(LLVMBFloatTypeInContext(ctx), 2 * (unsigned)t->lanes);
-    static const char name[] = "llvm.x86.avx512bf16.dpbf16ps.512";
-    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
-    LLVMValueRef dp = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
-    LLVMTypeRef dp_ty = LLVMIntrinsicGetType(ctx, id, NULL, 0);
+    LLVMValueRef dp;
+    LLVMTypeRef dp_ty;
     int accs = t->probe_accs;
-    LLVMTypeRef params[2] = {ptr, i64};
-    LLVMValueRef fn = LLVMAddFunction(
-        mod, "attnc_probe_bf16", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, false));
-    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef fn = probe_begin(ctx, mod, b, "attnc_probe_bf16",
+                                  "llvm.x86.avx512bf16.dpbf16ps.512", &dp, &dp_ty);
     LLVMValueRef io = LLVMGetParam(fn, 0);
     /* the pair (x, x) of io[0]'s high half: its bits as an i32 */
     LLVMValueRef w =
@@ -114,6 +134,23 @@ static void bf16_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, 
     LLVMValueRef x = LLVMBuildBitCast(b, splat(b, vi, w, i32), bv, "x");
     rounds(ctx, b, fn, vt, accs, dp_ty, dp, x, x);
     *flops_per_iter = 4LL * accs * t->lanes;
+}
+
+/* attnc_probe_int8: the fma probe's loop of vpdpbusd on i32 lanes (four
+ * u8 x s8 multiply-adds each), bytes of io[0]'s bits. */
+static void int8_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b, const cg_target *t,
+                       int64_t *ops_per_iter) {
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(ctx);
+    LLVMTypeRef vi = LLVMVectorType(i32, (unsigned)t->lanes);
+    char name[48];
+    snprintf(name, sizeof name, "llvm.x86.avx512.vpdpbusd.%d", 32 * t->lanes);
+    LLVMValueRef dp;
+    LLVMTypeRef dp_ty;
+    int accs = t->probe_accs;
+    LLVMValueRef fn = probe_begin(ctx, mod, b, "attnc_probe_int8", name, &dp, &dp_ty);
+    LLVMValueRef x = splat(b, vi, LLVMBuildLoad2(b, i32, LLVMGetParam(fn, 0), ""), i32);
+    rounds(ctx, b, fn, vi, accs, dp_ty, dp, x, x);
+    *ops_per_iter = 8LL * accs * t->lanes;
 }
 
 /* attnc_probe_amx: four tile accumulators, A and B loaded once. */
@@ -167,8 +204,7 @@ static void amx_probe(LLVMContextRef ctx, LLVMModuleRef mod, LLVMBuilderRef b,
     *flops_per_iter = 4LL * 16 * 16 * 32 * 2;
 }
 
-LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *flops_per_iter,
-                             int64_t *bf16_flops_per_iter, int64_t *amx_flops_per_iter) {
+LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, cg_probe_work *work) {
     LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("attnc.probe", ctx);
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), i32 = LLVMInt32TypeInContext(ctx);
@@ -190,7 +226,7 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
     LLVMValueRef y = splat(
         b, vt, LLVMBuildLoad2(b, f32, LLVMBuildInBoundsGEP2(b, f32, io, &one, 1, ""), "y"), i32);
     rounds(ctx, b, fn, vt, accs, fma_ty, fma, x, y);
-    *flops_per_iter = 2LL * accs * t->lanes;
+    work->fma = 2LL * accs * t->lanes;
 
     LLVMTypeRef rparams[2] = {ptr, i64};
     fn = LLVMAddFunction(mod, "attnc_probe_read", LLVMFunctionType(f32, rparams, 2, false));
@@ -213,12 +249,13 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, int64_t *fl
                          LLVMBuildFAdd(b, LLVMBuildFAdd(b, next[0], next[1], ""),
                                        LLVMBuildFAdd(b, next[2], next[3], ""), ""),
                          i32));
-    *bf16_flops_per_iter = 0;
+    work->bf16 = work->amx = work->int8 = 0;
     if (t->bf16_dot)
-        bf16_probe(ctx, mod, b, t, bf16_flops_per_iter);
-    *amx_flops_per_iter = 0;
+        bf16_probe(ctx, mod, b, t, &work->bf16);
     if (t->amx)
-        amx_probe(ctx, mod, b, amx_flops_per_iter);
+        amx_probe(ctx, mod, b, &work->amx);
+    if (t->vnni)
+        int8_probe(ctx, mod, b, t, &work->int8);
     LLVMDisposeBuilder(b);
     return mod;
 }

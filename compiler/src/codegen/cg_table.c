@@ -19,11 +19,19 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
 
 /* The features the table records: the target's, AMX only where the
  * kernels use it (compute bf16's GEMM), so that other kernels compiled
- * on an AMX machine neither need its state nor ask Linux for it. */
+ * on an AMX machine neither need its state nor ask Linux for it; VNNI
+ * only where activations q8_0's GEMMs use it, and the form they use. */
 static uint32_t table_features(const cg_result *res) {
     uint32_t f = res->target.cpu_features;
     if (!(res->target.amx && res->g->cfg.compute == ATTN_DTYPE_BF16))
         f &= ~(uint32_t)(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
+    uint32_t vnni = ATTN_CPU_AVX512VNNI | ATTN_CPU_AVXVNNI;
+    if (!(res->target.vnni && res->g->cfg.activations == ATTN_DTYPE_Q8_0))
+        f &= ~vnni;
+    else if (res->target.lanes == 16) /* zmm: the EVEX form */
+        f &= ~(uint32_t)ATTN_CPU_AVXVNNI;
+    else /* ymm: LLVM takes the VEX form where there is one */
+        f &= ~(f & ATTN_CPU_AVXVNNI ? (uint32_t)ATTN_CPU_AVX512VNNI : (uint32_t)ATTN_CPU_AVXVNNI);
     return f;
 }
 

@@ -122,9 +122,12 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
     if (st != ATTNC_OK)
         goto done;
     cg_target target = emit_target_shape(tm);
-    LLVMModuleRef mod =
-        cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &pr->flops_per_iter,
-                       &pr->bf16_flops_per_iter, &pr->amx_flops_per_iter);
+    cg_probe_work work;
+    LLVMModuleRef mod = cg_probe_build(LLVMOrcThreadSafeContextGetContext(tsc), &target, &work);
+    pr->flops_per_iter = work.fma;
+    pr->bf16_flops_per_iter = work.bf16;
+    pr->amx_flops_per_iter = work.amx;
+    pr->int8_ops_per_iter = work.int8;
     pr->lanes = target.lanes;
     if ((st = emit_optimize(ctx, mod, tm)) != ATTNC_OK) {
         LLVMDisposeModule(mod);
@@ -142,11 +145,11 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
     } else {
         LLVMOrcDisposeThreadSafeModule(tsm);
     }
-    const char *names[4] = {"attnc_probe_fma", "attnc_probe_read", "attnc_probe_bf16",
-                            "attnc_probe_amx"};
-    LLVMOrcJITTargetAddress addr[4] = {0, 0, 0, 0};
-    for (int i = 0; st == ATTNC_OK && i < 4; i++) {
-        if ((i == 2 && !pr->bf16_flops_per_iter) || (i == 3 && !pr->amx_flops_per_iter))
+    const char *names[5] = {"attnc_probe_fma", "attnc_probe_read", "attnc_probe_bf16",
+                            "attnc_probe_amx", "attnc_probe_int8"};
+    LLVMOrcJITTargetAddress addr[5] = {0, 0, 0, 0, 0};
+    for (int i = 0; st == ATTNC_OK && i < 5; i++) {
+        if ((i == 2 && !work.bf16) || (i == 3 && !work.amx) || (i == 4 && !work.int8))
             continue;
         LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr[i], names[i]);
         if (err)
@@ -158,6 +161,7 @@ static attnc_status probes_compile(attnc_ctx *ctx, const attnc_options *opt, att
         pr->read = (float (*)(const float *, int64_t))(uintptr_t)addr[1];
         pr->bf16 = addr[2] ? (void (*)(float *, int64_t))(uintptr_t)addr[2] : NULL;
         pr->amx = addr[3] ? (void (*)(float *, int64_t))(uintptr_t)addr[3] : NULL;
+        pr->int8 = addr[4] ? (void (*)(float *, int64_t))(uintptr_t)addr[4] : NULL;
         jit->table.abi_version = ATTN_KERNELS_ABI;
         *out = jit;
         jit = NULL;

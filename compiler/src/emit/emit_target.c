@@ -197,6 +197,17 @@ static const feature_probe x86_probes[] = {
      "%a = load <64 x i8>, ptr %p\n%r = shufflevector <64 x i8> %a, <64 x i8> poison, <64 x i32> "
      "REVERSE64",
      "vpermb|vpermi2b|vpermt2b"},
+    /* int8 dot products: a sum of u8 x s8 products becomes vpdpbusd */
+    {ATTN_CPU_AVX512VNNI, "i32",
+     "%q = getelementptr i8, ptr %p, i64 64\n%a = load <64 x i8>, ptr %p\n%b = load <64 x i8>, "
+     "ptr %q\n%za = zext <64 x i8> %a to <64 x i32>\n%sb = sext <64 x i8> %b to <64 x i32>\n%m = "
+     "mul <64 x i32> %za, %sb\n%r = call i32 @llvm.vector.reduce.add.v64i32(<64 x i32> %m)",
+     "vpdpbusd&zmm"},
+    {ATTN_CPU_AVXVNNI, "i32",
+     "%q = getelementptr i8, ptr %p, i64 64\n%a = load <32 x i8>, ptr %p\n%b = load <32 x i8>, "
+     "ptr %q\n%za = zext <32 x i8> %a to <32 x i32>\n%sb = sext <32 x i8> %b to <32 x i32>\n%m = "
+     "mul <32 x i32> %za, %sb\n%r = call i32 @llvm.vector.reduce.add.v32i32(<32 x i32> %m)",
+     "{vex}&vpdpbusd"},
 };
 
 static const feature_probe aarch64_probes[] = {
@@ -253,7 +264,9 @@ static uint32_t probed_features(LLVMTargetMachineRef tm) {
         "declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)\n"
         "declare i64 @llvm.ctlz.i64(i64, i1)\n"
         "declare i64 @llvm.bswap.i64(i64)\n"
-        "declare <4 x i64> @llvm.smax.v4i64(<4 x i64>, <4 x i64>)\n");
+        "declare <4 x i64> @llvm.smax.v4i64(<4 x i64>, <4 x i64>)\n"
+        "declare i32 @llvm.vector.reduce.add.v64i32(<64 x i32>)\n"
+        "declare i32 @llvm.vector.reduce.add.v32i32(<32 x i32>)\n");
     for (int i = 0; i < np; i++) {
         const char *body = pr[i].body, *mark = strstr(body, "REVERSE64");
         int head = mark ? (int)(mark - body) : (int)strlen(body);
@@ -363,6 +376,11 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     t.cpu_features = emit_cpu_features(tm);
     t.bf16_dot = lanes == 16 && (t.cpu_features & ATTN_CPU_AVX512BF16);
     t.amx = t.bf16_dot && (t.cpu_features & ATTN_CPU_AMX_BF16);
+    t.vnni = lanes == 16 ? (t.cpu_features & ATTN_CPU_AVX512VNNI) != 0
+             : lanes == 8
+                 ? (t.cpu_features & ATTN_CPU_AVXVNNI) || ((t.cpu_features & ATTN_CPU_AVX512VNNI) &&
+                                                           (t.cpu_features & ATTN_CPU_AVX512VL))
+                 : false;
     return t;
 }
 

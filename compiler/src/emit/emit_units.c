@@ -140,9 +140,9 @@ static void warm_up(void) {
         LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
             target, triple, "", "", LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelSmall);
         LLVMContextRef llctx = LLVMContextCreate();
-        int64_t flops, bf16_flops, amx_flops;
+        cg_probe_work work;
         cg_target t = cg_target_for(4, 16);
-        LLVMModuleRef mod = cg_probe_build(llctx, &t, &flops, &bf16_flops, &amx_flops);
+        LLVMModuleRef mod = cg_probe_build(llctx, &t, &work);
         LLVMMemoryBufferRef buf = NULL;
         char *err = emit_passes(mod, tm, false);
         if (!err && !LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &why, &buf))

@@ -47,6 +47,7 @@ typedef enum spec_key {
     SPEC_K_CROSS,
     SPEC_K_MLA,
     SPEC_K_COMPUTE,
+    SPEC_K_ACTIVATIONS,
     SPEC_K_FIRST_PLAIN,
     SPEC_K_BEFORE_PLAIN = SPEC_K_FIRST_PLAIN - 1,
 #define ATTN_FIELD(kind, field, key)

@@ -31,6 +31,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     [SPEC_K_CROSS] = "cross_attention",
     [SPEC_K_MLA] = "mla",
     [SPEC_K_COMPUTE] = "compute",
+    [SPEC_K_ACTIVATIONS] = "activations",
 #define ATTN_FIELD(kind, field, key)
 #define ATTN_PLAIN(kind, field, key, token, def, lo, hi) [SPEC_K_##token] = key,
 #include "attn_config.def"
@@ -903,6 +904,29 @@ static void check_scale_dtype(checker *ck, toplevel *t, attn_config *c) {
     }
 }
 
+/* activations: q8_0 only where the other operand is int8 blocks. */
+static void check_activations(checker *ck, toplevel *t, attn_config *c) {
+    static const char *const names[] = {"f32", "q8_0"};
+    const ynode *v = t->val[SPEC_K_ACTIVATIONS];
+    int q8;
+    if (!v || !get_enum(ck, v, "activations", names, 2, &q8))
+        return;
+    c->activations = q8 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
+    if (!q8)
+        return;
+    if (t->mla)
+        err(ck, v->loc, "activations: q8_0 is not available with mla yet; use activations: f32");
+    else if (c->kv_dtype == ATTN_DTYPE_Q8_0)
+        err(ck, v->loc,
+            "activations: q8_0 is not available with kv_cache.dtype q8_0 yet (its q.k in "
+            "int8); use activations: f32 or a float cache");
+    else if (attn_dtype_block(c->dtype) == 1)
+        err(ck, v->loc,
+            "activations: q8_0 needs int8 weights, dtype q8_0 or q4_0, but dtype is %s; use "
+            "activations: f32",
+            attn_dtype_name(c->dtype));
+}
+
 /* kv_cache, qk_norm, what ALiBi and chunks need, query_temperature and
  * weights. */
 static void check_sections(checker *ck, toplevel *t, attn_config *c) {
@@ -936,6 +960,7 @@ static void check_sections(checker *ck, toplevel *t, attn_config *c) {
     t->layout_at = NULL;
     if (t->val[SPEC_K_WEIGHTS])
         check_weights(ck, t->val[SPEC_K_WEIGHTS], c, &t->layout_at);
+    check_activations(ck, t, c);
     if (t->layout_at && t->heads_ok && c->kv_groups != c->heads &&
         (c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM))
         err(ck, t->layout_at->loc,

@@ -154,6 +154,7 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         put(&o, "scale: %s\n", base_num(c->scale, a, sizeof a));
     put(&o, "dtype: %s\n", attn_dtype_name(c->dtype));
     put(&o, "compute: %s\n", attn_dtype_name(c->compute));
+    put(&o, "activations: %s\n", attn_dtype_name(c->activations));
     put(&o, "weights:\n  layout: %s\n",
         attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
     put(&o, "kv_cache:\n  dtype: %s\n  block_tokens: %lld\n  max_tokens: %lld\n",
