@@ -116,6 +116,14 @@ static void bench_ablation_has_a_row_per_fusion_pass(void **state) {
         cJSON_Delete(r[i]);
 }
 
+/* The host's code runs vpdpbusd: AVX-512 code where the CPU has
+ * AVX512-VNNI, AVX2 code with AVX-VNNI. */
+static bool host_has_vnni(void) {
+    uint32_t have = attn_cpu_features();
+    return (have & ATTN_CPU_AVX512F) ? (have & ATTN_CPU_AVX512VNNI) != 0
+                                     : (have & ATTN_CPU_AVXVNNI) != 0;
+}
+
 static void bench_decode_rows(void **state) {
     fixture *f = *state;
     cJSON *r[16];
@@ -140,6 +148,18 @@ static void bench_decode_rows(void **state) {
     assert_true(num(r[0], "cache_token_bytes") == 2 * kv * 2); /* K and V rows in f16 */
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
+    /* activations q8_0: the int8 dot peak where the CPU has VNNI */
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50", "--json",
+                           "--runs", "5", "--dtype", "q4_0", "--activations", "q8_0"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_string_equal(str(r[0], "activations"), "q8_0");
+    assert_string_equal(str(r[0], "peak_kind"), host_has_vnni() ? "vnni_int8" : "fma");
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+    /* refused for float weights, as the spec key is: exit 2 */
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--activations", "q8_0"), 2);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--activations", "int4"), 1);
 }
 
 /* An MLA block: the absorbed form's work over the latent, and the cache
@@ -308,6 +328,12 @@ static void roofline_json(void **state) {
                 num(r[0], "fma_gflops") <= num(r[0], "fma_gflops_max"));
     assert_true(num(r[0], "read_gbps_min") > 0 &&
                 num(r[0], "read_gbps") <= num(r[0], "read_gbps_max"));
+    /* the int8 dot peak where the code has VNNI: four multiply-adds a
+     * lane, at least the FMA's rate */
+    const cJSON *int8 = cJSON_GetObjectItemCaseSensitive(r[0], "int8_gops");
+    assert_int_equal(int8 != NULL, host_has_vnni());
+    if (int8)
+        assert_true(num(r[0], "int8_gops") > num(r[0], "fma_gflops"));
     cJSON_Delete(r[0]);
     /* thread counts that split the read probe's buffer unevenly: each
      * thread's sum is checked against its own part (the check used to
