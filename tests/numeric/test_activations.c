@@ -15,6 +15,7 @@
  * other way: one term of the projection moves by d = max|x| / 127. With
  * the sweep's small inputs (32 to 64 wide) that is up to a few 1e-3 of
  * the largest output (measured: at most 3.8e-4 over 30 configs); ACT_TOL. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,7 +250,8 @@ static void tables_record_vnni_where_used(void **state) {
  *    q = (127, 0 (0.4953), 1 (0.508), -1, 0..);
  *  - ties: x = (127, 2.5, -2.5, 0.5, 1.5, 0..): d = 1, q = (127, 3, -3,
  *    1, 2): away from zero (to even would give 2, -2, 0, 2).
- * The reference and the kernels on every path give exactly d * q. */
+ * The reference and the kernels on every path give exactly d * q; and
+ * NaN everywhere when a block's d overflows f16. */
 static void identity_block_gives_ggml_blocks_worked_by_hand(void **state) {
     (void)state;
     char *dir = tmpdir_new();
@@ -273,6 +275,21 @@ static void identity_block_gives_ggml_blocks_worked_by_hand(void **state) {
     for (int i = 0; i < 96; i++)
         if (y[i] != want[i])
             fail_msg("reference: y[%d] = %.9g, want %.9g", i, y[i], want[i]);
+    /* v = 1000 x (d 8, q 125: exact) from x0 = 1e4: the output
+     * projection's block of 1e7 has a d past f16 (1e7 / 127 > 65504), and
+     * the row is NaN (not y0 = inf, the rest 0 * inf) */
+    attn_weights *w2;
+    assert_int_equal(attn_weights_random(&c, 1, &w2, NULL), ATTN_OK);
+    memcpy(w2->wq, w->wq, sizeof(float) * 96 * 96);
+    memcpy(w2->wk, w->wk, sizeof(float) * 96 * 96);
+    memcpy(w2->wo, w->wo, sizeof(float) * 96 * 96);
+    for (int i = 0; i < 96 * 96; i++)
+        w2->wv[i] = 1000 * w->wv[i];
+    float xo[96] = {1e4f}, yo[96];
+    run_ref(w2, 1, xo, yo);
+    for (int i = 0; i < 96; i++)
+        if (!isnan(yo[i]))
+            fail_msg("reference, d past f16: y[%d] = %g, want NaN", i, yo[i]);
     path paths[3];
     int np = host_paths(paths);
     for (int k = 0; k < np; k++) {
@@ -281,12 +298,15 @@ static void identity_block_gives_ggml_blocks_worked_by_hand(void **state) {
         o.features = paths[k].features;
         attnc_jit *jit = jit_or_fail(write_spec(dir, &c, "identity.yaml"), &o);
         run_jit(jit, w, 1, x, y, 1, 2);
+        run_jit(jit, w2, 1, xo, yo, 1, 2);
         for (int i = 0; i < 96; i++)
-            if (y[i] != want[i])
-                fail_msg("%s: y[%d] = %.9g, want %.9g", paths[k].name, i, y[i], want[i]);
+            if (y[i] != want[i] || !isnan(yo[i]))
+                fail_msg("%s: y[%d] = %.9g, want %.9g; overflowing: %g", paths[k].name, i, y[i],
+                         want[i], yo[i]);
         attnc_jit_free(jit);
     }
     attn_weights_free(w);
+    attn_weights_free(w2);
     tmpdir_remove(dir);
 }
 
