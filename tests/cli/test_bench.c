@@ -95,9 +95,10 @@ static void bench_prefill_rows_count_the_documented_work(void **state) {
 static void bench_ablation_has_a_row_per_fusion_pass(void **state) {
     fixture *f = *state;
     cJSON *r[16];
-    assert_int_equal(
-        ATTNC(f, "bench", SPEC("mistral_7b"), "--seq", "24", "--json", "--runs", "5", "--ablation"),
-        0);
+    /* under sanitizers seed's smaller reference check: the same rows */
+    const char *spec = sanitized_step(2) > 1 ? SPEC("seed") : SPEC("mistral_7b");
+    assert_int_equal(ATTNC(f, "bench", spec, "--seq", "24", "--json", "--runs", "5", "--ablation"),
+                     0);
     int n = rows(f, r), want = 1;
     for (int p = 0; attnc_pass_name(p); p++)
         want += strcmp(attnc_pass_name(p), "dce") != 0;

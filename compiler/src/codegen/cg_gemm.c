@@ -21,7 +21,9 @@
  * the high one] (q4_0), 34 or 18 bytes per weight as in the file; the
  * micro-kernel widens a block's scales once and each weight exactly
  * (d * q is exact in f32), so every sum is the f32 kernel's over the
- * dequantized weights, bit for bit.
+ * dequantized weights, bit for bit. With activations q8_0 the panels hold
+ * the same bytes in the order of int8 dot products, and x is quantized
+ * where it is packed (cg_int8.c).
  *
  * The kernel: threads split the panels; each walks k in blocks of kc, rows
  * in blocks of mc, its panels, and the rows of a block mr at a time; the
