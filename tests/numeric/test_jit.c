@@ -657,7 +657,11 @@ static void block_rejects_bad_tables_and_arguments(void **state) {
     attnc_jit_free(jit);
 }
 
-int main(void) {
+/* test_jit [PATTERN]: the tests whose names match PATTERN (cmocka's
+ * wildcards * and ?), all without it. */
+int main(int argc, char **argv) {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_for_every_shipped_spec),
         cmocka_unit_test(jit_equals_reference_with_each_pass_disabled),
