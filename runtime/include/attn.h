@@ -187,6 +187,16 @@ ATTN_API int64_t attn_cache_columns(const attn_config *c, int which);
  * broken rule in msg. */
 ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
 
+/* The rules of attn_config_check that c breaks, each reported to fn (when
+ * not NULL) with the spec key of the field it is about ("sliding_window",
+ * "kv_cache.dtype"; NULL where no one key is) and the message
+ * attn_config_check would give; the count, 0 for a valid config. Rules
+ * come in groups that rely on their earlier rules, so only a group's first
+ * broken rule is reported; broken names, heads or dims end the walk. The
+ * spec checker reports these at the key's line and column. */
+typedef void (*attn_config_problem_fn)(const char *key, const char *text, void *user);
+ATTN_API int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *user);
+
 /* Shard index of count of the whole block full (tensor parallelism over
  * heads): shard index holds the K/V groups [index * G / count, (index +
  * 1) * G / count) of full's G and their query heads; its weights are

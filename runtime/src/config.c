@@ -2,6 +2,7 @@
  * (attn_config_check), equality, the dims derived from a config, and
  * sharding a config by heads. */
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,8 +44,30 @@ const attn_config_field *attn_config_fields(size_t *n) {
     return fields;
 }
 
+/* ---- the rules -------------------------------------------------------------- */
+
+/* Where the rules report: the message of the first one broken in m, and the
+ * spec key of the field it is about in key (NULL where no one key is). */
+typedef struct rules {
+    attn_msg *m;
+    const char *key;
+} rules;
+
+static attn_status broken(rules *r, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static attn_status broken(rules *r, const char *key, const char *fmt, ...) {
+    r->key = key;
+    if (r->m) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->m->text, sizeof r->m->text, fmt, ap);
+        va_end(ap);
+    }
+    return ATTN_E_INVALID;
+}
+
 /* The plain keys' ranges, the same the spec stage checks (spec_check.c). */
-static attn_status check_plain(const attn_config *c, attn_msg *m) {
+static attn_status check_plain(const attn_config *c, rules *r) {
     const char *base = (const char *)c;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const attn_config_field *f = &fields[i];
@@ -54,17 +77,16 @@ static attn_status check_plain(const attn_config *c, attn_msg *m) {
             int64_t v;
             memcpy(&v, base + f->offset, sizeof v);
             if (!(v >= f->lo && v <= f->hi))
-                return rt_fail(m, ATTN_E_INVALID, "%s (%lld) must be in %lld..%lld", f->key,
-                               (long long)v, (long long)f->lo, (long long)f->hi);
+                return broken(r, f->key, "%s (%lld) must be in %lld..%lld", f->key, (long long)v,
+                              (long long)f->lo, (long long)f->hi);
         } else if (f->kind == ATTN_KIND_F64) {
             double v;
             memcpy(&v, base + f->offset, sizeof v);
             if (!(v >= f->lo && v <= f->hi) || !isfinite(v))
-                return isinf(f->hi)
-                           ? rt_fail(m, ATTN_E_INVALID, "%s (%g) must be a finite number >= %g",
-                                     f->key, v, f->lo)
-                           : rt_fail(m, ATTN_E_INVALID, "%s (%g) must be in %g..%g", f->key, v,
-                                     f->lo, f->hi);
+                return isinf(f->hi) ? broken(r, f->key, "%s (%g) must be a finite number >= %g",
+                                             f->key, v, f->lo)
+                                    : broken(r, f->key, "%s (%g) must be in %g..%g", f->key, v,
+                                             f->lo, f->hi);
         }
     }
     return ATTN_OK;
@@ -73,40 +95,40 @@ static attn_status check_plain(const attn_config *c, attn_msg *m) {
 /* Multi-head latent attention's rules: its dims, what the fields it
  * defines must hold, and what it does not go with (DeepSeek's attention
  * has none of it). */
-static attn_status check_mla(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_mla(const attn_config *c, rules *r) {
     if (c->mla_kv_lora_rank == 0) {
         if (c->mla_q_lora_rank || c->mla_qk_nope_head_dim || c->mla_qk_rope_head_dim ||
             c->mla_v_head_dim || c->mla_eps != 0)
-            return rt_fail(m, bad, "mla fields are set but mla_kv_lora_rank is 0 (MLA off)");
+            return broken(r, "mla", "mla fields are set but mla_kv_lora_rank is 0 (MLA off)");
         return ATTN_OK;
     }
-    int64_t r = c->mla_qk_rope_head_dim, kvl = c->mla_kv_lora_rank;
+    int64_t rd = c->mla_qk_rope_head_dim, kvl = c->mla_kv_lora_rank;
     if (!in_range(kvl, 1, ATTN_MAX_HEAD_DIM) ||
         !in_range(c->mla_q_lora_rank, 0, ATTN_MAX_D_MODEL) ||
         !in_range(c->mla_qk_nope_head_dim, 1, ATTN_MAX_HEAD_DIM) ||
-        !in_range(r, 2, ATTN_MAX_HEAD_DIM) || r % 2 || !in_range(kvl + r, 1, ATTN_MAX_HEAD_DIM) ||
+        !in_range(rd, 2, ATTN_MAX_HEAD_DIM) || rd % 2 ||
+        !in_range(kvl + rd, 1, ATTN_MAX_HEAD_DIM) ||
         !in_range(c->mla_v_head_dim, 1, ATTN_MAX_HEAD_DIM))
-        return rt_fail(m, bad,
-                       "mla: kv_lora_rank (%lld) + qk_rope_head_dim (%lld, even, >= 2), "
-                       "qk_nope_head_dim (%lld) and v_head_dim (%lld) must be in 1..%d, "
-                       "q_lora_rank (%lld) in 0..%d",
-                       (long long)kvl, (long long)r, (long long)c->mla_qk_nope_head_dim,
-                       (long long)c->mla_v_head_dim, ATTN_MAX_HEAD_DIM,
-                       (long long)c->mla_q_lora_rank, ATTN_MAX_D_MODEL);
+        return broken(r, "mla",
+                      "mla: kv_lora_rank (%lld) + qk_rope_head_dim (%lld, even, >= 2), "
+                      "qk_nope_head_dim (%lld) and v_head_dim (%lld) must be in 1..%d, "
+                      "q_lora_rank (%lld) in 0..%d",
+                      (long long)kvl, (long long)rd, (long long)c->mla_qk_nope_head_dim,
+                      (long long)c->mla_v_head_dim, ATTN_MAX_HEAD_DIM,
+                      (long long)c->mla_q_lora_rank, ATTN_MAX_D_MODEL);
     if (c->heads * c->mla_v_head_dim > ATTN_MAX_QDIM)
-        return rt_fail(m, bad, "mla: heads * v_head_dim (%lld) exceeds %d",
-                       (long long)(c->heads * c->mla_v_head_dim), ATTN_MAX_QDIM);
+        return broken(r, "mla", "mla: heads * v_head_dim (%lld) exceeds %d",
+                      (long long)(c->heads * c->mla_v_head_dim), ATTN_MAX_QDIM);
     if (!(c->mla_eps >= 0) || !isfinite(c->mla_eps))
-        return rt_fail(m, bad, "mla.eps (%g) must be a finite number >= 0", c->mla_eps);
-    if (c->head_dim != c->mla_qk_nope_head_dim + r || c->kv_groups != c->heads ||
-        c->rope_style == ATTN_ROPE_NONE || c->rotary_dim != r)
-        return rt_fail(m, bad,
-                       "mla: head_dim (%lld) must be qk_nope_head_dim + qk_rope_head_dim "
-                       "(%lld), kv_groups (%lld) heads (%lld), and rope on with rotary_dim "
-                       "(%lld) qk_rope_head_dim",
-                       (long long)c->head_dim, (long long)(c->mla_qk_nope_head_dim + r),
-                       (long long)c->kv_groups, (long long)c->heads, (long long)c->rotary_dim);
+        return broken(r, "mla", "mla.eps (%g) must be a finite number >= 0", c->mla_eps);
+    if (c->head_dim != c->mla_qk_nope_head_dim + rd || c->kv_groups != c->heads ||
+        c->rope_style == ATTN_ROPE_NONE || c->rotary_dim != rd)
+        return broken(r, "mla",
+                      "mla: head_dim (%lld) must be qk_nope_head_dim + qk_rope_head_dim "
+                      "(%lld), kv_groups (%lld) heads (%lld), and rope on with rotary_dim "
+                      "(%lld) qk_rope_head_dim",
+                      (long long)c->head_dim, (long long)(c->mla_qk_nope_head_dim + rd),
+                      (long long)c->kv_groups, (long long)c->heads, (long long)c->rotary_dim);
     const char *no = c->qkv_bias                              ? "qkv_bias"
                      : c->qk_norm != ATTN_QK_NORM_NONE        ? "qk_norm"
                      : c->sinks                               ? "sinks"
@@ -116,201 +138,182 @@ static attn_status check_mla(const attn_config *c, attn_msg *m) {
                      : c->weights_layout != ATTN_LAYOUT_LLAMA ? "a weights.layout but llama"
                                                               : NULL;
     if (no)
-        return rt_fail(m, bad, "mla does not go with %s", no);
-    /* the block formats quantize each matrix's rows along its input */
-    int64_t qin = c->mla_q_lora_rank, oin = c->heads * c->mla_v_head_dim;
-    if (rt_quant_block_bytes(c->dtype) &&
-        (c->d_model % RT_QK || qin % RT_QK || kvl % RT_QK || oin % RT_QK))
-        return rt_fail(m, bad,
-                       "dtype %s needs d_model (%lld), mla q_lora_rank (%lld), kv_lora_rank "
-                       "(%lld) and heads * v_head_dim (%lld) to be multiples of %d",
-                       attn_dtype_name(c->dtype), (long long)c->d_model, (long long)qin,
-                       (long long)kvl, (long long)oin, RT_QK);
-    /* a q8_0 cache quantizes c_kv and k_pe in blocks of 32 */
-    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && (kvl % RT_QK || r % RT_QK))
-        return rt_fail(m, bad,
-                       "kv_cache.dtype q8_0 needs mla kv_lora_rank (%lld) and qk_rope_head_dim "
-                       "(%lld) to be multiples of %d",
-                       (long long)kvl, (long long)r, RT_QK);
+        return broken(r, "mla", "mla does not go with %s", no);
     return ATTN_OK;
 }
 
 /* A C identifier of 1..ATTN_NAME_MAX - 1 bytes. */
-static attn_status check_name(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_name(const attn_config *c, rules *r) {
     size_t len = strnlen(c->name, ATTN_NAME_MAX);
     if (len == 0 || len == ATTN_NAME_MAX)
-        return rt_fail(m, bad, "name must be 1 to %d bytes", ATTN_NAME_MAX - 1);
+        return broken(r, "name", "name must be 1 to %d bytes", ATTN_NAME_MAX - 1);
     for (size_t i = 0; i < len; i++) {
         char ch = c->name[i];
         bool ok = ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                   (i > 0 && ch >= '0' && ch <= '9');
         if (!ok)
-            return rt_fail(m, bad, "name '%s' is not a C identifier", c->name);
+            return broken(r, "name", "name '%s' is not a C identifier", c->name);
     }
     return ATTN_OK;
 }
 
 /* Groups, head_dim and their product. */
-static attn_status check_heads(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_heads(const attn_config *c, rules *r) {
     if (!in_range(c->kv_groups, 1, c->heads) || c->heads % c->kv_groups)
-        return rt_fail(m, bad, "kv_groups (%lld) must divide heads (%lld)", (long long)c->kv_groups,
-                       (long long)c->heads);
+        return broken(r, "kv_groups", "kv_groups (%lld) must divide heads (%lld)",
+                      (long long)c->kv_groups, (long long)c->heads);
     if (!in_range(c->head_dim, 1, ATTN_MAX_HEAD_DIM))
-        return rt_fail(m, bad, "head_dim (%lld) must be in 1..%d", (long long)c->head_dim,
-                       ATTN_MAX_HEAD_DIM);
+        return broken(r, "head_dim", "head_dim (%lld) must be in 1..%d", (long long)c->head_dim,
+                      ATTN_MAX_HEAD_DIM);
     if (c->heads * c->head_dim > ATTN_MAX_QDIM)
-        return rt_fail(m, bad, "heads * head_dim (%lld) exceeds %d",
-                       (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
+        return broken(r, "head_dim", "heads * head_dim (%lld) exceeds %d",
+                      (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
     return ATTN_OK;
 }
 
 /* RoPE and its scaling (linear, llama3, yarn). */
-static attn_status check_rope(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_rope(const attn_config *c, rules *r) {
     if ((unsigned)c->rope_style >= ATTN_ROPE_COUNT)
-        return rt_fail(m, bad, "rope style %d is unknown", (int)c->rope_style);
+        return broken(r, "rope", "rope style %d is unknown", (int)c->rope_style);
     if (c->rope_style != ATTN_ROPE_NONE) {
         if (!(c->rope_base > 1.0) || !isfinite(c->rope_base))
-            return rt_fail(m, bad, "rope base (%g) must be a finite number > 1", c->rope_base);
+            return broken(r, "rope.base", "rope base (%g) must be a finite number > 1",
+                          c->rope_base);
         if (!in_range(c->rotary_dim, 2, c->head_dim) || c->rotary_dim % 2)
-            return rt_fail(m, bad, "rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
-                           (long long)c->rotary_dim, (long long)c->head_dim);
+            return broken(r, "rope.rotary_dim",
+                          "rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
+                          (long long)c->rotary_dim, (long long)c->head_dim);
         if ((unsigned)c->rope_scaling >= ATTN_SCALING_COUNT)
-            return rt_fail(m, bad, "rope scaling %d is unknown", (int)c->rope_scaling);
+            return broken(r, "rope.scaling", "rope scaling %d is unknown", (int)c->rope_scaling);
         if (c->rope_scaling != ATTN_SCALING_NONE &&
             (!(c->rope_factor > 0) || !isfinite(c->rope_factor)))
-            return rt_fail(m, bad, "rope scaling factor (%g) must be > 0", c->rope_factor);
+            return broken(r, "rope.scaling", "rope scaling factor (%g) must be > 0",
+                          c->rope_factor);
         if (c->rope_scaling == ATTN_SCALING_LLAMA3) {
             if (!(c->rope_low_freq_factor > 0) || !isfinite(c->rope_high_freq_factor) ||
                 !(c->rope_high_freq_factor >= c->rope_low_freq_factor))
-                return rt_fail(m, bad,
-                               "llama3 scaling needs 0 < low_freq_factor (%g) <= "
-                               "high_freq_factor (%g)",
-                               c->rope_low_freq_factor, c->rope_high_freq_factor);
+                return broken(r, "rope.scaling",
+                              "llama3 scaling needs 0 < low_freq_factor (%g) <= "
+                              "high_freq_factor (%g)",
+                              c->rope_low_freq_factor, c->rope_high_freq_factor);
             if (!in_range(c->rope_original_max_position, 1, ATTN_MAX_TOKENS))
-                return rt_fail(m, bad, "original_max_position (%lld) must be in 1..%lld",
-                               (long long)c->rope_original_max_position,
-                               (long long)ATTN_MAX_TOKENS);
+                return broken(r, "rope.scaling", "original_max_position (%lld) must be in 1..%lld",
+                              (long long)c->rope_original_max_position, (long long)ATTN_MAX_TOKENS);
         }
     }
     if (c->rope_style != ATTN_ROPE_NONE && c->rope_scaling == ATTN_SCALING_YARN) {
         if (!in_range(c->rope_original_max_position, 1, ATTN_MAX_TOKENS))
-            return rt_fail(m, bad, "original_max_position (%lld) must be in 1..%lld",
-                           (long long)c->rope_original_max_position, (long long)ATTN_MAX_TOKENS);
+            return broken(r, "rope.scaling", "original_max_position (%lld) must be in 1..%lld",
+                          (long long)c->rope_original_max_position, (long long)ATTN_MAX_TOKENS);
         if (!(c->rope_beta_slow > 0) || !isfinite(c->rope_beta_fast) ||
             !(c->rope_beta_fast >= c->rope_beta_slow))
-            return rt_fail(m, bad, "yarn needs 0 < beta_slow (%g) <= beta_fast (%g)",
-                           c->rope_beta_slow, c->rope_beta_fast);
+            return broken(r, "rope.scaling", "yarn needs 0 < beta_slow (%g) <= beta_fast (%g)",
+                          c->rope_beta_slow, c->rope_beta_fast);
         if (!isfinite(c->rope_mscale) || !isfinite(c->rope_mscale_all_dim) ||
             !(c->rope_attention_factor > 0) || !isfinite(c->rope_attention_factor))
-            return rt_fail(m, bad,
-                           "yarn mscale, mscale_all_dim and attention_factor (%g) must be "
-                           "finite, the factor > 0",
-                           c->rope_attention_factor);
+            return broken(r, "rope.scaling",
+                          "yarn mscale, mscale_all_dim and attention_factor (%g) must be "
+                          "finite, the factor > 0",
+                          c->rope_attention_factor);
     }
     return ATTN_OK;
 }
 
 /* QK-norm and the weights' layout. */
-static attn_status check_norm_layout(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_norm_layout(const attn_config *c, rules *r) {
     if ((unsigned)c->qk_norm >= ATTN_QK_NORM_COUNT)
-        return rt_fail(m, bad, "qk_norm %d is unknown", (int)c->qk_norm);
+        return broken(r, "qk_norm", "qk_norm %d is unknown", (int)c->qk_norm);
     if (c->qk_norm != ATTN_QK_NORM_NONE && (!(c->qk_norm_eps >= 0) || !isfinite(c->qk_norm_eps) ||
                                             c->qk_norm_offset < 0 || c->qk_norm_offset > 1))
-        return rt_fail(m, bad, "qk_norm needs a finite eps >= 0 (%g) and offset 0 or 1 (%d)",
-                       c->qk_norm_eps, (int)c->qk_norm_offset);
+        return broken(r, "qk_norm", "qk_norm needs a finite eps >= 0 (%g) and offset 0 or 1 (%d)",
+                      c->qk_norm_eps, (int)c->qk_norm_offset);
     if ((unsigned)c->weights_layout >= ATTN_LAYOUT_COUNT)
-        return rt_fail(m, bad, "weights.layout %d is unknown", (int)c->weights_layout);
+        return broken(r, "weights.layout", "weights.layout %d is unknown", (int)c->weights_layout);
     if ((c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM) &&
         c->kv_groups != c->heads)
-        return rt_fail(m, bad,
-                       "weights.layout %s stores one K/V head per query head; kv_groups "
-                       "(%lld) must equal heads (%lld)",
-                       attn_layout_name(c->weights_layout), (long long)c->kv_groups,
-                       (long long)c->heads);
+        return broken(r, "weights.layout",
+                      "weights.layout: %s stores one K/V head per query head, but kv_groups "
+                      "(%lld) is not heads (%lld); grouped checkpoints use layout falcon, phi3 "
+                      "or llama",
+                      attn_layout_name(c->weights_layout), (long long)c->kv_groups,
+                      (long long)c->heads);
     return ATTN_OK;
 }
 
 /* What the mask and the scores need: causal windows and chunks, no ALiBi with
  * RoPE, the query temperature, the scale. */
-static attn_status check_mask(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_mask(const attn_config *c, rules *r) {
     if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
-        return rt_fail(m, bad, "alibi and rope do not go together");
+        return broken(r, "alibi",
+                      "alibi: true does not go with rope: no model uses both; set rope: none");
     if (c->chunk > 0 && !c->causal)
-        return rt_fail(m, bad, "chunked_attention needs causal attention");
+        return broken(r, "chunked_attention", "chunked_attention (%lld) requires causal: true",
+                      (long long)c->chunk);
     if (!in_range(c->temp_floor_scale, 0, ATTN_MAX_TOKENS) || !isfinite(c->temp_attn_scale))
-        return rt_fail(m, bad,
-                       "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
-                       "attn_scale",
-                       (long long)ATTN_MAX_TOKENS, (long long)c->temp_floor_scale);
+        return broken(r, "query_temperature",
+                      "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
+                      "attn_scale",
+                      (long long)ATTN_MAX_TOKENS, (long long)c->temp_floor_scale);
     if (c->sliding_window > 0 && !c->causal)
-        return rt_fail(m, bad, "sliding_window needs causal attention");
+        return broken(r, "sliding_window", "sliding_window (%lld) requires causal: true",
+                      (long long)c->sliding_window);
     if (!(c->scale > 0) || !isfinite(c->scale))
-        return rt_fail(m, bad, "scale (%g) must be a finite number > 0", c->scale);
+        return broken(r, "scale", "scale (%g) must be a finite number > 0", c->scale);
     return ATTN_OK;
 }
 
 /* The weights' and the cache's dtypes and what their blocks of 32 need;
  * the cache's size. */
-static attn_status check_dtypes(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_dtypes(const attn_config *c, rules *r) {
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
-        return rt_fail(m, bad, "dtype is unknown");
+        return broken(r, "dtype", "dtype is unknown");
     if (c->compute != ATTN_DTYPE_F32 && c->compute != ATTN_DTYPE_BF16)
-        return rt_fail(m, bad, "compute %s is not supported (f32 or bf16)",
-                       attn_dtype_name(c->compute) ? attn_dtype_name(c->compute) : "?");
-    if (c->compute == ATTN_DTYPE_BF16 &&
-        (c->mla_kv_lora_rank > 0 || c->kv_dtype == ATTN_DTYPE_Q8_0))
-        return rt_fail(m, bad, "compute bf16 is not available with %s yet",
-                       c->mla_kv_lora_rank > 0 ? "mla" : "kv_cache.dtype q8_0");
+        return broken(r, "compute", "compute %s is not supported (f32 or bf16)",
+                      attn_dtype_name(c->compute) ? attn_dtype_name(c->compute) : "?");
+    if (c->compute == ATTN_DTYPE_BF16 && c->mla_kv_lora_rank > 0)
+        return broken(r, "compute",
+                      "compute: bf16 is not available with mla yet; use compute: f32");
+    if (c->compute == ATTN_DTYPE_BF16 && c->kv_dtype == ATTN_DTYPE_Q8_0)
+        return broken(r, "compute",
+                      "compute: bf16 is not available with kv_cache.dtype q8_0 yet; use f32, "
+                      "f16 or bf16 for the cache");
     if (c->activations != ATTN_DTYPE_F32 && c->activations != ATTN_DTYPE_Q8_0)
-        return rt_fail(m, bad, "activations %s is not supported (f32 or q8_0)",
-                       attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");
-    if (c->activations == ATTN_DTYPE_Q8_0 &&
-        (c->mla_kv_lora_rank > 0 || c->kv_dtype == ATTN_DTYPE_Q8_0))
-        return rt_fail(m, bad, "activations q8_0 is not available with %s yet",
-                       c->mla_kv_lora_rank > 0 ? "mla" : "kv_cache.dtype q8_0");
+        return broken(r, "activations", "activations %s is not supported (f32 or q8_0)",
+                      attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");
+    if (c->activations == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
+        return broken(r, "activations",
+                      "activations: q8_0 is not available with mla yet; use activations: f32");
+    if (c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0)
+        return broken(r, "activations",
+                      "activations: q8_0 is not available with kv_cache.dtype q8_0 yet (its q.k "
+                      "in int8); use activations: f32 or a float cache");
     if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype))
-        return rt_fail(m, bad, "activations q8_0 needs int8 weights (dtype q8_0 or q4_0), not %s",
-                       attn_dtype_name(c->dtype));
+        return broken(r, "activations",
+                      "activations: q8_0 needs int8 weights, dtype q8_0 or q4_0, but dtype is %s; "
+                      "use activations: f32",
+                      attn_dtype_name(c->dtype));
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
-        return rt_fail(m, bad, "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
-    /* a q8_0 cache quantizes each head's K and V rows in blocks of 32 */
-    if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank == 0 && c->head_dim % RT_QK)
-        return rt_fail(m, bad, "kv_cache.dtype q8_0 needs head_dim (%lld) to be a multiple of %d",
-                       (long long)c->head_dim, RT_QK);
-    /* the block formats quantize rows of the projections along their
-     * inputs, d_model for q/k/v and heads * head_dim for o */
-    if (rt_quant_block_bytes(c->dtype) && c->mla_kv_lora_rank == 0 &&
-        (c->d_model % RT_QK || (c->heads * c->head_dim) % RT_QK))
-        return rt_fail(m, bad,
-                       "dtype %s needs d_model (%lld) and heads * head_dim (%lld) to be "
-                       "multiples of %d",
-                       attn_dtype_name(c->dtype), (long long)c->d_model,
-                       (long long)(c->heads * c->head_dim), RT_QK);
+        return broken(r, "kv_cache.dtype",
+                      "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");
     if (!in_range(c->kv_max_tokens, 1, ATTN_MAX_TOKENS))
-        return rt_fail(m, bad, "kv_cache.max_tokens (%lld) must be in 1..%lld",
-                       (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
+        return broken(r, "kv_cache.max_tokens", "kv_cache.max_tokens (%lld) must be in 1..%lld",
+                      (long long)c->kv_max_tokens, (long long)ATTN_MAX_TOKENS);
     return ATTN_OK;
 }
 
 /* The k bias and cross-attention. */
-static attn_status check_bias_cross(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_bias_cross(const attn_config *c, rules *r) {
     if (c->no_k_bias && !c->qkv_bias)
-        return rt_fail(m, bad, "no_k_bias (k_bias: false) needs qkv_bias");
+        return broken(r, "k_bias", "no_k_bias (k_bias: false) needs qkv_bias");
     if (c->no_k_bias && attn_layout_fuses_qkv(c->weights_layout))
-        return rt_fail(m, bad,
-                       "weights.layout %s fuses q, k and v with a bias each; k_bias: false "
-                       "needs separate projections (llama or gptj)",
-                       attn_layout_name(c->weights_layout));
+        return broken(r, "k_bias",
+                      "k_bias: false needs separate q, k and v projections, but weights.layout "
+                      "%s fuses them; use llama or gptj",
+                      attn_layout_name(c->weights_layout));
     if (!in_range(c->memory_dim, 0, ATTN_MAX_D_MODEL))
-        return rt_fail(m, bad, "cross_attention.memory_dim (%lld) must be in 0..%d",
-                       (long long)c->memory_dim, ATTN_MAX_D_MODEL);
+        return broken(r, "cross_attention.memory_dim",
+                      "cross_attention.memory_dim (%lld) must be in 0..%d",
+                      (long long)c->memory_dim, ATTN_MAX_D_MODEL);
     if (c->memory_dim > 0) {
         const char *no = c->causal                                  ? "causal"
                          : c->rope_style != ATTN_ROPE_NONE          ? "rope"
@@ -319,48 +322,125 @@ static attn_status check_bias_cross(const attn_config *c, attn_msg *m) {
                          : attn_layout_fuses_qkv(c->weights_layout) ? "a fused weights.layout"
                                                                     : NULL;
         if (no)
-            return rt_fail(m, bad, "cross-attention does not go with %s", no);
-        if (rt_quant_block_bytes(c->dtype) && c->memory_dim % RT_QK)
-            return rt_fail(m, bad,
-                           "dtype %s needs cross_attention.memory_dim (%lld) to be a "
-                           "multiple of %d",
-                           attn_dtype_name(c->dtype), (long long)c->memory_dim, RT_QK);
+            return broken(r, "cross_attention", "cross-attention does not go with %s", no);
     }
     return ATTN_OK;
 }
 
 /* The shard and the cache's block size. */
-static attn_status check_shard_blocks(const attn_config *c, attn_msg *m) {
-    const attn_status bad = ATTN_E_INVALID;
+static attn_status check_shard_blocks(const attn_config *c, rules *r) {
     if (!in_range(c->shard_count, 0, ATTN_MAX_HEADS) ||
         !in_range(c->shard_index, 0, c->shard_count > 0 ? c->shard_count - 1 : 0) ||
         (c->shard_count > 0 && c->heads * c->shard_count > ATTN_MAX_HEADS))
-        return rt_fail(m, bad, "shard %lld of %lld: expected 0 <= index < count <= %d heads",
-                       (long long)c->shard_index, (long long)c->shard_count, ATTN_MAX_HEADS);
+        return broken(r, NULL, "shard %lld of %lld: expected 0 <= index < count <= %d heads",
+                      (long long)c->shard_index, (long long)c->shard_count, ATTN_MAX_HEADS);
     if (c->shard_count > 1 && c->qk_norm == ATTN_QK_NORM_ALL)
-        return rt_fail(m, bad,
-                       "qk_norm over the whole projection (scope all) needs every head: it "
-                       "cannot be sharded");
+        return broken(r, "qk_norm",
+                      "qk_norm over the whole projection (scope all) needs every head: it "
+                      "cannot be sharded");
     if (!in_range(c->kv_block_tokens, 1, ATTN_MAX_BLOCK_TOKENS))
-        return rt_fail(m, bad, "kv_cache.block_tokens (%lld) must be in 1..%d",
-                       (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
+        return broken(r, "kv_cache.block_tokens", "kv_cache.block_tokens (%lld) must be in 1..%d",
+                      (long long)c->kv_block_tokens, ATTN_MAX_BLOCK_TOKENS);
     return ATTN_OK;
+}
+
+/* ggml's blocks of 32 run along each projection's input: d_model for
+ * q/k/v (mla: q_a, kv_a; q_b over q_lora_rank), the heads' values for o,
+ * memory_dim for cross-attention's k/v. */
+static attn_status check_weight_blocks(const attn_config *c, rules *r) {
+    if (!rt_quant_block_bytes(c->dtype))
+        return ATTN_OK;
+    const char *name = attn_dtype_name(c->dtype);
+    int64_t oin = c->heads * attn_v_head_dim(c);
+    if (c->mla_kv_lora_rank > 0 && (c->d_model % RT_QK || c->mla_q_lora_rank % RT_QK ||
+                                    c->mla_kv_lora_rank % RT_QK || oin % RT_QK))
+        return broken(r, "dtype",
+                      "dtype %s quantizes blocks of %d inputs: d_model (%lld), mla.q_lora_rank "
+                      "(%lld), mla.kv_lora_rank (%lld) and heads * mla.v_head_dim (%lld) must "
+                      "be multiples of %d",
+                      name, RT_QK, (long long)c->d_model, (long long)c->mla_q_lora_rank,
+                      (long long)c->mla_kv_lora_rank, (long long)oin, RT_QK);
+    if (c->mla_kv_lora_rank == 0 && (c->d_model % RT_QK || oin % RT_QK))
+        return broken(r, "dtype",
+                      "dtype %s quantizes blocks of %d inputs: d_model (%lld) and heads * "
+                      "head_dim (%lld) must be multiples of %d",
+                      name, RT_QK, (long long)c->d_model, (long long)oin, RT_QK);
+    if (c->memory_dim % RT_QK)
+        return broken(r, "cross_attention.memory_dim",
+                      "dtype %s quantizes blocks of %d inputs: cross_attention.memory_dim "
+                      "(%lld) must be a multiple of %d",
+                      name, RT_QK, (long long)c->memory_dim, RT_QK);
+    return ATTN_OK;
+}
+
+/* A q8_0 cache quantizes each head's K and V rows (mla: the cached latent
+ * c_kv and k_pe) in blocks of 32. */
+static attn_status check_cache_blocks(const attn_config *c, rules *r) {
+    if (c->kv_dtype != ATTN_DTYPE_Q8_0)
+        return ATTN_OK;
+    int64_t kvl = c->mla_kv_lora_rank, rd = c->mla_qk_rope_head_dim;
+    if (kvl > 0 && (kvl % RT_QK || rd % RT_QK))
+        return broken(r, "kv_cache.dtype",
+                      "kv_cache.dtype q8_0 quantizes the cached latent in blocks of %d: "
+                      "mla.kv_lora_rank (%lld) and mla.qk_rope_head_dim (%lld) must be "
+                      "multiples of %d",
+                      RT_QK, (long long)kvl, (long long)rd, RT_QK);
+    if (kvl == 0 && c->head_dim % RT_QK)
+        return broken(r, "kv_cache.dtype",
+                      "kv_cache.dtype q8_0 quantizes each head's K and V in blocks of %d: "
+                      "head_dim (%lld) must be a multiple of %d",
+                      RT_QK, (long long)c->head_dim, RT_QK);
+    return ATTN_OK;
+}
+
+/* The rules in groups, in the order they are checked: a group's later
+ * rules rely on its earlier ones; the first three groups, and known
+ * enumerations, on which every later group relies, stop a walk. */
+static attn_status (*const groups[])(const attn_config *, rules *) = {
+    check_name,         check_plain, check_heads,         check_rope,
+    check_norm_layout,  check_mask,  check_dtypes,        check_bias_cross,
+    check_shard_blocks, check_mla,   check_weight_blocks, check_cache_blocks,
+};
+enum { GROUPS_FIRST = 3, N_GROUPS = sizeof groups / sizeof groups[0] };
+
+static bool enums_known(const attn_config *c) {
+    return (unsigned)c->rope_style < ATTN_ROPE_COUNT &&
+           (unsigned)c->rope_scaling < ATTN_SCALING_COUNT &&
+           (unsigned)c->qk_norm < ATTN_QK_NORM_COUNT &&
+           (unsigned)c->weights_layout < ATTN_LAYOUT_COUNT &&
+           (unsigned)c->dtype < ATTN_DTYPE_COUNT && (unsigned)c->kv_dtype < ATTN_DTYPE_COUNT &&
+           (unsigned)c->compute < ATTN_DTYPE_COUNT && (unsigned)c->activations < ATTN_DTYPE_COUNT;
 }
 
 attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!c)
         return rt_fail(m, ATTN_E_INVALID, "config is NULL");
-    /* in this order: the first broken rule is the one reported */
-    attn_status (*const checks[])(const attn_config *, attn_msg *) = {
-        check_name, check_plain,  check_heads,      check_rope,         check_norm_layout,
-        check_mask, check_dtypes, check_bias_cross, check_shard_blocks, check_mla,
-    };
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-        attn_status st = checks[i](c, m);
-        if (st != ATTN_OK)
-            return st;
-    }
+    rules r = {m, NULL};
+    for (size_t i = 0; i < N_GROUPS; i++) /* the first broken rule is the one reported */
+        if (groups[i](c, &r) != ATTN_OK)
+            return ATTN_E_INVALID;
     return ATTN_OK;
+}
+
+int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *user) {
+    if (!c) {
+        if (fn)
+            fn(NULL, "config is NULL", user);
+        return 1;
+    }
+    int n = 0;
+    for (size_t i = 0; i < N_GROUPS; i++) {
+        attn_msg m;
+        rules r = {&m, NULL};
+        if (groups[i](c, &r) == ATTN_OK)
+            continue;
+        n++;
+        if (fn)
+            fn(r.key, m.text, user);
+        if (i < GROUPS_FIRST || !enums_known(c))
+            break;
+    }
+    return n;
 }
 
 const char *attn_config_differs(const attn_config *a, const attn_config *b) {

@@ -111,9 +111,10 @@ static void config_rules(void **state) {
     c = ok, c.weights_layout = ATTN_LAYOUT_PHI3;
     expect_invalid(&c, "mla does not go with a weights.layout but llama");
     c = ok, c.kv_dtype = ATTN_DTYPE_Q8_0, c.mla_qk_rope_head_dim = 8;
-    expect_invalid(&c, "kv_cache.dtype q8_0 needs mla kv_lora_rank (32) and qk_rope_head_dim (8)");
+    expect_invalid(&c,
+                   "mla.kv_lora_rank (32) and mla.qk_rope_head_dim (8) must be multiples of 32");
     c = ok, c.dtype = ATTN_DTYPE_Q8_0; /* heads * v_head_dim = 48 */
-    expect_invalid(&c, "heads * v_head_dim (48) to be multiples of 32");
+    expect_invalid(&c, "heads * mla.v_head_dim (48) must be multiples of 32");
     c = ok, c.mla_eps = -1;
     expect_invalid(&c, "mla.eps (-1)");
     /* an MLA block shards by heads: the latent is every shard's */

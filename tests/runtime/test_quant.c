@@ -257,14 +257,14 @@ static void weights_save_and_load_blocks(void **state) {
     c.dtype = ATTN_DTYPE_Q8_0;
     attn_msg m;
     assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "dtype q8_0 needs d_model (48) and heads * head_dim (48) to be "
-                                   "multiples of 32"));
+    assert_non_null(strstr(m.text, "dtype q8_0 quantizes blocks of 32 inputs: d_model (48) and "
+                                   "heads * head_dim (48) must be multiples of 32"));
     /* a q8_0 cache quantizes each head's rows in blocks of 32; no q4_0 cache */
     c = config_small(4, 2, 16, 64);
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
     assert_non_null(
-        strstr(m.text, "kv_cache.dtype q8_0 needs head_dim (16) to be a multiple of 32"));
+        strstr(m.text, "K and V in blocks of 32: head_dim (16) must be a multiple of 32"));
     c = config_small(4, 2, 32, 64);
     c.kv_dtype = ATTN_DTYPE_Q8_0;
     assert_int_equal(attn_config_check(&c, &m), ATTN_OK);

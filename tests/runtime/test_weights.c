@@ -273,7 +273,8 @@ static void config_check_enforces_every_invariant(void **state) {
                 c.rope_scaling = ATTN_SCALING_LLAMA3, c.rope_factor = 8, c.rope_low_freq_factor = 4,
                 c.rope_high_freq_factor = 1, c.rope_original_max_position = 8192),
                "low_freq_factor");
-    EXPECT_BAD((c.causal = false, c.sliding_window = 4), "sliding_window needs causal");
+    EXPECT_BAD((c.causal = false, c.sliding_window = 4),
+               "sliding_window (4) requires causal: true");
     EXPECT_BAD(c.softcap = -1, "softcap");
     EXPECT_BAD(c.scale = 0, "scale");
     EXPECT_BAD(c.kv_max_tokens = 0, "max_tokens");
@@ -281,6 +282,57 @@ static void config_check_enforces_every_invariant(void **state) {
     EXPECT_BAD(c.dtype = (attn_dtype)7, "dtype");
 #undef EXPECT_BAD
     assert_int_equal(attn_config_check(NULL, &m), ATTN_E_INVALID);
+}
+
+typedef struct seen {
+    int n;
+    const char *key[8];
+    char text[8][ATTN_MSG_MAX];
+} seen;
+
+static void note_problem(const char *key, const char *text, void *user) {
+    seen *s = user;
+    if (s->n < 8) {
+        s->key[s->n] = key;
+        snprintf(s->text[s->n], sizeof s->text[0], "%s", text);
+    }
+    s->n++;
+}
+
+/* attn_config_problems: each group's first broken rule with its spec key,
+ * the first one attn_config_check's message; broken dims end the walk. */
+static void config_problems_name_their_keys(void **state) {
+    (void)state;
+    attn_config c = config_small(4, 2, 16, 48);
+    seen s = {0};
+    assert_int_equal(attn_config_problems(&c, note_problem, &s), 0);
+    assert_int_equal(s.n, 0);
+    c.causal = false, c.sliding_window = 8; /* the mask's group */
+    c.dtype = ATTN_DTYPE_Q8_0;              /* d_model 48: the weights' blocks */
+    c.kv_dtype = ATTN_DTYPE_Q8_0;           /* head_dim 16: the cache's blocks */
+    assert_int_equal(attn_config_problems(&c, note_problem, &s), 3);
+    assert_int_equal(s.n, 3);
+    const char *keys[] = {"sliding_window", "dtype", "kv_cache.dtype"};
+    const char *says[] = {"sliding_window (8) requires causal: true", "d_model (48)",
+                          "head_dim (16) must be a multiple of 32"};
+    for (int i = 0; i < 3; i++) {
+        assert_non_null(s.key[i]);
+        assert_string_equal(s.key[i], keys[i]);
+        if (!strstr(s.text[i], says[i]))
+            fail_msg("problem %d: '%s' lacks '%s'", i, s.text[i], says[i]);
+    }
+    attn_msg m;
+    assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID);
+    assert_string_equal(m.text, s.text[0]);
+    assert_int_equal(attn_config_problems(&c, NULL, NULL), 3); /* no callback: the count */
+    /* broken heads end the walk: the later rules would read them */
+    c.kv_groups = 3;
+    s.n = 0;
+    assert_int_equal(attn_config_problems(&c, note_problem, &s), 1);
+    assert_string_equal(s.key[0], "kv_groups");
+    s.n = 0;
+    assert_int_equal(attn_config_problems(NULL, note_problem, &s), 1);
+    assert_null(s.key[0]);
 }
 
 int main(void) {
@@ -298,6 +350,7 @@ int main(void) {
         cmocka_unit_test(config_differs_names_the_first_field),
         cmocka_unit_test_setup_teardown(weights_load_qk_norm_and_sinks_by_shape, setup, teardown),
         cmocka_unit_test(config_check_enforces_every_invariant),
+        cmocka_unit_test(config_problems_name_their_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

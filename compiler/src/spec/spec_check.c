@@ -677,22 +677,8 @@ static void check_cache(checker *ck, const ynode *v, attn_config *c) {
     const ynode *val[C_COUNT], *key[C_COUNT];
     take_map(ck, v, "kv_cache.", cache_keys, C_COUNT, val, key);
     int dt;
-    if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 4, &dt)) {
+    if (val[C_DTYPE] && get_enum(ck, val[C_DTYPE], "kv_cache.dtype", dtype_names, 4, &dt))
         c->kv_dtype = (attn_dtype)dt;
-        /* head_dim is known here when it is valid (0 otherwise) */
-        if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0 &&
-            (c->mla_kv_lora_rank % 32 || c->mla_qk_rope_head_dim % 32))
-            err(ck, val[C_DTYPE]->loc,
-                "kv_cache.dtype q8_0 quantizes the cached latent in blocks of 32: "
-                "mla.kv_lora_rank (%lld) and mla.qk_rope_head_dim (%lld) must be multiples of 32",
-                (long long)c->mla_kv_lora_rank, (long long)c->mla_qk_rope_head_dim);
-        else if (c->kv_dtype == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank == 0 && c->head_dim > 0 &&
-                 c->head_dim % 32)
-            err(ck, val[C_DTYPE]->loc,
-                "kv_cache.dtype q8_0 quantizes each head's K and V in blocks of 32: head_dim "
-                "(%lld) must be a multiple of 32",
-                (long long)c->head_dim);
-    }
     bool max_ok = val[C_MAX_TOKENS] && get_int(ck, val[C_MAX_TOKENS], "kv_cache.max_tokens", 1,
                                                ATTN_MAX_TOKENS, &c->kv_max_tokens);
     bool blk_ok = val[C_BLOCK_TOKENS] && get_int(ck, val[C_BLOCK_TOKENS], "kv_cache.block_tokens",
@@ -781,6 +767,24 @@ typedef struct toplevel {
     const ynode *rotary_at, *layout_at;
 } toplevel;
 
+/* The node of key path ("kv_cache.dtype") in t: the nested key's value,
+ * else the top-level value holding it; NULL where the spec has neither. */
+static const ynode *locate_at(const toplevel *t, const char *path) {
+    const char *dot = strchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : strlen(path);
+    for (int k = 0; k < SPEC_K_COUNT; k++) {
+        const ynode *v = t->val[k];
+        if (!v || strlen(top_keys[k]) != n || strncmp(top_keys[k], path, n) != 0)
+            continue;
+        for (const ynode *e = dot && v->kind == YNODE_MAP ? v->first : NULL; e && e->next;
+             e = e->next->next)
+            if (strcmp(e->str, dot + 1) == 0)
+                return e->next;
+        return v;
+    }
+    return NULL;
+}
+
 /* name, heads, head_dim (or mla's), kv_groups (or kv_heads) and d_model. */
 static void check_dims(checker *ck, toplevel *t, attn_config *c) {
     char buf[128];
@@ -836,7 +840,7 @@ static void check_dims(checker *ck, toplevel *t, attn_config *c) {
     }
 }
 
-/* rope and rotary_dim; a sliding window needs causal attention. */
+/* rope and rotary_dim. */
 static void check_positions(checker *ck, toplevel *t, attn_config *c) {
     t->rotary_at = NULL;
     if (t->val[SPEC_K_ROPE])
@@ -858,10 +862,6 @@ static void check_positions(checker *ck, toplevel *t, attn_config *c) {
                 "rope.rotary_dim",
                 (long long)c->head_dim);
     }
-
-    if (t->ok[SPEC_K_SLIDING_WINDOW] && c->sliding_window > 0 && !c->causal)
-        err(ck, t->val[SPEC_K_SLIDING_WINDOW]->loc, "sliding_window (%lld) requires causal: true",
-            (long long)c->sliding_window);
 }
 
 /* scale (auto or a number) and the weights' dtype. */
@@ -883,90 +883,30 @@ static void check_scale_dtype(checker *ck, toplevel *t, attn_config *c) {
     if (c->scale_auto && t->mla_ok)
         c->scale *= attn_mla_softmax_mscale(c);
     int dt;
-    if (t->val[SPEC_K_DTYPE] && get_enum(ck, t->val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt)) {
+    if (t->val[SPEC_K_DTYPE] && get_enum(ck, t->val[SPEC_K_DTYPE], "dtype", dtype_names, 5, &dt))
         c->dtype = (attn_dtype)dt;
-        /* ggml's blocks of 32 run along each projection's input */
-        int64_t oin = c->heads * attn_v_head_dim(c); /* o_proj's input */
-        if (attn_dtype_block(c->dtype) > 1 && t->mla_ok && t->heads_ok &&
-            (c->d_model % 32 || c->mla_q_lora_rank % 32 || c->mla_kv_lora_rank % 32 || oin % 32))
-            err(ck, t->val[SPEC_K_DTYPE]->loc,
-                "dtype %s quantizes blocks of 32 inputs: d_model (%lld), mla.q_lora_rank (%lld), "
-                "mla.kv_lora_rank (%lld) and heads * mla.v_head_dim (%lld) must be multiples of 32",
-                attn_dtype_name(c->dtype), (long long)c->d_model, (long long)c->mla_q_lora_rank,
-                (long long)c->mla_kv_lora_rank, (long long)oin);
-        else if (attn_dtype_block(c->dtype) > 1 && !t->mla && t->heads_ok && t->hd_ok &&
-                 (c->d_model % 32 || (c->heads * c->head_dim) % 32))
-            err(ck, t->val[SPEC_K_DTYPE]->loc,
-                "dtype %s quantizes blocks of 32 inputs: d_model (%lld) and heads * head_dim "
-                "(%lld) must be multiples of 32",
-                attn_dtype_name(c->dtype), (long long)c->d_model,
-                (long long)(c->heads * c->head_dim));
-    }
 }
 
-/* activations: q8_0 only where the other operand is int8 blocks. */
-static void check_activations(checker *ck, toplevel *t, attn_config *c) {
-    static const char *const names[] = {"f32", "q8_0"};
-    const ynode *v = t->val[SPEC_K_ACTIVATIONS];
-    int q8;
-    if (!v || !get_enum(ck, v, "activations", names, 2, &q8))
-        return;
-    c->activations = q8 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
-    if (!q8)
-        return;
-    if (t->mla)
-        err(ck, v->loc, "activations: q8_0 is not available with mla yet; use activations: f32");
-    else if (c->kv_dtype == ATTN_DTYPE_Q8_0)
-        err(ck, v->loc,
-            "activations: q8_0 is not available with kv_cache.dtype q8_0 yet (its q.k in "
-            "int8); use activations: f32 or a float cache");
-    else if (attn_dtype_block(c->dtype) == 1)
-        err(ck, v->loc,
-            "activations: q8_0 needs int8 weights, dtype q8_0 or q4_0, but dtype is %s; use "
-            "activations: f32",
-            attn_dtype_name(c->dtype));
-}
-
-/* kv_cache, qk_norm, what ALiBi and chunks need, query_temperature and
- * weights. */
+/* kv_cache, qk_norm, query_temperature, compute, activations and weights. */
 static void check_sections(checker *ck, toplevel *t, attn_config *c) {
     if (t->val[SPEC_K_KV_CACHE])
         check_cache(ck, t->val[SPEC_K_KV_CACHE], c);
     if (t->val[SPEC_K_QK_NORM])
         check_qk_norm(ck, t->val[SPEC_K_QK_NORM], c);
-    if (t->ok[SPEC_K_ALIBI] && c->alibi && c->rope_style != ATTN_ROPE_NONE)
-        err(ck, t->val[SPEC_K_ALIBI]->loc,
-            "alibi: true does not go with rope (given at %u:%u): no model uses both; set rope: "
-            "none",
-            t->key[SPEC_K_ROPE]->loc.line, t->key[SPEC_K_ROPE]->loc.col);
-    if (t->ok[SPEC_K_CHUNKED] && c->chunk > 0 && !c->causal)
-        err(ck, t->val[SPEC_K_CHUNKED]->loc, "chunked_attention (%lld) requires causal: true",
-            (long long)c->chunk);
     if (t->val[SPEC_K_QUERY_TEMP])
         check_temperature(ck, t->val[SPEC_K_QUERY_TEMP], c);
-    int cm;
+    int e;
     static const char *const compute_names[] = {"f32", "bf16"};
+    static const char *const act_names[] = {"f32", "q8_0"};
     if (t->val[SPEC_K_COMPUTE] &&
-        get_enum(ck, t->val[SPEC_K_COMPUTE], "compute", compute_names, 2, &cm)) {
-        c->compute = cm ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
-        if (cm && t->mla)
-            err(ck, t->val[SPEC_K_COMPUTE]->loc,
-                "compute: bf16 is not available with mla yet; use compute: f32");
-        else if (cm && c->kv_dtype == ATTN_DTYPE_Q8_0)
-            err(ck, t->val[SPEC_K_COMPUTE]->loc,
-                "compute: bf16 is not available with kv_cache.dtype q8_0 yet; use f32, f16 or "
-                "bf16 for the cache");
-    }
+        get_enum(ck, t->val[SPEC_K_COMPUTE], "compute", compute_names, 2, &e))
+        c->compute = e ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+    if (t->val[SPEC_K_ACTIVATIONS] &&
+        get_enum(ck, t->val[SPEC_K_ACTIVATIONS], "activations", act_names, 2, &e))
+        c->activations = e ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
     t->layout_at = NULL;
     if (t->val[SPEC_K_WEIGHTS])
         check_weights(ck, t->val[SPEC_K_WEIGHTS], c, &t->layout_at);
-    check_activations(ck, t, c);
-    if (t->layout_at && t->heads_ok && c->kv_groups != c->heads &&
-        (c->weights_layout == ATTN_LAYOUT_NEOX || c->weights_layout == ATTN_LAYOUT_BLOOM))
-        err(ck, t->layout_at->loc,
-            "weights.layout: %s stores one K/V head per query head, but kv_groups (%lld) is not "
-            "heads (%lld); grouped checkpoints use layout falcon, phi3 or llama",
-            attn_layout_name(c->weights_layout), (long long)c->kv_groups, (long long)c->heads);
 }
 
 /* k_bias, and what mla and cross_attention leave out. */
@@ -977,11 +917,6 @@ static void check_modes(checker *ck, toplevel *t, attn_config *c) {
             if (kb)
                 err(ck, t->val[SPEC_K_K_BIAS]->loc,
                     "k_bias: true needs qkv_bias: true (a K bias alone is not supported)");
-            else if (attn_layout_fuses_qkv(c->weights_layout))
-                err(ck, t->val[SPEC_K_K_BIAS]->loc,
-                    "k_bias: false needs separate q, k and v projections, but weights.layout %s "
-                    "fuses them; use llama or gptj",
-                    attn_layout_name(c->weights_layout));
             else
                 c->no_k_bias = true;
         }
@@ -992,12 +927,30 @@ static void check_modes(checker *ck, toplevel *t, attn_config *c) {
         check_cross(ck, t->val[SPEC_K_CROSS], c);
         if (c->memory_dim > 0)
             check_cross_with(ck, t->val, t->key, c);
-        if (c->memory_dim > 0 && attn_dtype_block(c->dtype) > 1 && c->memory_dim % 32)
-            err(ck, t->val[SPEC_K_CROSS]->loc,
-                "dtype %s quantizes blocks of 32 inputs: cross_attention.memory_dim (%lld) must be "
-                "a multiple of 32",
-                attn_dtype_name(c->dtype), (long long)c->memory_dim);
     }
+}
+
+/* The value of key path ("kv_cache.dtype") in t, or what holds it; the
+ * top of the file where the spec leaves it out. */
+static attnc_loc locate(const toplevel *t, const char *path) {
+    static const char *const aliases[][2] = {
+        {"kv_groups", "kv_heads"}, {"head_dim", "mla"}, {"rope.rotary_dim", "rope"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(path, aliases[i][0]) == 0 && !locate_at(t, path))
+            path = aliases[i][1];
+    const ynode *v = locate_at(t, path);
+    return v ? v->loc : t->root->loc;
+}
+
+/* What report_problem needs. */
+typedef struct problems {
+    checker *ck;
+    const toplevel *t;
+} problems;
+
+static void report_problem(const char *key, const char *text, void *user) {
+    problems *p = user;
+    err(p->ck, key ? locate(p->t, key) : p->t->root->loc, "%s", text);
 }
 
 attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out,
@@ -1044,17 +997,19 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     check_sections(ck, &t, &c);
     check_modes(ck, &t, &c);
 
+    /* the rules between fields are the runtime's (attn_config_problems),
+     * each reported at its key; they read fields that must be valid first */
+    bool parsed = true;
+    for (size_t i = first_diag; i < ctx->n_diags; i++)
+        parsed &= ctx->diags[i].sev != ATTNC_SEV_ERROR;
+    if (parsed) {
+        problems p = {ck, &t};
+        attn_config_problems(&c, report_problem, &p);
+    }
     sort_by_location(ctx, first_diag);
     attnc_status st = diag_first_code(ctx);
     if (st != ATTNC_OK)
         return st;
-    /* Every rule above has a located message; this re-check guards the
-     * runtime's invariants against a rule forgotten here. */
-    attn_msg m;
-    if (attn_config_check(&c, &m) != ATTN_OK) {
-        err(ck, top, "%s", m.text);
-        return ATTNC_E_SPEC;
-    }
     *out = c;
     if (locs)
         for (int i = 0; i < SPEC_K_COUNT; i++)
