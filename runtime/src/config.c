@@ -181,7 +181,7 @@ static attn_status check_rope(const attn_config *c, rules *r) {
                           c->rope_base);
         if (!in_range(c->rotary_dim, 2, c->head_dim) || c->rotary_dim % 2)
             return broken(r, "rope.rotary_dim",
-                          "rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
+                          "rope.rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
                           (long long)c->rotary_dim, (long long)c->head_dim);
         if ((unsigned)c->rope_scaling >= ATTN_SCALING_COUNT)
             return broken(r, "rope.scaling", "rope scaling %d is unknown", (int)c->rope_scaling);
@@ -262,8 +262,9 @@ static attn_status check_mask(const attn_config *c, rules *r) {
     return ATTN_OK;
 }
 
-/* The weights' and the cache's dtypes and what their blocks of 32 need;
- * the cache's size. */
+/* The dtypes of the weights, the cache, compute and activations, which go
+ * together, and the cache's size (blocks of 32: check_weight_blocks,
+ * check_cache_blocks). */
 static attn_status check_dtypes(const attn_config *c, rules *r) {
     if ((unsigned)c->dtype >= ATTN_DTYPE_COUNT || (unsigned)c->kv_dtype >= ATTN_DTYPE_COUNT)
         return broken(r, "dtype", "dtype is unknown");

@@ -850,13 +850,8 @@ static void check_positions(checker *ck, toplevel *t, attn_config *c) {
     } else if (c->rope_style != ATTN_ROPE_NONE) {
         if (!t->rotary_at && t->hd_ok)
             c->rotary_dim = c->head_dim;
-        if (t->rotary_at && c->rotary_dim % 2)
-            err(ck, t->rotary_at->loc, "rope.rotary_dim: expected an even number, found %lld",
-                (long long)c->rotary_dim);
-        else if (t->rotary_at && t->hd_ok && c->rotary_dim > c->head_dim)
-            err(ck, t->rotary_at->loc, "rope.rotary_dim (%lld) must not exceed head_dim (%lld)",
-                (long long)c->rotary_dim, (long long)c->head_dim);
-        else if (!t->rotary_at && t->hd_ok && c->head_dim % 2)
+        /* a given rotary_dim is the runtime's rule (config.c check_rope) */
+        if (!t->rotary_at && t->hd_ok && c->head_dim % 2)
             err(ck, t->val[SPEC_K_ROPE]->loc,
                 "rope: rotary_dim defaults to head_dim (%lld), which is odd; give an even "
                 "rope.rotary_dim",
