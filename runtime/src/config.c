@@ -57,12 +57,10 @@ static attn_status broken(rules *r, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static attn_status broken(rules *r, const char *key, const char *fmt, ...) {
     r->key = key;
-    if (r->m) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->m->text, sizeof r->m->text, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rt_vfail(r->m, ATTN_E_INVALID, fmt, ap);
+    va_end(ap);
     return ATTN_E_INVALID;
 }
 

@@ -2,6 +2,8 @@
 #ifndef ATTN_RT_H
 #define ATTN_RT_H
 
+#include <stdarg.h>
+
 #include "attn.h"
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
@@ -10,6 +12,9 @@
  * `return rt_fail(msg, ATTN_E_FORMAT, "...", ...);`. */
 RT_HIDDEN attn_status rt_fail(attn_msg *m, attn_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* rt_fail with the arguments as a va_list. */
+RT_HIDDEN attn_status rt_vfail(attn_msg *m, attn_status st, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* IEEE binary16 and bfloat16 <-> binary32, round to nearest even; NaN stays
  * NaN, overflow becomes infinity. */

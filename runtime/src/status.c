@@ -19,13 +19,17 @@ const char *attn_status_str(attn_status s) {
     return "unknown status";
 }
 
-attn_status rt_fail(attn_msg *m, attn_status st, const char *fmt, ...) {
-    if (m) {
-        va_list ap;
-        va_start(ap, fmt);
+attn_status rt_vfail(attn_msg *m, attn_status st, const char *fmt, va_list ap) {
+    if (m)
         vsnprintf(m->text, sizeof m->text, fmt, ap);
-        va_end(ap);
-    }
+    return st;
+}
+
+attn_status rt_fail(attn_msg *m, attn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    rt_vfail(m, st, fmt, ap);
+    va_end(ap);
     return st;
 }
 

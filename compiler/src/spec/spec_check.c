@@ -925,11 +925,11 @@ static void check_modes(checker *ck, toplevel *t, attn_config *c) {
     }
 }
 
-/* The value of key path ("kv_cache.dtype") in t, or what holds it; the
- * top of the file where the spec leaves it out. */
+/* The value of key path ("kv_cache.dtype") in t, or what holds it (the
+ * spelling the spec used: kv_heads; mla for its head_dim); the top of the
+ * file where the spec leaves it out. */
 static attnc_loc locate(const toplevel *t, const char *path) {
-    static const char *const aliases[][2] = {
-        {"kv_groups", "kv_heads"}, {"head_dim", "mla"}, {"rope.rotary_dim", "rope"}};
+    static const char *const aliases[][2] = {{"kv_groups", "kv_heads"}, {"head_dim", "mla"}};
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcmp(path, aliases[i][0]) == 0 && !locate_at(t, path))
             path = aliases[i][1];
