@@ -192,8 +192,9 @@ ATTN_API attn_status attn_config_check(const attn_config *c, attn_msg *msg);
  * "kv_cache.dtype"; NULL where no one key is) and the message
  * attn_config_check would give; the count, 0 for a valid config. Rules
  * come in groups that rely on their earlier rules, so only a group's first
- * broken rule is reported; broken names, heads or dims end the walk. The
- * spec checker reports these at the key's line and column. */
+ * broken rule is reported, except that every key a feature does not go
+ * with is ("sinks" and "alibi" with mla); broken names, heads or dims end
+ * the walk. The spec checker reports these at the key's line and column. */
 typedef void (*attn_config_problem_fn)(const char *key, const char *text, void *user);
 ATTN_API int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *user);
 

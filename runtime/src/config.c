@@ -46,11 +46,16 @@ const attn_config_field *attn_config_fields(size_t *n) {
 
 /* ---- the rules -------------------------------------------------------------- */
 
-/* Where the rules report: the message of the first one broken in m, and the
- * spec key of the field it is about in key (NULL where no one key is). */
+/* Where the rules report: the message of the last one broken in m, and the
+ * spec key of the field it is about in key (NULL where no one key is).
+ * With fn, every broken rule is also passed to it as it is found, and
+ * rules that can name several keys at once (conflicts) name them all. */
 typedef struct rules {
     attn_msg *m;
     const char *key;
+    attn_config_problem_fn fn;
+    void *user;
+    int n;
 } rules;
 
 static attn_status broken(rules *r, const char *key, const char *fmt, ...)
@@ -61,7 +66,26 @@ static attn_status broken(rules *r, const char *key, const char *fmt, ...) {
     va_start(ap, fmt);
     rt_vfail(r->m, ATTN_E_INVALID, fmt, ap);
     va_end(ap);
+    r->n++;
+    if (r->fn && r->m)
+        r->fn(key, r->m->text, r->user);
     return ATTN_E_INVALID;
+}
+
+/* What a feature does not go with: each key set on is a broken rule of its
+ * own (only the first when no one listens for all). */
+typedef struct conflict {
+    const char *key;
+    bool on;
+    const char *why;
+} conflict;
+
+static attn_status conflicts(rules *r, const char *feature, const conflict *no, size_t n) {
+    attn_status st = ATTN_OK;
+    for (size_t i = 0; i < n && (st == ATTN_OK || r->fn); i++)
+        if (no[i].on)
+            st = broken(r, no[i].key, "%s does not go with %s: %s", no[i].key, feature, no[i].why);
+    return st;
 }
 
 /* The plain keys' ranges, the same the spec stage checks (spec_check.c). */
@@ -104,40 +128,53 @@ static attn_status check_mla(const attn_config *c, rules *r) {
     if (!in_range(kvl, 1, ATTN_MAX_HEAD_DIM) ||
         !in_range(c->mla_q_lora_rank, 0, ATTN_MAX_D_MODEL) ||
         !in_range(c->mla_qk_nope_head_dim, 1, ATTN_MAX_HEAD_DIM) ||
-        !in_range(rd, 2, ATTN_MAX_HEAD_DIM) || rd % 2 ||
-        !in_range(kvl + rd, 1, ATTN_MAX_HEAD_DIM) ||
-        !in_range(c->mla_v_head_dim, 1, ATTN_MAX_HEAD_DIM))
+        !in_range(rd, 1, ATTN_MAX_HEAD_DIM) || !in_range(c->mla_v_head_dim, 1, ATTN_MAX_HEAD_DIM))
         return broken(r, "mla",
-                      "mla: kv_lora_rank (%lld) + qk_rope_head_dim (%lld, even, >= 2), "
-                      "qk_nope_head_dim (%lld) and v_head_dim (%lld) must be in 1..%d, "
-                      "q_lora_rank (%lld) in 0..%d",
-                      (long long)kvl, (long long)rd, (long long)c->mla_qk_nope_head_dim,
+                      "mla: kv_lora_rank (%lld), qk_nope_head_dim (%lld), qk_rope_head_dim "
+                      "(%lld) and v_head_dim (%lld) must be in 1..%d, q_lora_rank (%lld) in "
+                      "0..%d",
+                      (long long)kvl, (long long)c->mla_qk_nope_head_dim, (long long)rd,
                       (long long)c->mla_v_head_dim, ATTN_MAX_HEAD_DIM,
                       (long long)c->mla_q_lora_rank, ATTN_MAX_D_MODEL);
+    if (rd % 2)
+        return broken(r, "mla.qk_rope_head_dim", "mla.qk_rope_head_dim (%lld) must be even",
+                      (long long)rd);
+    if (kvl + rd > ATTN_MAX_HEAD_DIM)
+        return broken(r, "mla",
+                      "mla: kv_lora_rank + qk_rope_head_dim (%lld values cached per token) "
+                      "exceeds the limit %d",
+                      (long long)(kvl + rd), ATTN_MAX_HEAD_DIM);
     if (c->heads * c->mla_v_head_dim > ATTN_MAX_QDIM)
         return broken(r, "mla", "mla: heads * v_head_dim (%lld) exceeds %d",
                       (long long)(c->heads * c->mla_v_head_dim), ATTN_MAX_QDIM);
     if (!(c->mla_eps >= 0) || !isfinite(c->mla_eps))
         return broken(r, "mla", "mla.eps (%g) must be a finite number >= 0", c->mla_eps);
-    if (c->head_dim != c->mla_qk_nope_head_dim + rd || c->kv_groups != c->heads ||
-        c->rope_style == ATTN_ROPE_NONE || c->rotary_dim != rd)
+    if (c->head_dim != c->mla_qk_nope_head_dim + rd || c->kv_groups != c->heads)
         return broken(r, "mla",
                       "mla: head_dim (%lld) must be qk_nope_head_dim + qk_rope_head_dim "
-                      "(%lld), kv_groups (%lld) heads (%lld), and rope on with rotary_dim "
-                      "(%lld) qk_rope_head_dim",
+                      "(%lld) and kv_groups (%lld) heads (%lld)",
                       (long long)c->head_dim, (long long)(c->mla_qk_nope_head_dim + rd),
-                      (long long)c->kv_groups, (long long)c->heads, (long long)c->rotary_dim);
-    const char *no = c->qkv_bias                              ? "qkv_bias"
-                     : c->qk_norm != ATTN_QK_NORM_NONE        ? "qk_norm"
-                     : c->sinks                               ? "sinks"
-                     : c->alibi                               ? "alibi"
-                     : c->temp_floor_scale > 0                ? "query_temperature"
-                     : c->memory_dim > 0                      ? "cross_attention"
-                     : c->weights_layout != ATTN_LAYOUT_LLAMA ? "a weights.layout but llama"
-                                                              : NULL;
-    if (no)
-        return broken(r, "mla", "mla does not go with %s", no);
-    return ATTN_OK;
+                      (long long)c->kv_groups, (long long)c->heads);
+    if (c->rope_style == ATTN_ROPE_NONE)
+        return broken(r, "rope",
+                      "mla needs rope (half or interleaved): it rotates qk_rope_head_dim dims of "
+                      "each head");
+    if (c->rotary_dim != rd)
+        return broken(r, "rope.rotary_dim",
+                      "mla: rope.rotary_dim (%lld) must be mla.qk_rope_head_dim (%lld)",
+                      (long long)c->rotary_dim, (long long)rd);
+    const conflict no[] = {
+        {"qkv_bias", c->qkv_bias, "DeepSeek's q and kv projections have no bias"},
+        {"k_bias", c->no_k_bias, "DeepSeek's q and kv projections have no bias"},
+        {"qk_norm", c->qk_norm != ATTN_QK_NORM_NONE, "its norms are mla's own"},
+        {"sinks", c->sinks, "it is not defined for mla"},
+        {"alibi", c->alibi, "mla rotates qk_rope_head_dim dims of each head"},
+        {"query_temperature", c->temp_floor_scale > 0, "it is not defined for mla"},
+        {"cross_attention", c->memory_dim > 0, "mla's latent is projected from x"},
+        {"weights.layout", c->weights_layout != ATTN_LAYOUT_LLAMA,
+         "mla's tensors have their own names (layout llama)"},
+    };
+    return conflicts(r, "mla", no, sizeof no / sizeof no[0]);
 }
 
 /* A C identifier of 1..ATTN_NAME_MAX - 1 bytes. */
@@ -158,13 +195,20 @@ static attn_status check_name(const attn_config *c, rules *r) {
 /* Groups, head_dim and their product. */
 static attn_status check_heads(const attn_config *c, rules *r) {
     if (!in_range(c->kv_groups, 1, c->heads) || c->heads % c->kv_groups)
-        return broken(r, "kv_groups", "kv_groups (%lld) must divide heads (%lld)",
-                      (long long)c->kv_groups, (long long)c->heads);
+        return broken(r, "kv_groups", "heads (%lld) must be a multiple of kv_groups (%lld)",
+                      (long long)c->heads, (long long)c->kv_groups);
+    if (c->mla_kv_lora_rank > 0 && c->head_dim > ATTN_MAX_HEAD_DIM) /* mla defines it */
+        return broken(r, "mla",
+                      "mla: qk_nope_head_dim + qk_rope_head_dim (%lld) exceeds the limit %d",
+                      (long long)c->head_dim, ATTN_MAX_HEAD_DIM);
     if (!in_range(c->head_dim, 1, ATTN_MAX_HEAD_DIM))
         return broken(r, "head_dim", "head_dim (%lld) must be in 1..%d", (long long)c->head_dim,
                       ATTN_MAX_HEAD_DIM);
-    if (c->heads * c->head_dim > ATTN_MAX_QDIM)
-        return broken(r, "head_dim", "heads * head_dim (%lld) exceeds %d",
+    if (c->heads * c->head_dim > ATTN_MAX_QDIM) /* mla defines head_dim: name its dims */
+        return broken(r, c->mla_kv_lora_rank > 0 ? "heads" : "head_dim",
+                      "heads * %s (%lld) exceeds the limit %d",
+                      c->mla_kv_lora_rank > 0 ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)"
+                                              : "head_dim",
                       (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
     return ATTN_OK;
 }
@@ -177,7 +221,8 @@ static attn_status check_rope(const attn_config *c, rules *r) {
         if (!(c->rope_base > 1.0) || !isfinite(c->rope_base))
             return broken(r, "rope.base", "rope base (%g) must be a finite number > 1",
                           c->rope_base);
-        if (!in_range(c->rotary_dim, 2, c->head_dim) || c->rotary_dim % 2)
+        if (c->mla_kv_lora_rank == 0 && /* mla's own: check_mla */
+            (!in_range(c->rotary_dim, 2, c->head_dim) || c->rotary_dim % 2))
             return broken(r, "rope.rotary_dim",
                           "rope.rotary_dim (%lld) must be even and in 2..head_dim (%lld)",
                           (long long)c->rotary_dim, (long long)c->head_dim);
@@ -244,7 +289,7 @@ static attn_status check_mask(const attn_config *c, rules *r) {
     if (c->alibi && c->rope_style != ATTN_ROPE_NONE)
         return broken(r, "alibi",
                       "alibi: true does not go with rope: no model uses both; set rope: none");
-    if (c->chunk > 0 && !c->causal)
+    if (c->chunk > 0 && !c->causal && c->memory_dim == 0) /* else: check_cross_with */
         return broken(r, "chunked_attention", "chunked_attention (%lld) requires causal: true",
                       (long long)c->chunk);
     if (!in_range(c->temp_floor_scale, 0, ATTN_MAX_TOKENS) || !isfinite(c->temp_attn_scale))
@@ -252,7 +297,7 @@ static attn_status check_mask(const attn_config *c, rules *r) {
                       "query_temperature needs floor_scale in 0..%lld (%lld) and a finite "
                       "attn_scale",
                       (long long)ATTN_MAX_TOKENS, (long long)c->temp_floor_scale);
-    if (c->sliding_window > 0 && !c->causal)
+    if (c->sliding_window > 0 && !c->causal && c->memory_dim == 0) /* else: check_cross_with */
         return broken(r, "sliding_window", "sliding_window (%lld) requires causal: true",
                       (long long)c->sliding_window);
     if (!(c->scale > 0) || !isfinite(c->scale))
@@ -313,17 +358,31 @@ static attn_status check_bias_cross(const attn_config *c, rules *r) {
         return broken(r, "cross_attention.memory_dim",
                       "cross_attention.memory_dim (%lld) must be in 0..%d",
                       (long long)c->memory_dim, ATTN_MAX_D_MODEL);
-    if (c->memory_dim > 0) {
-        const char *no = c->causal                                  ? "causal"
-                         : c->rope_style != ATTN_ROPE_NONE          ? "rope"
-                         : c->alibi                                 ? "alibi"
-                         : c->temp_floor_scale > 0                  ? "query_temperature"
-                         : attn_layout_fuses_qkv(c->weights_layout) ? "a fused weights.layout"
-                                                                    : NULL;
-        if (no)
-            return broken(r, "cross_attention", "cross-attention does not go with %s", no);
-    }
+    if (c->memory_dim == 0)
+        return ATTN_OK;
+    if (attn_layout_fuses_qkv(c->weights_layout))
+        return broken(r, "weights.layout",
+                      "weights.layout: %s fuses q, k and v, but cross_attention projects q from "
+                      "x and K/V from the memory; use llama or gptj",
+                      attn_layout_name(c->weights_layout));
     return ATTN_OK;
+}
+
+/* What cross-attention leaves out: queries see every memory row, which
+ * have no positions. */
+static attn_status check_cross_with(const attn_config *c, rules *r) {
+    const char *every = "every query sees every memory row",
+               *none = "memory rows have no positions";
+    const conflict no[] = {
+        {"causal", c->causal, every},
+        {"sliding_window", c->sliding_window > 0, every},
+        {"chunked_attention", c->chunk > 0, every},
+        {"rope", c->rope_style != ATTN_ROPE_NONE, none},
+        {"alibi", c->alibi, none},
+        {"query_temperature", c->temp_floor_scale > 0, "it is not defined for cross-attention"},
+    };
+    return c->memory_dim > 0 ? conflicts(r, "cross_attention", no, sizeof no / sizeof no[0])
+                             : ATTN_OK;
 }
 
 /* The shard and the cache's block size. */
@@ -396,9 +455,9 @@ static attn_status check_cache_blocks(const attn_config *c, rules *r) {
  * rules rely on its earlier ones; the first three groups, and known
  * enumerations, on which every later group relies, stop a walk. */
 static attn_status (*const groups[])(const attn_config *, rules *) = {
-    check_name,         check_plain, check_heads,         check_rope,
-    check_norm_layout,  check_mask,  check_dtypes,        check_bias_cross,
-    check_shard_blocks, check_mla,   check_weight_blocks, check_cache_blocks,
+    check_name, check_plain,         check_heads,        check_rope,       check_norm_layout,
+    check_mask, check_dtypes,        check_bias_cross,   check_cross_with, check_shard_blocks,
+    check_mla,  check_weight_blocks, check_cache_blocks,
 };
 enum { GROUPS_FIRST = 3, N_GROUPS = sizeof groups / sizeof groups[0] };
 
@@ -414,7 +473,7 @@ static bool enums_known(const attn_config *c) {
 attn_status attn_config_check(const attn_config *c, attn_msg *m) {
     if (!c)
         return rt_fail(m, ATTN_E_INVALID, "config is NULL");
-    rules r = {m, NULL};
+    rules r = {m, NULL, NULL, NULL, 0};
     for (size_t i = 0; i < N_GROUPS; i++) /* the first broken rule is the one reported */
         if (groups[i](c, &r) != ATTN_OK)
             return ATTN_E_INVALID;
@@ -427,19 +486,12 @@ int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *
             fn(NULL, "config is NULL", user);
         return 1;
     }
-    int n = 0;
-    for (size_t i = 0; i < N_GROUPS; i++) {
-        attn_msg m;
-        rules r = {&m, NULL};
-        if (groups[i](c, &r) == ATTN_OK)
-            continue;
-        n++;
-        if (fn)
-            fn(r.key, m.text, user);
-        if (i < GROUPS_FIRST || !enums_known(c))
+    attn_msg m;
+    rules r = {&m, NULL, fn, user, 0};
+    for (size_t i = 0; i < N_GROUPS; i++)
+        if (groups[i](c, &r) != ATTN_OK && (i < GROUPS_FIRST || !enums_known(c)))
             break;
-    }
-    return n;
+    return r.n;
 }
 
 const char *attn_config_differs(const attn_config *a, const attn_config *b) {

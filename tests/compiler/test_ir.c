@@ -225,7 +225,7 @@ static void opt_takes_the_config_lines(void **state) {
         {{{" sliding_window=4096", ""}, {0}}, NULL, "the config lines lack sliding_window"},
         {{{"heads=32", "heads=33"}, {0}},
          NULL,
-         "the config lines: kv_groups (8) must divide heads"},
+         "the config lines: heads (33) must be a multiple of kv_groups (8)"},
         {{{"causal=true", "causal=yes"}, {0}}, NULL, "config causal: 'yes' is not a value of it"},
         {{{"causal window=4096", "causal window=100"},
           {"sliding_window=4096", "sliding_window=100"}},

@@ -101,15 +101,15 @@ static void config_rules(void **state) {
     c = ok, c.kv_groups = 2;
     expect_invalid(&c, "kv_groups (2) heads (4)");
     c = ok, c.rotary_dim = 4;
-    expect_invalid(&c, "rotary_dim (4) qk_rope_head_dim");
+    expect_invalid(&c, "rope.rotary_dim (4) must be mla.qk_rope_head_dim (8)");
     c = ok, c.mla_qk_rope_head_dim = 7, c.rotary_dim = 7, c.head_dim = 23;
     expect_invalid(&c, "even");
     c = ok, c.mla_kv_lora_rank = 0;
     expect_invalid(&c, "mla fields are set but mla_kv_lora_rank is 0");
     c = ok, c.sinks = true;
-    expect_invalid(&c, "mla does not go with sinks");
+    expect_invalid(&c, "sinks does not go with mla");
     c = ok, c.weights_layout = ATTN_LAYOUT_PHI3;
-    expect_invalid(&c, "mla does not go with a weights.layout but llama");
+    expect_invalid(&c, "weights.layout does not go with mla");
     c = ok, c.kv_dtype = ATTN_DTYPE_Q8_0, c.mla_qk_rope_head_dim = 8;
     expect_invalid(&c,
                    "mla.kv_lora_rank (32) and mla.qk_rope_head_dim (8) must be multiples of 32");

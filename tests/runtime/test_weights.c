@@ -243,7 +243,7 @@ static void weights_reject_invalid_config(void **state) {
     attn_msg m;
     assert_int_equal(attn_weights_new(&c, &w, &m), ATTN_E_INVALID);
     assert_null(w);
-    assert_non_null(strstr(m.text, "kv_groups (4) must divide heads (6)"));
+    assert_non_null(strstr(m.text, "heads (6) must be a multiple of kv_groups (4)"));
 }
 
 static void config_check_enforces_every_invariant(void **state) {
@@ -263,7 +263,7 @@ static void config_check_enforces_every_invariant(void **state) {
     EXPECT_BAD(strcpy(c.name, "a-b"), "not a C identifier");
     EXPECT_BAD(c.name[0] = 0, "name must be");
     EXPECT_BAD(c.heads = 0, "heads (0)");
-    EXPECT_BAD(c.kv_groups = 3, "kv_groups (3) must divide heads (8)");
+    EXPECT_BAD(c.kv_groups = 3, "heads (8) must be a multiple of kv_groups (3)");
     EXPECT_BAD(c.head_dim = 2000, "head_dim (2000)");
     EXPECT_BAD(c.d_model = 0, "d_model (0)");
     EXPECT_BAD((c.rope_style = ATTN_ROPE_HALF, c.rope_base = 1e4, c.rotary_dim = 7),
@@ -333,6 +333,20 @@ static void config_problems_name_their_keys(void **state) {
     s.n = 0;
     assert_int_equal(attn_config_problems(NULL, note_problem, &s), 1);
     assert_null(s.key[0]);
+    /* what a feature does not go with: every key set on, from one group */
+    c = config_small(4, 2, 16, 64);
+    c.memory_dim = 32, c.sliding_window = 8; /* causal is on */
+    c.rope_style = ATTN_ROPE_HALF, c.rope_base = 10000, c.rotary_dim = 16;
+    s.n = 0;
+    assert_int_equal(attn_config_problems(&c, note_problem, &s), 3);
+    const char *with[] = {"causal", "sliding_window", "rope"};
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(s.key[i], with[i]);
+        if (!strstr(s.text[i], "does not go with cross_attention"))
+            fail_msg("conflict %d: '%s'", i, s.text[i]);
+    }
+    assert_int_equal(attn_config_check(&c, &m), ATTN_E_INVALID); /* the first of them */
+    assert_string_equal(m.text, s.text[0]);
 }
 
 int main(void) {

@@ -544,23 +544,7 @@ static bool check_mla(checker *ck, const ynode *v, attn_config *c) {
                           i == M_Q_LORA ? ATTN_MAX_D_MODEL : ATTN_MAX_HEAD_DIM, dst[i]);
         }
     }
-    if (val[M_ROPE] && c->mla_qk_rope_head_dim % 2) {
-        err(ck, val[M_ROPE]->loc, "mla.qk_rope_head_dim: expected an even number, found %lld",
-            (long long)c->mla_qk_rope_head_dim);
-        ok = false;
-    }
-    if (ok && c->mla_qk_nope_head_dim + c->mla_qk_rope_head_dim > ATTN_MAX_HEAD_DIM) {
-        err(ck, v->loc, "mla: qk_nope_head_dim + qk_rope_head_dim (%lld) exceeds the limit %d",
-            (long long)(c->mla_qk_nope_head_dim + c->mla_qk_rope_head_dim), ATTN_MAX_HEAD_DIM);
-        ok = false;
-    }
-    if (ok && c->mla_kv_lora_rank + c->mla_qk_rope_head_dim > ATTN_MAX_HEAD_DIM) {
-        err(ck, v->loc,
-            "mla: kv_lora_rank + qk_rope_head_dim (%lld values cached per token) exceeds the "
-            "limit %d",
-            (long long)(c->mla_kv_lora_rank + c->mla_qk_rope_head_dim), ATTN_MAX_HEAD_DIM);
-        ok = false;
-    }
+    /* its sums and qk_rope_head_dim's parity: the runtime's (config.c check_mla) */
     c->mla_eps = 1e-6; /* DeepseekV3RMSNorm's default */
     if (val[M_EPS])
         ok &= get_num(ck, val[M_EPS], "mla.eps", 0, false, &c->mla_eps);
@@ -570,36 +554,23 @@ static bool check_mla(checker *ck, const ynode *v, attn_config *c) {
     return ok;
 }
 
-/* What MLA defines itself or leaves out: each such key given is an error
- * at that key. */
-static void check_mla_with(checker *ck, const ynode *const *val, const ynode *const *key,
-                           const attn_config *c, const ynode *rotary_at) {
+/* What MLA defines itself: each such key given is an error at that key
+ * (what it does not go with is the runtime's, config.c check_mla). */
+static void check_mla_keys(checker *ck, const ynode *const *val, const ynode *const *key,
+                           const ynode *rotary_at) {
     attnc_loc at = key[SPEC_K_MLA]->loc;
     const struct {
         int k;
-        bool on;
         const char *why;
     } no[] = {
-        {SPEC_K_KV_GROUPS, true, "every head has its own K and V, expanded from the latent"},
-        {SPEC_K_KV_HEADS, true, "every head has its own K and V, expanded from the latent"},
-        {SPEC_K_HEAD_DIM, true, "head_dim is qk_nope_head_dim + qk_rope_head_dim"},
-        {SPEC_K_QKV_BIAS, c->qkv_bias, "DeepSeek's q and kv projections have no bias"},
-        {SPEC_K_K_BIAS, c->qkv_bias, "DeepSeek's q and kv projections have no bias"},
-        {SPEC_K_QK_NORM, c->qk_norm != ATTN_QK_NORM_NONE, "its norms are mla's own"},
-        {SPEC_K_SINKS, c->sinks, "it is not defined for mla"},
-        {SPEC_K_ALIBI, c->alibi, "mla rotates qk_rope_head_dim dims of each head"},
-        {SPEC_K_QUERY_TEMP, c->temp_floor_scale > 0, "it is not defined for mla"},
-        {SPEC_K_CROSS, c->memory_dim > 0, "mla's latent is projected from x"},
-        {SPEC_K_WEIGHTS, c->weights_layout != ATTN_LAYOUT_LLAMA,
-         "mla's tensors have their own names (layout llama)"},
+        {SPEC_K_KV_GROUPS, "every head has its own K and V, expanded from the latent"},
+        {SPEC_K_KV_HEADS, "every head has its own K and V, expanded from the latent"},
+        {SPEC_K_HEAD_DIM, "head_dim is qk_nope_head_dim + qk_rope_head_dim"},
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
-        if (val[no[i].k] && no[i].on)
+        if (val[no[i].k])
             err(ck, key[no[i].k]->loc, "%s does not go with mla (given at %u:%u): %s",
                 top_keys[no[i].k], at.line, at.col, no[i].why);
-    if (c->rope_style == ATTN_ROPE_NONE)
-        err(ck, val[SPEC_K_ROPE] ? key[SPEC_K_ROPE]->loc : at,
-            "mla needs rope (half or interleaved): it rotates qk_rope_head_dim dims of each head");
     if (rotary_at)
         err(ck, rotary_at->loc,
             "rope.rotary_dim does not go with mla (given at %u:%u): RoPE turns the "
@@ -625,46 +596,6 @@ static void check_cross(checker *ck, const ynode *v, attn_config *c) {
     if (val[X_MEMORY_DIM])
         get_int(ck, val[X_MEMORY_DIM], "cross_attention.memory_dim", 1, ATTN_MAX_D_MODEL,
                 &c->memory_dim);
-}
-
-/* What cross-attention leaves out: each key given with it and set on (as
- * parsed into c) is an error at that key. Queries see every memory row:
- * no mask, no positions. */
-static void check_cross_with(checker *ck, const ynode *const *val, const ynode *const *key,
-                             attn_config *c) {
-    attnc_loc at = key[SPEC_K_CROSS]->loc;
-    const struct {
-        int k;
-        bool on;
-        const char *why;
-    } no[] = {
-        {SPEC_K_CAUSAL, c->causal, "every query sees every memory row"},
-        {SPEC_K_SLIDING_WINDOW, c->sliding_window > 0, "every query sees every memory row"},
-        {SPEC_K_CHUNKED, c->chunk > 0, "every query sees every memory row"},
-        {SPEC_K_ROPE, c->rope_style != ATTN_ROPE_NONE, "memory rows have no positions"},
-        {SPEC_K_ALIBI, c->alibi, "memory rows have no positions"},
-        {SPEC_K_QUERY_TEMP, c->temp_floor_scale > 0, "it is not defined for cross-attention"},
-    };
-    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
-        const ynode *v = val[no[i].k];
-        char buf[128], what[160];
-        if (v && v->kind == YNODE_SCALAR)
-            snprintf(what, sizeof what, "%s: %s", top_keys[no[i].k], found(v, buf, sizeof buf));
-        else if (v)
-            snprintf(what, sizeof what, "%s", top_keys[no[i].k]);
-        if (v && no[i].on)
-            err(ck, key[no[i].k]->loc, "%s does not go with cross_attention (given at %u:%u): %s",
-                what, at.line, at.col, no[i].why);
-    }
-    if (val[SPEC_K_WEIGHTS] && attn_layout_fuses_qkv(c->weights_layout))
-        err(ck, val[SPEC_K_WEIGHTS]->loc,
-            "weights.layout: %s fuses q, k and v, but cross_attention projects q from x and K/V "
-            "from the memory; use llama or gptj",
-            attn_layout_name(c->weights_layout));
-    c->causal = false;
-    c->sliding_window = c->chunk = c->temp_floor_scale = 0;
-    c->rope_style = ATTN_ROPE_NONE;
-    c->alibi = false;
 }
 
 static void check_cache(checker *ck, const ynode *v, attn_config *c) {
@@ -768,7 +699,8 @@ typedef struct toplevel {
 } toplevel;
 
 /* The node of key path ("kv_cache.dtype") in t: the nested key's value,
- * else the top-level value holding it; NULL where the spec has neither. */
+ * else the top-level key holding it where its value is a mapping, or that
+ * value; NULL where the spec has neither. */
 static const ynode *locate_at(const toplevel *t, const char *path) {
     const char *dot = strchr(path, '.');
     size_t n = dot ? (size_t)(dot - path) : strlen(path);
@@ -780,7 +712,7 @@ static const ynode *locate_at(const toplevel *t, const char *path) {
              e = e->next->next)
             if (strcmp(e->str, dot + 1) == 0)
                 return e->next;
-        return v;
+        return v->kind == YNODE_MAP ? t->key[k] : v; /* a section: its key */
     }
     return NULL;
 }
@@ -818,23 +750,15 @@ static void check_dims(checker *ck, toplevel *t, attn_config *c) {
             kv = t->val[SPEC_K_KV_HEADS], kv_key = "kv_heads";
     }
     if (t->mla)
-        kv = NULL; /* refused below (check_mla_with) */
-    bool kv_ok = kv && get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c->kv_groups);
-    if (!kv && t->heads_ok)
+        kv = NULL; /* refused below (check_mla_keys) */
+    if (kv)
+        get_int(ck, kv, kv_key, 1, ATTN_MAX_HEADS, &c->kv_groups);
+    else if (t->heads_ok)
         c->kv_groups = c->heads; /* MHA */
-    if (t->heads_ok && kv_ok && c->heads % c->kv_groups != 0)
-        err(ck, kv->loc, "heads (%lld) must be a multiple of %s (%lld)", (long long)c->heads,
-            kv_key, (long long)c->kv_groups);
-    if (t->heads_ok && t->hd_ok &&
-        c->heads * c->head_dim > ATTN_MAX_QDIM) /* mla: no head_dim key */
-        err(ck, t->mla ? t->val[SPEC_K_HEADS]->loc : t->val[SPEC_K_HEAD_DIM]->loc,
-            "heads * %s (%lld) exceeds the limit %d",
-            t->mla ? "(mla.qk_nope_head_dim + mla.qk_rope_head_dim)" : "head_dim",
-            (long long)(c->heads * c->head_dim), ATTN_MAX_QDIM);
-
+    /* heads % kv_groups and heads * head_dim: the runtime's (config.c check_heads) */
     if (!t->val[SPEC_K_D_MODEL] && t->heads_ok && t->hd_ok) {
         c->d_model = c->heads * c->head_dim;
-        if (c->d_model > ATTN_MAX_D_MODEL && c->d_model <= ATTN_MAX_QDIM)
+        if (c->d_model > ATTN_MAX_D_MODEL)
             err(ck, t->root->loc, "d_model (default heads * head_dim = %lld) exceeds the limit %d",
                 (long long)c->d_model, ATTN_MAX_D_MODEL);
     }
@@ -904,7 +828,8 @@ static void check_sections(checker *ck, toplevel *t, attn_config *c) {
         check_weights(ck, t->val[SPEC_K_WEIGHTS], c, &t->layout_at);
 }
 
-/* k_bias, and what mla and cross_attention leave out. */
+/* k_bias, the keys mla defines itself, and cross_attention (which makes
+ * causal default to false). */
 static void check_modes(checker *ck, toplevel *t, attn_config *c) {
     if (t->val[SPEC_K_K_BIAS]) {
         bool kb = true;
@@ -917,22 +842,27 @@ static void check_modes(checker *ck, toplevel *t, attn_config *c) {
         }
     }
     if (t->mla)
-        check_mla_with(ck, t->val, t->key, c, t->rotary_at);
-    if (t->val[SPEC_K_CROSS]) {
+        check_mla_keys(ck, t->val, t->key, t->rotary_at);
+    if (t->val[SPEC_K_CROSS])
         check_cross(ck, t->val[SPEC_K_CROSS], c);
-        if (c->memory_dim > 0)
-            check_cross_with(ck, t->val, t->key, c);
-    }
+    if (c->memory_dim > 0 && !t->val[SPEC_K_CAUSAL])
+        c->causal = false;
 }
 
-/* The value of key path ("kv_cache.dtype") in t, or what holds it (the
- * spelling the spec used: kv_heads; mla for its head_dim); the top of the
- * file where the spec leaves it out. */
-static attnc_loc locate(const toplevel *t, const char *path) {
-    static const char *const aliases[][2] = {{"kv_groups", "kv_heads"}, {"head_dim", "mla"}};
+/* The value of key path ("kv_cache.dtype") in t, or what holds it where
+ * the spec left it out: the other spelling the spec used (kv_heads, with a
+ * note for the message), mla for the head_dim and rope it defines; the
+ * top of the file. */
+static attnc_loc locate(const toplevel *t, const char *path, const char **note) {
+    static const char *const aliases[][3] = {
+        {"kv_groups", "kv_heads", " (kv_heads is another name for kv_groups)"},
+        {"head_dim", "mla", ""},
+        {"rope", "mla", ""},
+    };
+    *note = "";
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcmp(path, aliases[i][0]) == 0 && !locate_at(t, path))
-            path = aliases[i][1];
+            path = aliases[i][1], *note = aliases[i][2];
     const ynode *v = locate_at(t, path);
     return v ? v->loc : t->root->loc;
 }
@@ -945,7 +875,9 @@ typedef struct problems {
 
 static void report_problem(const char *key, const char *text, void *user) {
     problems *p = user;
-    err(p->ck, key ? locate(p->t, key) : p->t->root->loc, "%s", text);
+    const char *note = "";
+    attnc_loc at = key ? locate(p->t, key, &note) : p->t->root->loc;
+    err(p->ck, at, "%s%s", text, note);
 }
 
 attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, attn_config *out,
