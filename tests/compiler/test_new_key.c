@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "ir/ir.h"
 #include "spec/spec.h"
 
 static attnc_status load(attnc_ctx *ctx, const char *text, attn_config *c) {
@@ -64,6 +65,9 @@ static void the_key_parses_prints_and_checks(void **state) {
     assert_string_equal(f[n - 1].name, "test_key");
     assert_int_equal(f[n - 1].offset, offsetof(attn_config, test_key));
     assert_true(f[n - 1].plain && f[n - 1].def == 7);
+    /* the passes and codegen read it through its accessor */
+    ir_graph g = {.cfg = e};
+    assert_int_equal(ir_cfg_test_key(&g), 42);
     attnc_ctx_free(ctx);
 }
 

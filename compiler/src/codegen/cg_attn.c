@@ -17,7 +17,7 @@ static cg_loop rows_begin(cg *c, int64_t heads, LLVMValueRef *h, LLVMValueRef *s
 }
 
 static LLVMValueRef kv_head(cg *c, const ir_node *n, const ir_node *kv, LLVMValueRef h) {
-    int64_t group = c->g->cfg.heads / kv->ne[1].c;
+    int64_t group = ir_cfg_heads(c->g) / kv->ne[1].c;
     (void)n;
     return group == 1 ? h : LLVMBuildSDiv(c->b, h, cg_i64(c, group), "kvh");
 }

@@ -36,7 +36,7 @@ static void function_begin(cg *c, LLVMValueRef fn) {
     c->S = args_field(c, offsetof(attn_kernel_args, n_tokens), c->i64, "S");
     c->P = args_field(c, offsetof(attn_kernel_args, n_past), c->i64, "P");
     /* cross-attention: the keys are the n_past memory rows */
-    c->T = c->g->cfg.memory_dim > 0 ? c->P : LLVMBuildAdd(c->b, c->P, c->S, "T");
+    c->T = ir_cfg_memory_dim(c->g) > 0 ? c->P : LLVMBuildAdd(c->b, c->P, c->S, "T");
     c->tok0 = args_field(c, offsetof(attn_kernel_args, tok0), c->i64, "tok0");
     c->pos = args_field(c, offsetof(attn_kernel_args, pos), c->ptr, "pos");
     c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");
@@ -220,17 +220,17 @@ LLVMValueRef cg_buf_elem(cg *c, int k, attn_dtype dt, LLVMValueRef off) {
 LLVMValueRef cg_first_key_at(cg *c, LLVMValueRef pos) {
     /* attn_first_key: the larger of the window's first key and the
      * chunk's start */
-    const attn_config *cfg = &c->g->cfg;
-    if (!cfg->causal || (cfg->sliding_window <= 0 && cfg->chunk <= 0))
+    if (!ir_cfg_causal(c->g) || (ir_cfg_sliding_window(c->g) <= 0 && ir_cfg_chunk(c->g) <= 0))
         return NULL;
     LLVMTypeRef ty = LLVMTypeOf(pos); /* constants of it: both are at least 0 */
     LLVMValueRef first = iconst(ty, 0);
-    if (cfg->sliding_window > 0)
+    if (ir_cfg_sliding_window(c->g) > 0)
         first = cg_intrinsic(
             c, "llvm.smax", ty, first,
-            LLVMBuildSub(c->b, pos, iconst(ty, (unsigned long long)(cfg->sliding_window - 1)), ""));
-    if (cfg->chunk > 0) {
-        LLVMValueRef n = iconst(ty, (unsigned long long)cfg->chunk);
+            LLVMBuildSub(c->b, pos,
+                         iconst(ty, (unsigned long long)(ir_cfg_sliding_window(c->g) - 1)), ""));
+    if (ir_cfg_chunk(c->g) > 0) {
+        LLVMValueRef n = iconst(ty, (unsigned long long)ir_cfg_chunk(c->g));
         LLVMValueRef start = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, pos, n, ""), n, "chunk_start");
         first = cg_intrinsic(c, "llvm.smax", ty, first, start);
     }
@@ -257,19 +257,18 @@ LLVMValueRef cg_const_table(cg *c, LLVMTypeRef elem, const double *v, int64_t n,
 }
 
 LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head) {
-    const attn_config *cfg = &c->g->cfg;
     LLVMValueRef table = LLVMGetNamedGlobal(c->mod, "attnc.alibi_slopes");
     if (!table) { /* one per module */
         double slopes[ATTN_MAX_HEADS];
-        attn_alibi_slopes(cfg, slopes);
-        table = cg_const_table(c, c->f32, slopes, cfg->heads, "attnc.alibi_slopes");
+        ir_cfg_alibi_slopes(c->g, slopes);
+        table = cg_const_table(c, c->f32, slopes, ir_cfg_heads(c->g), "attnc.alibi_slopes");
     }
     return LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, table, head), "slope");
 }
 
-void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, int64_t *tok_stride) {
-    int64_t kvd = attn_cache_columns(cfg, which);
-    *col_stride = which ? 1 : cfg->kv_block_tokens;
+void cg_cache_strides(const ir_graph *g, int which, int64_t *col_stride, int64_t *tok_stride) {
+    int64_t kvd = ir_cfg_cache_columns(g, which);
+    *col_stride = which ? 1 : ir_cfg_kv_block_tokens(g);
     *tok_stride = which ? kvd : 1;
 }
 
@@ -277,22 +276,21 @@ void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride, in
  * equal, MLA has K only); a q8_0 block holds their bt * kvd int8 q, then
  * their bt * kvd / 32 f16 d (cg_cache_scale), counted in bytes (q8_0's
  * element). */
-static int64_t cache_block_elems(const attn_config *cfg) {
-    int64_t n = cfg->kv_block_tokens * attn_cache_columns(cfg, 0);
-    return cfg->kv_dtype == ATTN_DTYPE_Q8_0 ? n + n / 16 : n;
+static int64_t cache_block_elems(const ir_graph *g) {
+    int64_t n = ir_cfg_kv_block_tokens(g) * ir_cfg_cache_columns(g, 0);
+    return ir_cfg_kv_dtype(g) == ATTN_DTYPE_Q8_0 ? n + n / 16 : n;
 }
 
 /* Element offset of token offset o (tok_stride apart) of pool block blk:
  * the block's start plus o's place in it. */
 static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t tok_stride) {
-    LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cache_block_elems(&c->g->cfg)), "");
+    LLVMValueRef start = LLVMBuildMul(c->b, blk, cg_i64(c, cache_block_elems(c->g)), "");
     return LLVMBuildAdd(c->b, start, LLVMBuildMul(c->b, o, cg_i64(c, tok_stride), ""), "");
 }
 
 LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
-    const attn_config *cfg = &c->g->cfg;
-    int64_t bt = cfg->kv_block_tokens, data = bt * attn_cache_columns(cfg, 0),
-            bb = cache_block_elems(cfg);
+    int64_t bt = ir_cfg_kv_block_tokens(c->g), data = bt * ir_cfg_cache_columns(c->g, 0),
+            bb = cache_block_elems(c->g);
     LLVMTypeRef pty = LLVMTypeOf(p), ity = like(pty, c->i64);
     bool vec = LLVMGetTypeKind(pty) == LLVMVectorTypeKind;
     LLVMValueRef base = c->base[buf];
@@ -304,7 +302,7 @@ LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     /* K [kvd][bt]: column w / bt, token w % bt; V [bt][kvd]: token w /
      * kvd, column w % kvd; d of both at (column / 32) * bt + token: a
      * block's tokens side by side, as K's values are */
-    int64_t kvd = attn_cache_columns(cfg, which);
+    int64_t kvd = ir_cfg_cache_columns(c->g, which);
     LLVMValueRef col = which ? LLVMBuildURem(c->b, w, iconst(ity, (unsigned long long)kvd), "")
                              : LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)bt), "");
     LLVMValueRef tok = which ? LLVMBuildUDiv(c->b, w, iconst(ity, (unsigned long long)kvd), "")
@@ -340,8 +338,8 @@ LLVMValueRef cg_load_elem(cg *c, const ir_node *n, LLVMValueRef p) {
 
 LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRef slot,
                            LLVMValueRef col) {
-    int64_t cs, ts, bt = c->g->cfg.kv_block_tokens;
-    cg_cache_strides(&c->g->cfg, which, &cs, &ts);
+    int64_t cs, ts, bt = ir_cfg_kv_block_tokens(c->g);
+    cg_cache_strides(c->g, which, &cs, &ts);
     LLVMValueRef off = block_off(c, LLVMBuildSDiv(c->b, slot, cg_i64(c, bt), ""),
                                  LLVMBuildSRem(c->b, slot, cg_i64(c, bt), ""), ts);
     off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, col, cg_i64(c, cs), ""), "");
@@ -351,7 +349,7 @@ LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt, LLVMValueRe
 /* Offset of the sequence's token j in the pool (a view's dim 2, stride
  * tok_stride within its block): through the block table. */
 static LLVMValueRef paged_off(cg *c, LLVMValueRef j, int64_t tok_stride) {
-    LLVMValueRef bt = cg_i64(c, c->g->cfg.kv_block_tokens);
+    LLVMValueRef bt = cg_i64(c, ir_cfg_kv_block_tokens(c->g));
     LLVMValueRef blk_idx = LLVMBuildSDiv(c->b, j, bt, "");
     LLVMValueRef p = LLVMBuildInBoundsGEP2(c->b, c->i32, c->table, &blk_idx, 1, "");
     LLVMValueRef blk = LLVMBuildSExt(c->b, LLVMBuildLoad2(c->b, c->i32, p, "block"), c->i64, "");
@@ -655,15 +653,15 @@ LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high) {
 }
 
 LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {
-    return c->g->cfg.compute == ATTN_DTYPE_BF16 ? cg_bf16_round(c, v) : v;
+    return ir_cfg_bf16(c->g) ? cg_bf16_round(c, v) : v;
 }
 
 double cg_query_scale(const cg *c, double scale) {
-    return c->g->cfg.compute == ATTN_DTYPE_BF16 ? 1.0 : scale;
+    return ir_cfg_bf16(c->g) ? 1.0 : scale;
 }
 
 LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum) {
-    if (c->g->cfg.compute != ATTN_DTYPE_BF16 || n->scale == 1.0)
+    if (!ir_cfg_bf16(c->g) || n->scale == 1.0)
         return sum;
     LLVMValueRef k = cg_f32(c, n->scale);
     if (LLVMGetTypeKind(LLVMTypeOf(sum)) == LLVMVectorTypeKind)

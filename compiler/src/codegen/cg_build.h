@@ -24,7 +24,7 @@ typedef struct cg_gemm {
  * time, no x copy, no k blocks (measured switch point: docs/design.md). */
 #define CG_GEMV_ROWS 8
 
-ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config *cfg);
+ATTNC_HIDDEN cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *graph);
 /* 4-byte words of the packed panels of g. */
 ATTNC_HIDDEN int64_t cg_gemm_packed_words(const cg_gemm *g);
 
@@ -117,7 +117,7 @@ ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef
  * head_dim + d) of the token at offset o is element col * col_stride +
  * o * tok_stride; K (which 0) keeps a column's tokens side by side, V
  * (which 1) a token's columns. */
-ATTNC_HIDDEN void cg_cache_strides(const attn_config *cfg, int which, int64_t *col_stride,
+ATTNC_HIDDEN void cg_cache_strides(const ir_graph *g, int which, int64_t *col_stride,
                                    int64_t *tok_stride);
 /* Pointer to column col of cache row slot (block * block_tokens + o) of
  * cache which, buffer buf. */
@@ -266,7 +266,7 @@ ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
  * and the kernel merging them; the size of the partials buffer. */
 ATTNC_HIDDEN void cg_emit_split_partials(cg *c, const ir_node *n);
 ATTNC_HIDDEN void cg_emit_split_merge(cg *c, const ir_node *n, const char *name);
-ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const attn_config *cfg);
+ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const ir_graph *g);
 /* Whether the flash kernel computes the partials itself (over its own
  * row items, one chunk of keys each) instead of the split kernel: MLA,
  * whose values are a view of the cached latent's rows. */

@@ -113,7 +113,7 @@ static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
         cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
     if (r.d) {
         LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                       cg_i64(c, c->g->cfg.kv_block_tokens), "");
+                                       cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
         x = LLVMBuildFMul(c->b, x, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at)), "");
     }
     return x;
@@ -279,7 +279,7 @@ static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_d
  * bf16 here, once. */
 static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
-    int64_t bt = c->g->cfg.kv_block_tokens;
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
     attn_dtype dt = c->plan->view[f->k->id].dt;
     LLVMTypeRef et = cg_elem_type(c, dt);
     LLVMBasicBlockRef vec, one, done;
@@ -351,7 +351,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
  * [bk/2][hd], i32 pairs of bf16, rounded once. */
 static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
-    int64_t bt = c->g->cfg.kv_block_tokens;
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
     attn_dtype dt = c->plan->view[f->k->id].dt;
     LLVMTypeRef et = cg_elem_type(c, dt);
     LLVMBasicBlockRef vec, one, done;
@@ -563,7 +563,7 @@ static flash flash_shape(cg *c, const ir_node *n, int rv) {
     flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
     f.hd = f.q->ne[0].c; /* head_dim; MLA: its latent and rope dims, its values the latent */
     f.vd = f.v->ne[0].c;
-    f.group = c->g->cfg.heads / f.k->ne[1].c;
+    f.group = ir_cfg_heads(c->g) / f.k->ne[1].c;
     f.lanes = c->target.lanes;
     f.rv = rv;
     f.bks = c->target.flash_bks;
@@ -647,8 +647,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     bool v_in_k = cg_cache_which(c, f.v) == 0 && vview->buf == kview->buf &&
                   ir_dim_eq(vview->off, kview->off);
     /* compute bf16: tiles rounded once too */
-    if ((kvdt != ATTN_DTYPE_F32 || c->g->cfg.compute == ATTN_DTYPE_BF16) &&
-        cg_cache_which(c, f.k) == 0 && (cg_cache_which(c, f.v) == 1 || v_in_k) &&
+    if ((kvdt != ATTN_DTYPE_F32 || ir_cfg_bf16(c->g)) && cg_cache_which(c, f.k) == 0 &&
+        (cg_cache_which(c, f.v) == 1 || v_in_k) &&
         f.hd % f.lanes == 0) { /* a narrow cache: tiles widened once (widen_tile) */
         ATTNC_ASSERT(vview->dt == kvdt && f.bk % f.lanes == 0 &&
                      (kvdt != ATTN_DTYPE_Q8_0 || 32 % f.lanes == 0));
@@ -659,8 +659,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
-        f.pairs = c->g->cfg.compute == ATTN_DTYPE_BF16 && c->target.bf16_dot && f.vf &&
-                  f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
+        f.pairs = ir_cfg_bf16(c->g) && c->target.bf16_dot && f.vf && f.hd % 2 == 0 &&
+                  f.bk % 2 == 0 && f.vd == f.hd;
         if (f.pairs) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);
@@ -909,7 +909,7 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
               : LLVMBuildFDiv(c->b, cg_f32(c, 1),
                               LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""), "");
     LLVMValueRef row =
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, c->g->cfg.heads), ""), hh, "row");
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, ir_cfg_heads(c->g)), ""), hh, "row");
     if (ob) { /* a row past the item stores its blocks to the dummy */
         LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok};
         LLVMValueRef at = split ? cg_split_part(c, n, kc, row, cg_i64(c, 2)) : cg_addr(c, n, oi);

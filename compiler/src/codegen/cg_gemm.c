@@ -42,7 +42,7 @@ enum { KIND_PLAIN, KIND_HALF, KIND_INTERLEAVED };
 enum { DST_OWN, DST_CACHE_K, DST_CACHE_V };
 enum { MAP_C0, MAP_C1, MAP_KIND, MAP_FREQ, MAP_DST, MAP_D0, MAP_D1, MAP_FIELDS = 8 };
 
-cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config *cfg) {
+cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *graph) {
     cg_gemm g;
     g.n = lin->ne[0].c;
     g.k = lin->args[1]->ne[0].c;
@@ -61,8 +61,9 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config 
     g.ku = t->gemm_ku > 1 ? t->gemm_ku : 1;
     /* compute bf16: float weights rounded to bf16 once, in the panels;
      * a block format's d * q stay as they are (README "compute") */
-    bool bf16 = cfg->compute == ATTN_DTYPE_BF16;
-    g.wdt = bf16 && attn_dtype_block(cfg->dtype) == 1 ? ATTN_DTYPE_BF16 : cfg->dtype;
+    bool bf16 = ir_cfg_bf16(graph);
+    g.wdt =
+        bf16 && attn_dtype_block(ir_cfg_dtype(graph)) == 1 ? ATTN_DTYPE_BF16 : ir_cfg_dtype(graph);
     g.pairs = bf16 && g.wdt == ATTN_DTYPE_BF16 && t->bf16_dot;
     /* pairs: half the k steps a k block; twice the k of it (the x block
      * the same bytes): llama3_8b prefill 2048 block, AMD EPYC Zen 5, 2
@@ -77,7 +78,8 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const attn_config 
     /* activations q8_0: a row's int32 and f32 sums (2 vectors each), two
      * panel vectors, a broadcast and the two weight scales in registers;
      * row blocks of as many rows as the f32 kernel's */
-    g.i8 = cfg->activations == ATTN_DTYPE_Q8_0 && attn_dtype_block(cfg->dtype) > 1;
+    g.i8 =
+        ir_cfg_activations(graph) == ATTN_DTYPE_Q8_0 && attn_dtype_block(ir_cfg_dtype(graph)) > 1;
     if (g.i8) {
         g.mr = (t->regs - 5) / 4 > 1 ? (t->regs - 5) / 4 : 1;
         g.mc = (t->gemm_mc_tiles * t->gemm_mr) / g.mr * g.mr;
@@ -106,16 +108,17 @@ static int64_t panel_block_bytes(const cg_gemm *g, attn_dtype dt) {
 
 /* The panel map of linear n: MAP_FIELDS ints per panel (malloc'd). */
 static int32_t *panel_map(const cg *c, const ir_node *n, const cg_gemm *gm) {
-    const attn_config *cfg = &c->g->cfg;
     int32_t *map = calloc((size_t)gm->np * MAP_FIELDS, sizeof *map);
     ATTNC_ASSERT(map);
-    int64_t hd = cfg->head_dim, rot = cfg->rotary_dim, kvd = cfg->kv_groups * hd, V = gm->lanes;
+    int64_t hd = ir_cfg_head_dim(c->g), rot = ir_cfg_rotary_dim(c->g),
+            kvd = ir_cfg_kv_groups(c->g) * hd, V = gm->lanes;
     int64_t p = 0;
     for (int64_t col = 0; col < gm->n;) {
         int32_t *e = &map[p * MAP_FIELDS];
         if (col < n->rope_cols && (col % hd) < rot) {
             int64_t h0 = col - col % hd, j = col % hd;
-            if (cfg->rope_style == ATTN_ROPE_HALF) { /* j counts pairs: [j, j+V) and +rot/2 */
+            if (ir_cfg_rope_style(c->g) ==
+                ATTN_ROPE_HALF) { /* j counts pairs: [j, j+V) and +rot/2 */
                 e[MAP_C0] = (int32_t)col;
                 e[MAP_C1] = (int32_t)(col + rot / 2);
                 e[MAP_KIND] = KIND_HALF;
@@ -277,11 +280,11 @@ static LLVMValueRef packed_at(cg *c, const cg_gemm *gm, LLVMValueRef lp, LLVMVal
 }
 
 void cg_emit_pack(cg *c, const ir_node *n, const char *name) {
-    cg_gemm gm = cg_gemm_shape(n, &c->target, &c->g->cfg);
+    cg_gemm gm = cg_gemm_shape(n, &c->target, c->g);
     const ir_node *w = n->args[1];
     int src = c->plan->view[w->id].buf, dst = c->plan->packed[n->id];
     LLVMValueRef map = map_global(c, n, &gm);
-    attn_dtype dt = c->g->cfg.dtype; /* the weight buffer is in the weights' dtype */
+    attn_dtype dt = ir_cfg_dtype(c->g); /* the weight buffer is in the weights' dtype */
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
     cg_share(c, cg_i64(c, gm.np), &lo, &hi);
@@ -325,8 +328,7 @@ typedef struct gemm_ctx {
 /* Rotates v0/v1 (columns of panel map entry e) of token t by the rope table. */
 static void rope(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef kind, LLVMValueRef freq,
                  LLVMValueRef *v0, LLVMValueRef *v1) {
-    const attn_config *cfg = &c->g->cfg;
-    int64_t rot = cfg->rotary_dim, V = gc->gm.lanes;
+    int64_t rot = ir_cfg_rotary_dim(c->g), V = gc->gm.lanes;
     LLVMValueRef row = LLVMBuildMul(c->b, t, cg_i64(c, rot), "");
     LLVMValueRef cos_at = LLVMBuildAdd(c->b, row, freq, "");
     LLVMValueRef sin_at = LLVMBuildAdd(c->b, cos_at, cg_i64(c, rot / 2), "");
@@ -421,7 +423,7 @@ static void epilogue(cg *c, const gemm_ctx *gc, LLVMValueRef t, LLVMValueRef p, 
         LLVMPositionBuilderAtEnd(c->b, bb);
         LLVMValueRef slot = LLVMBuildLoad2(c->b, c->i64, cg_gep(c, c->i64, c->slot, t), "slot");
         int64_t cs, ts;
-        cg_cache_strides(&c->g->cfg, k, &cs, &ts);
+        cg_cache_strides(c->g, k, &cs, &ts);
         for (int j = 0; j < 2; j++) {
             if (cs == 1) { /* the token's columns side by side */
                 cg_vstore(c, gc->kv_dt, v[j],
@@ -721,8 +723,9 @@ static LLVMValueRef qpanel_at(cg *c, const gemm_ctx *gc, LLVMValueRef p, LLVMVal
     const cg_gemm *gm = &gc->gm;
     LLVMValueRef first = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, p, cg_i64(c, gm->k / 32), ""),
                                       LLVMBuildSDiv(c->b, kb, cg_i64(c, 32), ""), "");
-    return cg_gep(c, LLVMInt8TypeInContext(c->llctx), c->base[gc->w_buf],
-                  LLVMBuildMul(c->b, first, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), ""));
+    return cg_gep(
+        c, LLVMInt8TypeInContext(c->llctx), c->base[gc->w_buf],
+        LLVMBuildMul(c->b, first, cg_i64(c, panel_block_bytes(gm, ir_cfg_dtype(c->g))), ""));
 }
 
 /* float_sums straight from npan panels of a block format at w0[] (the
@@ -736,12 +739,12 @@ static void block_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan,
     const cg_gemm *gm = &gc->gm;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     int na = 2 * R * npan;
-    int64_t pbb = panel_block_bytes(gm, c->g->cfg.dtype);
+    int64_t pbb = panel_block_bytes(gm, ir_cfg_dtype(c->g));
     cg_acc_loop lb;
     cg_acc_loop_begin(c, &lb, "kblock32", c->vf, na);
     qblock q[2];
     for (int pp = 0; pp < npan; pp++)
-        q[pp] = qblock_at(c, gm, c->g->cfg.dtype,
+        q[pp] = qblock_at(c, gm, ir_cfg_dtype(c->g),
                           cg_gep(c, i8, w0[pp], LLVMBuildMul(c->b, lb.i, cg_i64(c, pbb), "")));
     LLVMValueRef k0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), "");
     cg_acc_loop l;
@@ -778,9 +781,9 @@ static LLVMValueRef unpack_fn(cg *c, const gemm_ctx *gc, const char *kname) {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     cg_loop lb = cg_for(c, cg_i64(c, 0), LLVMBuildSDiv(c->b, kn, cg_i64(c, 32), ""), "kblock32");
     qblock q = qblock_at(
-        c, gm, c->g->cfg.dtype,
+        c, gm, ir_cfg_dtype(c->g),
         cg_gep(c, i8, w0,
-               LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, c->g->cfg.dtype)), "")));
+               LLVMBuildMul(c->b, lb.i, cg_i64(c, panel_block_bytes(gm, ir_cfg_dtype(c->g))), "")));
     cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, q.q8 ? 32 : 16), "k");
     LLVMValueRef b[4];
     qblock_weights(c, gm, &q, l.i, b);
@@ -847,7 +850,7 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         }
     }
     LLVMValueRef next[2 * 14 * 2];
-    attn_dtype wdt = c->g->cfg.dtype;
+    attn_dtype wdt = ir_cfg_dtype(c->g);
     if (gm->i8) { /* x quantized at x0: by the GEMV, tiles of R rows; else pack_x's of mr */
         LLVMValueRef w0[2];
         for (int pp = 0; pp < npan; pp++)
@@ -881,7 +884,7 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
 /* activations q8_0: what the weights' unsigned bytes add to each q of x
  * (cg_int8.c): q8_0's q + 128, q4_0's nibble = q + 8. */
 static int i8_offset(const cg *c) {
-    return c->g->cfg.dtype == ATTN_DTYPE_Q8_0 ? 128 : 8;
+    return ir_cfg_dtype(c->g) == ATTN_DTYPE_Q8_0 ? 128 : 8;
 }
 
 /* What a linear's kernels read and write: its buffers, shape and map. */
@@ -889,11 +892,11 @@ static gemm_ctx linear_ctx(cg *c, const ir_node *n) {
     const cg_plan *pl = c->plan;
     const ir_node *x = n->args[0], *bias = ir_linear_bias(n), *tab = ir_linear_rope_table(n);
     gemm_ctx gc = {.n = n,
-                   .gm = cg_gemm_shape(n, &c->target, &c->g->cfg),
+                   .gm = cg_gemm_shape(n, &c->target, c->g),
                    .bias_buf = -1,
                    .table_buf = -1,
                    .cache_buf = {-1, -1},
-                   .kv_dt = c->g->cfg.kv_dtype};
+                   .kv_dt = ir_cfg_kv_dtype(c->g)};
     const cg_view *xv = &pl->view[x->id], *yv = &pl->view[n->id];
     /* x and y are row-major [S, K] and [S, N] (inputs, merged heads, y) */
     ATTNC_ASSERT(ir_dim_eq(xv->nb[0], ir_const(1)) && ir_dim_eq(xv->nb[1], ir_const(gc.gm.k)) &&
@@ -1140,6 +1143,24 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     return fn;
 }
 
+/* The AMX micro-kernel over the tiles of 32 rows of rows [mb, mend). */
+static void call_amx(cg *c, const gemm_ctx *gc, LLVMValueRef amx, LLVMValueRef ap, LLVMValueRef mb,
+                     LLVMValueRef mend, LLVMValueRef panel, LLVMValueRef kb) {
+    LLVMValueRef nt =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, mend, mb, ""), cg_i64(c, 31), ""),
+                      cg_i64(c, 32), "");
+    cg_loop lt = cg_for(c, cg_i64(c, 0), nt, "rtile");
+    LLVMValueRef m = LLVMBuildAdd(c->b, mb, LLVMBuildMul(c->b, lt.i, cg_i64(c, 32), ""), "");
+    LLVMValueRef R =
+        cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, 32), LLVMBuildSub(c->b, mend, m, ""));
+    LLVMValueRef at = LLVMBuildMul(c->b, lt.i, cg_i64(c, 32 * gc->gm.kc / 2), "");
+    LLVMValueRef args[6] = {c->args, m, panel, kb, cg_gep(c, c->i32, ap, at), R};
+    LLVMTypeRef ptys[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
+    LLVMBuildCall2(c->b, LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), ptys, 6, false), amx,
+                   args, 6, "");
+    cg_for_end(c, &lt);
+}
+
 void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     gemm_ctx gc = linear_ctx(c, n);
     /* micro-kernels for mr rows and the powers of two below it */
@@ -1172,7 +1193,7 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         gemv2[r - 1] = micro(c, &gc, r, name, true, 2);
     LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->ptr};
     LLVMTypeRef micro_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 6, false);
-    bool blocks = attn_dtype_block(c->g->cfg.dtype) > 1 && !gc.gm.i8; /* widened to f32 */
+    bool blocks = attn_dtype_block(ir_cfg_dtype(c->g)) > 1 && !gc.gm.i8; /* widened to f32 */
     LLVMValueRef unpack = blocks ? unpack_fn(c, &gc, name) : NULL;
     LLVMTypeRef unpack_params[4] = {c->ptr, c->i64, c->i64, c->ptr};
     LLVMTypeRef unpack_ty =
@@ -1226,21 +1247,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMBuildCall2(c->b, unpack_ty, unpack, uargs, 4, "");
     }
     LLVMBuildStore(c->b, mb, mslot);
-    if (amx) { /* tiles of 32 rows of the block */
-        LLVMValueRef nt = LLVMBuildSDiv(
-            c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, mend, mb, ""), cg_i64(c, 31), ""),
-            cg_i64(c, 32), "");
-        cg_loop lt = cg_for(c, cg_i64(c, 0), nt, "rtile");
-        LLVMValueRef m = LLVMBuildAdd(c->b, mb, LLVMBuildMul(c->b, lt.i, cg_i64(c, 32), ""), "");
-        LLVMValueRef R =
-            cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, 32), LLVMBuildSub(c->b, mend, m, ""));
-        LLVMValueRef at = LLVMBuildMul(c->b, lt.i, cg_i64(c, 32 * gc.gm.kc / 2), "");
-        LLVMValueRef args[6] = {c->args, m, lp.i, kb, cg_gep(c, c->i32, ap, at), R};
-        LLVMTypeRef ptys[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
-        LLVMBuildCall2(c->b, LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), ptys, 6, false), amx,
-                       args, 6, "");
-        cg_for_end(c, &lt);
-    }
+    if (amx) /* tiles of 32 rows of the block */
+        call_amx(c, &gc, amx, ap, mb, mend, lp.i, kb);
     for (int i = 0; i < n_sizes; i++) {
         /* mr rows while they last; then each smaller size at most once */
         LLVMBasicBlockRef test = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rows");

@@ -38,7 +38,7 @@ static LLVMValueRef rms_factor(cg *c, const ir_node *x, LLVMValueRef h, LLVMValu
     LLVMValueRef e = ld3(c, x, li.i, h, t);
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_fmul(c, e, e)), acc);
     cg_for_end(c, &li);
-    return cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, c->g->cfg.mla_eps);
+    return cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, ir_cfg_mla_eps(c->g));
 }
 
 /* y[out0 + i, h, t] = x[in0 + i, h, t] * r * w[i], i < len. */
@@ -57,7 +57,7 @@ static void scale_by(cg *c, const ir_node *x, int64_t in0, const ir_node *w, LLV
  * qk_rope_head_dim dims, as cg_rope.c turns a head. */
 static void rotate(cg *c, const ir_node *tab, const ir_node *x, int64_t in0, const ir_node *y,
                    int64_t out0, LLVMValueRef h, LLVMValueRef t) {
-    int64_t half = c->g->cfg.mla_qk_rope_head_dim / 2;
+    int64_t half = ir_cfg_mla_qk_rope_head_dim(c->g) / 2;
     cg_loop lp = cg_for(c, cg_i64(c, 0), cg_i64(c, half), "pair");
     LLVMValueRef ci[2] = {lp.i, t}, si[2] = {add(c, lp.i, half), t};
     LLVMValueRef cs = cg_load(c, tab->dt, cg_addr(c, tab, ci));
@@ -85,7 +85,7 @@ void cg_emit_rms_norm(cg *c, const ir_node *n, const char *name) {
 
 void cg_emit_mla_latent(cg *c, const ir_node *n, const char *name) {
     const ir_node *x = n->args[0], *w = n->args[1], *tab = n->args[2];
-    int64_t kvl = c->g->cfg.mla_kv_lora_rank;
+    int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g);
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi, z = cg_i64(c, 0);
     cg_share(c, c->S, &lo, &hi);
@@ -108,10 +108,10 @@ static head_items head_items_begin(cg *c) {
     LLVMValueRef blocks =
         LLVMBuildSDiv(c->b, add(c, c->S, MLA_TOKENS - 1), cg_i64(c, MLA_TOKENS), "blocks");
     LLVMValueRef lo, hi;
-    cg_share(c, LLVMBuildMul(c->b, blocks, cg_i64(c, c->g->cfg.heads), ""), &lo, &hi);
+    cg_share(c, LLVMBuildMul(c->b, blocks, cg_i64(c, ir_cfg_heads(c->g)), ""), &lo, &hi);
     it.li = cg_for(c, lo, hi, "item");
-    it.h = LLVMBuildSRem(c->b, it.li.i, cg_i64(c, c->g->cfg.heads), "h");
-    it.t0 = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, it.li.i, cg_i64(c, c->g->cfg.heads), ""),
+    it.h = LLVMBuildSRem(c->b, it.li.i, cg_i64(c, ir_cfg_heads(c->g)), "h");
+    it.t0 = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, it.li.i, cg_i64(c, ir_cfg_heads(c->g)), ""),
                          cg_i64(c, MLA_TOKENS), "t0");
     it.t1 = cg_intrinsic(c, "llvm.smin", c->i64, add(c, it.t0, MLA_TOKENS), c->S);
     return it;
@@ -124,10 +124,9 @@ static LLVMValueRef kvb_at(cg *c, const ir_node *w, LLVMValueRef row, LLVMValueR
 }
 
 void cg_emit_mla_query(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *q = n->args[0], *w = n->args[1], *tab = n->args[2];
-    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
-    int64_t per = nope + cfg->mla_v_head_dim;
+    int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g), nope = ir_cfg_mla_qk_nope_head_dim(c->g);
+    int64_t per = nope + ir_cfg_mla_v_head_dim(c->g);
     cg_kernel_begin(c, name);
     head_items it = head_items_begin(c);
     /* q_lat[c] = sum_i q_nope[i] W_kb[h][i][c]: each of kv_b's rows once
@@ -155,10 +154,9 @@ void cg_emit_mla_query(cg *c, const ir_node *n, const char *name) {
 }
 
 void cg_emit_mla_output(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *o = n->args[0], *w = n->args[1];
-    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
-    int64_t dv = cfg->mla_v_head_dim, per = nope + dv;
+    int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g), nope = ir_cfg_mla_qk_nope_head_dim(c->g);
+    int64_t dv = ir_cfg_mla_v_head_dim(c->g), per = nope + dv;
     cg_kernel_begin(c, name);
     head_items it = head_items_begin(c);
     /* out[h * dv + v] = sum_c o_lat[c] W_vb[h][v][c] */
@@ -186,12 +184,12 @@ void cg_emit_mla_output(cg *c, const ir_node *n, const char *name) {
 
 void cg_emit_mla_rope(cg *c, const ir_node *n, const char *name) {
     const ir_node *q = n->args[0], *tab = n->args[1];
-    int64_t nope = c->g->cfg.mla_qk_nope_head_dim;
+    int64_t nope = ir_cfg_mla_qk_nope_head_dim(c->g);
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
     cg_share(c, c->S, &lo, &hi);
     cg_loop lt = cg_for(c, lo, hi, "t");
-    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, c->g->cfg.heads), "h");
+    cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, ir_cfg_heads(c->g)), "h");
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, nope), "d");
     cg_store(c, n->dt, ld3(c, q, ld.i, lh.i, lt.i), at3(c, n, ld.i, lh.i, lt.i));
     cg_for_end(c, &ld);
@@ -211,7 +209,7 @@ static void expand_rows(cg *c, const ir_node *n, const ir_node *w, LLVMValueRef 
                         LLVMValueRef tile, LLVMValueRef h, LLVMValueRef wrow, LLVMValueRef orow,
                         int nr, LLVMValueRef j0, LLVMValueRef nb) {
     int L = c->target.lanes, na = 2 * nr;
-    int64_t kvl = c->g->cfg.mla_kv_lora_rank;
+    int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g);
     LLVMValueRef init[64], next[64];
     for (int a = 0; a < na; a++)
         init[a] = cg_vf32(c, 0);
@@ -250,11 +248,11 @@ static void expand_rows(cg *c, const ir_node *n, const ir_node *w, LLVMValueRef 
  * element broadcast (deepseek_v2_lite prefill 2048, whole block: 480.8
  * ms with dot products of one row and one key each, 427.9 now). */
 void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *lat = n->args[0], *w = n->args[1];
     bool keys = n->op == IR_OP_MLA_KEYS;
-    int64_t kvl = cfg->mla_kv_lora_rank, nope = cfg->mla_qk_nope_head_dim;
-    int64_t per = nope + cfg->mla_v_head_dim, rows = keys ? nope : cfg->mla_v_head_dim;
+    int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g), nope = ir_cfg_mla_qk_nope_head_dim(c->g);
+    int64_t per = nope + ir_cfg_mla_v_head_dim(c->g),
+            rows = keys ? nope : ir_cfg_mla_v_head_dim(c->g);
     int L = c->target.lanes, mr = c->target.gemm_mr, tb = 2 * L;
     LLVMValueRef z = cg_i64(c, 0);
     cg_kernel_begin(c, name);
@@ -267,10 +265,10 @@ void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef nkeys = LLVMBuildSub(c->b, c->T, c->jlo, "");
     LLVMValueRef blocks = LLVMBuildSDiv(c->b, add(c, nkeys, tb - 1), cg_i64(c, tb), "blocks");
     LLVMValueRef lo, hi;
-    cg_share(c, LLVMBuildMul(c->b, blocks, cg_i64(c, cfg->heads), ""), &lo, &hi);
+    cg_share(c, LLVMBuildMul(c->b, blocks, cg_i64(c, ir_cfg_heads(c->g)), ""), &lo, &hi);
     cg_loop li = cg_for(c, lo, hi, "item");
-    LLVMValueRef blk = LLVMBuildSDiv(c->b, li.i, cg_i64(c, cfg->heads), "blk");
-    LLVMValueRef h = LLVMBuildSRem(c->b, li.i, cg_i64(c, cfg->heads), "h");
+    LLVMValueRef blk = LLVMBuildSDiv(c->b, li.i, cg_i64(c, ir_cfg_heads(c->g)), "blk");
+    LLVMValueRef h = LLVMBuildSRem(c->b, li.i, cg_i64(c, ir_cfg_heads(c->g)), "h");
     LLVMValueRef j0 = LLVMBuildAdd(c->b, c->jlo, LLVMBuildMul(c->b, blk, cg_i64(c, tb), ""), "j0");
     LLVMValueRef nb =
         LLVMBuildSub(c->b, cg_intrinsic(c, "llvm.smin", c->i64, add(c, j0, tb), c->T), j0, "nb");
@@ -300,7 +298,7 @@ void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name) {
     LLVMPositionBuilderAtEnd(c->b, ready);
     if (keys) { /* k_pe, the same for every head */
         cg_loop lk = cg_for(c, z, nb, "t");
-        cg_loop lr = cg_for(c, z, cg_i64(c, cfg->mla_qk_rope_head_dim), "r");
+        cg_loop lr = cg_for(c, z, cg_i64(c, ir_cfg_mla_qk_rope_head_dim(c->g)), "r");
         LLVMValueRef jk = LLVMBuildAdd(c->b, j0, lk.i, "");
         LLVMValueRef pe[3] = {add(c, lr.i, kvl), z, jk};
         cg_store(c, n->dt, cg_load_elem(c, lat, cg_addr(c, lat, pe)),

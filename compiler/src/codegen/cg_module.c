@@ -100,7 +100,7 @@ attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
         const ir_node *n = g->nodes[i];
         if (n->dead || n->op != IR_OP_LINEAR)
             continue;
-        snprintf(name, sizeof name, "attnk_%s_%d_pack", g->cfg.name, n->id);
+        snprintf(name, sizeof name, "attnk_%s_%d_pack", ir_cfg_name(g), n->id);
         st = add_unit(g, out, CG_UNIT_PACK, n, ATTN_PHASE_LOAD, name);
     }
     for (int i = 0; st == ATTNC_OK && i < g->n_nodes; i++) {
@@ -108,18 +108,18 @@ attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
         if (n->dead || !out->plan.emit[n->id])
             continue;
         attn_phase ph = out->plan.phase[n->id];
-        snprintf(name, sizeof name, "attnk_%s_%d_%s", g->cfg.name, n->id, ir_op_name(n->op));
+        snprintf(name, sizeof name, "attnk_%s_%d_%s", ir_cfg_name(g), n->id, ir_op_name(n->op));
         st = add_unit(g, out, CG_UNIT_NODE, n, ph, name);
         if (st == ATTNC_OK && n->op == IR_OP_FLASH && n->split_tokens) {
-            snprintf(name, sizeof name, "attnk_%s_%d_flash_split", g->cfg.name, n->id);
+            snprintf(name, sizeof name, "attnk_%s_%d_flash_split", ir_cfg_name(g), n->id);
             if (!cg_split_by_flash(g))
                 st = add_unit(g, out, CG_UNIT_SPLIT, n, ph, name);
-            snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", g->cfg.name, n->id);
+            snprintf(name, sizeof name, "attnk_%s_%d_flash_merge", ir_cfg_name(g), n->id);
             if (st == ATTNC_OK)
                 st = add_unit(g, out, CG_UNIT_MERGE, n, ph, name);
         }
     }
-    snprintf(name, sizeof name, "%s_kernels", g->cfg.name);
+    snprintf(name, sizeof name, "%s_kernels", ir_cfg_name(g));
     if (st == ATTNC_OK)
         st = add_unit(g, out, CG_UNIT_TABLE, NULL, ATTN_PHASE_LOAD, name);
     out->n_buffers = out->plan.n_buffers;
@@ -151,7 +151,7 @@ LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n, LLVMCo
             .n_buffers = r->plan.n_buffers,
             .target = r->target};
     char mod_name[ATTN_NAME_MAX + 24];
-    snprintf(mod_name, sizeof mod_name, "attnc.%s.%d", r->g->cfg.name, n == 1 ? which[0] : -1);
+    snprintf(mod_name, sizeof mod_name, "attnc.%s.%d", ir_cfg_name(r->g), n == 1 ? which[0] : -1);
     c.mod = LLVMModuleCreateWithNameInContext(mod_name, llctx);
     c.b = LLVMCreateBuilderInContext(llctx);
     c.i16 = LLVMInt16TypeInContext(llctx);

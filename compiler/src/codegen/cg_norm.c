@@ -17,10 +17,9 @@ LLVMValueRef cg_rms_factor(cg *c, LLVMValueRef sumsq, int64_t len, double eps) {
 }
 
 void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *x = n->args[0], *w = n->nargs > 1 ? n->args[1] : NULL;
-    int64_t hd = cfg->head_dim, heads = n->ne[1].c;
-    bool all = cfg->qk_norm == ATTN_QK_NORM_ALL;
+    int64_t hd = ir_cfg_head_dim(c->g), heads = n->ne[1].c;
+    bool all = ir_cfg_qk_norm(c->g) == ATTN_QK_NORM_ALL;
     /* one normalization covers `len` elements: a head, or a token's row */
     int64_t units = all ? 1 : heads, per = all ? heads : 1, len = per * hd;
     cg_kernel_begin(c, name);
@@ -38,7 +37,8 @@ void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef e = cg_load(c, x->dt, cg_addr(c, x, xi));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), cg_fmul(c, e, e)), acc);
     cg_for_end(c, &li);
-    LLVMValueRef r = cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, cfg->qk_norm_eps);
+    LLVMValueRef r =
+        cg_rms_factor(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), len, ir_cfg_qk_norm_eps(c->g));
     cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, len), "i");
     LLVMValueRef hj = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lu.i, cg_i64(c, per), ""),
                                    LLVMBuildSDiv(c->b, lj.i, cg_i64(c, hd), ""), "");
@@ -47,8 +47,8 @@ void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
     if (w) { /* the weight's index runs over one normalization's elements */
         LLVMValueRef wi[1] = {lj.i};
         LLVMValueRef g = cg_load(c, w->dt, cg_addr(c, w, wi));
-        if (cfg->qk_norm_offset)
-            g = LLVMBuildFAdd(c->b, g, cg_f32(c, (double)cfg->qk_norm_offset), "");
+        if (ir_cfg_qk_norm_offset(c->g))
+            g = LLVMBuildFAdd(c->b, g, cg_f32(c, (double)ir_cfg_qk_norm_offset(c->g)), "");
         y = LLVMBuildFMul(c->b, y, g, "");
     }
     cg_store(c, n->dt, y, cg_addr(c, n, xj));
@@ -59,7 +59,6 @@ void cg_emit_qk_norm(cg *c, const ir_node *n, const char *name) {
 }
 
 void cg_emit_temperature(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *x = n->args[0];
     cg_kernel_begin(c, name);
     LLVMValueRef lo, hi;
@@ -70,17 +69,17 @@ void cg_emit_temperature(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef pos = LLVMBuildLoad2(
         c->b, c->i64, LLVMBuildInBoundsGEP2(c->b, c->i64, c->pos, &lt.i, 1, ""), "pos");
     LLVMValueRef fl = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, pos, cg_i64(c, 1), ""),
-                                    cg_i64(c, cfg->temp_floor_scale), "");
+                                    cg_i64(c, ir_cfg_temp_floor_scale(c->g)), "");
     LLVMValueRef lg = cg_intrinsic(
         c, "llvm.log", c->f64,
         LLVMBuildFAdd(c->b, LLVMBuildSIToFP(c->b, fl, c->f64, ""), LLVMConstReal(c->f64, 1), ""),
         NULL);
     LLVMValueRef temp = LLVMBuildFAdd(
-        c->b, LLVMBuildFMul(c->b, lg, LLVMConstReal(c->f64, cfg->temp_attn_scale), ""),
+        c->b, LLVMBuildFMul(c->b, lg, LLVMConstReal(c->f64, ir_cfg_temp_attn_scale(c->g)), ""),
         LLVMConstReal(c->f64, 1), "");
     temp = LLVMBuildFPTrunc(c->b, temp, c->f32, "temp");
     cg_loop lh = cg_for(c, cg_i64(c, 0), cg_i64(c, n->ne[1].c), "h");
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, cfg->head_dim), "d");
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, ir_cfg_head_dim(c->g)), "d");
     LLVMValueRef i[3] = {ld.i, lh.i, lt.i};
     cg_store(c, n->dt, LLVMBuildFMul(c->b, cg_load(c, x->dt, cg_addr(c, x, i)), temp, ""),
              cg_addr(c, n, i));

@@ -124,14 +124,14 @@ cg_target cg_target_for(int lanes, int regs) {
  * whether it is emitted as a kernel. */
 static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_node *n,
                       int *weight_buf, int *cache_buf, const ir_node *to_y) {
-    const attn_config *c = &g->cfg;
     cg_view *v = &p->view[n->id];
     const cg_view *a = n->nargs ? &p->view[n->args[0]->id] : NULL;
     switch (n->op) {
     case IR_OP_INPUT: *v = contiguous(p, n, ATTN_BUF_INPUT, BUF_X); break;
     case IR_OP_MEMORY:
-        *v = contiguous(p, n, ATTN_BUF_MEMORY,
-                        add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, c->memory_dim, 0, 0}));
+        *v = contiguous(
+            p, n, ATTN_BUF_MEMORY,
+            add_buffer(p, ATTN_BUF_MEMORY, 0, false, (ir_dim){0, ir_cfg_memory_dim(g), 0, 0}));
         break;
     case IR_OP_WEIGHT:
         if (weight_buf[n->weight] < 0) {
@@ -143,7 +143,7 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
         break;
     case IR_OP_LINEAR: {
         /* the matrix is read once, at load, into the GEMM's panels */
-        cg_gemm gm = cg_gemm_shape(n, tg, c);
+        cg_gemm gm = cg_gemm_shape(n, tg, g);
         p->buffers[p->view[n->args[1]->id].buf].load_only = 1;
         p->packed[n->id] = add_buffer(p, ATTN_BUF_PACKED, (uint32_t)n->args[1]->weight, false,
                                       ir_const(cg_gemm_packed_words(&gm)));
@@ -162,7 +162,7 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
     case IR_OP_SPLIT_HEADS:
         *v = *a;
         v->nb[0] = a->nb[0];
-        v->nb[1] = dim_mul(ir_const(c->head_dim), a->nb[0]);
+        v->nb[1] = dim_mul(ir_const(ir_cfg_head_dim(g)), a->nb[0]);
         v->nb[2] = a->nb[1];
         break;
     case IR_OP_MERGE_HEADS:
@@ -180,7 +180,7 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
         v->paged = true;
         {
             int64_t cs, ts;
-            cg_cache_strides(c, n->cache, &cs, &ts);
+            cg_cache_strides(g, n->cache, &cs, &ts);
             v->nb[0] = ir_const(cs);
             v->nb[1] = ir_const(n->ne[0].c * cs);
             v->nb[2] = ir_const(ts);
@@ -190,7 +190,7 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
     case IR_OP_FLASH:
         if (n->split_tokens) /* per sequence, a fixed size (cg_split.c) */
             p->split[n->id] =
-                add_buffer(p, ATTN_BUF_SCRATCH, 0, true, ir_const(cg_split_elements(n, c)));
+                add_buffer(p, ATTN_BUF_SCRATCH, 0, true, ir_const(cg_split_elements(n, g)));
         *v = contiguous(p, n, ATTN_BUF_SCRATCH, -1);
         p->emit[n->id] = true;
         break;
@@ -244,12 +244,11 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory planning buffers");
         return ATTNC_E_NOMEM;
     }
-    const attn_config *c = &g->cfg;
     int weight_buf[ATTN_WEIGHT_COUNT], cache_buf[2] = {-1, -1};
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
         weight_buf[i] = -1;
-    add_buffer(p, ATTN_BUF_INPUT, 0, false, (ir_dim){0, c->d_model, 0, 0});
-    add_buffer(p, ATTN_BUF_OUTPUT, 0, false, (ir_dim){0, c->d_model, 0, 0});
+    add_buffer(p, ATTN_BUF_INPUT, 0, false, (ir_dim){0, ir_cfg_d_model(g), 0, 0});
+    add_buffer(p, ATTN_BUF_OUTPUT, 0, false, (ir_dim){0, ir_cfg_d_model(g), 0, 0});
     /* the node whose value the output takes, to be stored in y directly */
     const ir_node *to_y = NULL;
     for (int i = 0; i < g->n_nodes; i++)

@@ -12,11 +12,10 @@
 /* inv_freq as a constant [rotary_dim / 2] f64 array, computed by the
  * runtime's own definition. */
 static LLVMValueRef inv_freq_table(cg *c, LLVMTypeRef *arr_ty) {
-    const attn_config *cfg = &c->g->cfg;
-    int64_t half = cfg->rotary_dim / 2;
+    int64_t half = ir_cfg_rotary_dim(c->g) / 2;
     double *freq = malloc((size_t)half * sizeof *freq);
     ATTNC_ASSERT(freq);
-    attn_rope_inv_freq(cfg, freq);
+    ir_cfg_rope_inv_freq(c->g, freq);
     *arr_ty = LLVMArrayType2(c->f64, (uint64_t)half);
     LLVMValueRef table = cg_const_table(c, c->f64, freq, half, "");
     free(freq);
@@ -33,7 +32,7 @@ static void angle(cg *c, LLVMValueRef table, LLVMTypeRef arr_ty, LLVMValueRef po
     LLVMValueRef th = LLVMBuildFMul(c->b, pos, f, "theta");
     LLVMValueRef cv = cg_intrinsic(c, "llvm.cos", c->f64, th, NULL);
     LLVMValueRef sv = cg_intrinsic(c, "llvm.sin", c->f64, th, NULL);
-    double af = attn_rope_cos_factor(&c->g->cfg);
+    double af = ir_cfg_rope_cos_factor(c->g);
     if (af != 1.0) {
         cv = LLVMBuildFMul(c->b, cv, LLVMConstReal(c->f64, af), "");
         sv = LLVMBuildFMul(c->b, sv, LLVMConstReal(c->f64, af), "");
@@ -48,7 +47,7 @@ static LLVMValueRef position(cg *c, LLVMValueRef t) {
 }
 
 void cg_emit_rope_table(cg *c, const ir_node *n, const char *name) {
-    int64_t half = c->g->cfg.rotary_dim / 2;
+    int64_t half = ir_cfg_rotary_dim(c->g) / 2;
     LLVMTypeRef arr_ty;
     LLVMValueRef table = inv_freq_table(c, &arr_ty);
     cg_kernel_begin(c, name);
@@ -69,7 +68,7 @@ void cg_emit_rope_table(cg *c, const ir_node *n, const char *name) {
 }
 
 void cg_rope_pair(cg *c, LLVMValueRef i, int64_t half, LLVMValueRef *ia, LLVMValueRef *ib) {
-    bool is_half = c->g->cfg.rope_style == ATTN_ROPE_HALF;
+    bool is_half = ir_cfg_rope_style(c->g) == ATTN_ROPE_HALF;
     *ia = is_half ? i : LLVMBuildMul(c->b, i, cg_i64(c, 2), "");
     *ib = LLVMBuildAdd(c->b, *ia, cg_i64(c, is_half ? half : 1), "");
 }
@@ -81,9 +80,8 @@ void cg_rope_turn(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef cs, LLVMVa
 }
 
 void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
-    const attn_config *cfg = &c->g->cfg;
     const ir_node *x = n->args[0];
-    int64_t half = cfg->rotary_dim / 2, heads = n->ne[1].c;
+    int64_t half = ir_cfg_rotary_dim(c->g) / 2, heads = n->ne[1].c;
     LLVMTypeRef arr_ty;
     LLVMValueRef table = inv_freq_table(c, &arr_ty);
 
@@ -118,8 +116,9 @@ void cg_emit_rope(cg *c, const ir_node *n, const char *name) {
     cg_store(c, n->dt, ra, cg_addr(c, n, pa));
     cg_store(c, n->dt, rb, cg_addr(c, n, pb));
     cg_for_end(c, &lp);
-    if (cfg->rotary_dim < cfg->head_dim) {
-        cg_loop ld = cg_for(c, cg_i64(c, cfg->rotary_dim), cg_i64(c, cfg->head_dim), "d");
+    if (ir_cfg_rotary_dim(c->g) < ir_cfg_head_dim(c->g)) {
+        cg_loop ld =
+            cg_for(c, cg_i64(c, ir_cfg_rotary_dim(c->g)), cg_i64(c, ir_cfg_head_dim(c->g)), "d");
         LLVMValueRef p[3] = {ld.i, lh.i, lt.i};
         cg_store(c, n->dt, cg_load(c, x->dt, cg_addr(c, x, p)), cg_addr(c, n, p));
         cg_for_end(c, &ld);

@@ -54,12 +54,12 @@ typedef struct split {
     int buf;    /* the partial results: [chunk][row][2 + hd], row = token x heads + head */
 } split;
 
-int64_t cg_split_elements(const ir_node *n, const attn_config *cfg) {
-    return SPLIT_CHUNKS * cfg->heads * n->split_tokens * (n->ne[0].c + 2);
+int64_t cg_split_elements(const ir_node *n, const ir_graph *g) {
+    return SPLIT_CHUNKS * ir_cfg_heads(g) * n->split_tokens * (n->ne[0].c + 2);
 }
 
 bool cg_split_by_flash(const ir_graph *g) {
-    return g->cfg.mla_kv_lora_rank > 0;
+    return ir_cfg_mla(g);
 }
 
 /* Machine vectors in one of the split kernel's vectors: the target's
@@ -67,7 +67,7 @@ bool cg_split_by_flash(const ir_graph *g) {
  * of one d then stay one load), else 1. */
 static int split_widen(const cg *c) {
     int w = c->target.split_vecs;
-    return w > 1 && c->g->cfg.kv_block_tokens % (c->target.lanes * w) == 0 ? w : 1;
+    return w > 1 && ir_cfg_kv_block_tokens(c->g) % (c->target.lanes * w) == 0 ? w : 1;
 }
 
 /* Keys per tile of the partials: the split kernel's vector width, or
@@ -84,17 +84,16 @@ static split split_base(cg *c, const ir_node *n) {
     s.hd = n->ne[0].c;
     s.nv = (s.hd + s.lanes - 1) / s.lanes;
     s.hdp = s.nv * s.lanes;
-    s.rows_max = c->g->cfg.heads * n->split_tokens;
+    s.rows_max = ir_cfg_heads(c->g) * n->split_tokens;
     s.buf = c->plan->split[n->id];
     return s;
 }
 
 static split split_of(cg *c, const ir_node *n) {
-    const attn_config *cfg = &c->g->cfg;
     split s = split_base(c, n);
-    ATTNC_ASSERT(s.hd == cfg->head_dim);
+    ATTNC_ASSERT(s.hd == ir_cfg_head_dim(c->g));
     s.hk = s.k->ne[1].c;
-    s.group = cfg->heads / s.hk;
+    s.group = ir_cfg_heads(c->g) / s.hk;
     s.kdt = c->plan->view[s.k->id].dt;
     s.vdt = c->plan->view[s.v->id].dt;
     s.rb = s.group < SPLIT_ROWS ? (int)s.group : SPLIT_ROWS;
@@ -108,7 +107,8 @@ static split split_of(cg *c, const ir_node *n) {
     const cg_view *kv = &c->plan->view[s.k->id];
     ATTNC_ASSERT(ir_dim_is_const(kv->nb[0], &s.kd));
     /* tiles start at multiples of lanes: whole tiles in each block */
-    s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) && cfg->kv_block_tokens % s.lanes == 0;
+    s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) &&
+             ir_cfg_kv_block_tokens(c->g) % s.lanes == 0;
     return s;
 }
 
@@ -385,7 +385,7 @@ static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LL
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, blk, cg_i64(c, s->rb), ""), cg_i64(c, i), ""),
             LLVMBuildSub(c->b, nrows, cg_i64(c, 1), ""));
         w.tok[i] = LLVMBuildSDiv(c->b, gi, cg_i64(c, s->group), "tok");
-        w.r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.tok[i], cg_i64(c, c->g->cfg.heads), ""),
+        w.r[i] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.tok[i], cg_i64(c, ir_cfg_heads(c->g)), ""),
                               LLVMBuildAdd(c->b, LLVMBuildMul(c->b, w.kvh, cg_i64(c, s->group), ""),
                                            LLVMBuildSRem(c->b, gi, cg_i64(c, s->group), ""), ""),
                               "r");
@@ -449,7 +449,7 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
         return;
     /* the keys' d of this block of 32 (block_tokens apart) */
     LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                   cg_i64(c, c->g->cfg.kv_block_tokens), "");
+                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
     LLVMValueRef dv =
         s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
                 : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
@@ -542,7 +542,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
         LLVMValueRef sc = cg_softcap(c, s->n, cg_scale_sum(c, s->n, acc[i][0]));
         if (s->n->alibi) {
-            LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, c->g->cfg.heads), "");
+            LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, ir_cfg_heads(c->g)), "");
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
         }
         x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past),
@@ -620,7 +620,7 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
 static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool one, LLVMValueRef ps,
                           LLVMValueRef pd) {
     int L = s->lanes;
-    int64_t bt = c->g->cfg.kv_block_tokens;
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
     LLVMValueRef ptrs = NULL;
     for (int j = 0; !one && j < L; j++)
         ptrs = LLVMBuildInsertElement(c->b,
@@ -700,8 +700,33 @@ void cg_emit_split_partials(cg *c, const ir_node *n) {
     c->vf = vf, c->vi = vi;
 }
 
+/* A chunk's m, l (its lanes' sums) and o per row, into the partials. */
+static void store_partials(cg *c, const split *s, LLVMValueRef chunk, LLVMValueRef rows,
+                           LLVMValueRef ms, LLVMValueRef ls, LLVMValueRef os) {
+    int L = s->lanes;
+    cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
+    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""),
+                   part_at(c, s, chunk, lw.i, cg_i64(c, 0)));
+    LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
+                                     cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
+    LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
+    LLVMBuildStore(c->b, lsum, part_at(c, s, chunk, lw.i, cg_i64(c, 1)));
+    /* in vectors (a scalar loop took about 2% of llama3_8b's decode
+     * core), the last one masked: the next row's m follows head_dim */
+    LLVMValueRef src = row_at(c, os, lw.i, s->hdp);
+    LLVMValueRef dst = part_at(c, s, chunk, lw.i, cg_i64(c, 2));
+    for (int64_t v = 0; v < s->nv; v++) {
+        LLVMValueRef ov = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, src, cg_i64(c, v * L)));
+        LLVMValueRef to = cg_gep(c, c->f32, dst, cg_i64(c, v * L)), inside = inside_hd(c, s, v);
+        if (inside)
+            cg_vstore_masked(c, ov, to, inside);
+        else
+            cg_vstore(c, ATTN_DTYPE_F32, ov, to);
+    }
+    cg_for_end(c, &lw);
+}
+
 static void emit_partials(cg *c, const ir_node *n) {
-    const attn_config *cfg = &c->g->cfg;
     split s = split_of(c, n);
     int L = s.lanes;
     ATTNC_ASSERT(s.nv <= SPLIT_MAX_VECTORS && L <= 64);
@@ -724,7 +749,7 @@ static void emit_partials(cg *c, const ir_node *n) {
     cg_chunks ck;
     cg_split_chunks(c, n, &ck);
     LLVMValueRef jfirst = ck.jfirst, jend = ck.jend;
-    LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, cfg->heads), "rows");
+    LLVMValueRef rows = LLVMBuildMul(c->b, c->S, cg_i64(c, ir_cfg_heads(c->g)), "rows");
     /* a thread's chunks are consecutive, so the prefetch of the next tile
      * runs on into its next chunk */
     LLVMValueRef clo, chi;
@@ -736,8 +761,9 @@ static void emit_partials(cg *c, const ir_node *n) {
 
     /* the rows' queries (scaled) and empty results; row = token * heads + head */
     cg_loop lr = cg_for(c, cg_i64(c, 0), rows, "r");
-    LLVMValueRef qi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, lr.i, cg_i64(c, cfg->heads), ""),
-                          LLVMBuildSDiv(c->b, lr.i, cg_i64(c, cfg->heads), "")};
+    LLVMValueRef qi[3] = {cg_i64(c, 0),
+                          LLVMBuildSRem(c->b, lr.i, cg_i64(c, ir_cfg_heads(c->g)), ""),
+                          LLVMBuildSDiv(c->b, lr.i, cg_i64(c, ir_cfg_heads(c->g)), "")};
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
     stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at),
               cg_query_scale(c, n->scale));
@@ -798,33 +824,13 @@ static void emit_partials(cg *c, const ir_node *n) {
     cg_for_end(c, &lu);
     cg_for_end(c, &lt);
 
-    /* the chunk's m, l, o per row */
-    cg_loop lw = cg_for(c, cg_i64(c, 0), rows, "r");
-    LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ms, lw.i), ""),
-                   part_at(c, &s, chunk, lw.i, cg_i64(c, 0)));
-    LLVMValueRef lsum = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, -0.0),
-                                     cg_vload(c, ATTN_DTYPE_F32, row_at(c, ls, lw.i, L)));
-    LLVMSetFastMathFlags(lsum, LLVMFastMathAllowReassoc);
-    LLVMBuildStore(c->b, lsum, part_at(c, &s, chunk, lw.i, cg_i64(c, 1)));
-    /* in vectors (a scalar loop took about 2% of llama3_8b's decode
-     * core), the last one masked: the next row's m follows head_dim */
-    LLVMValueRef src = row_at(c, os, lw.i, s.hdp);
-    LLVMValueRef dst = part_at(c, &s, chunk, lw.i, cg_i64(c, 2));
-    for (int64_t v = 0; v < s.nv; v++) {
-        LLVMValueRef ov = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, src, cg_i64(c, v * L)));
-        LLVMValueRef to = cg_gep(c, c->f32, dst, cg_i64(c, v * L)), inside = inside_hd(c, &s, v);
-        if (inside)
-            cg_vstore_masked(c, ov, to, inside);
-        else
-            cg_vstore(c, ATTN_DTYPE_F32, ov, to);
-    }
-    cg_for_end(c, &lw);
+    store_partials(c, &s, chunk, rows, ms, ls, os);
     cg_for_end(c, &li);
 }
 
 void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     split s = split_base(c, n);
-    int64_t H = c->g->cfg.heads;
+    int64_t H = ir_cfg_heads(c->g);
     ATTNC_ASSERT(n->dt == ATTN_DTYPE_F32);
     cg_kernel_begin(c, name);
     LLVMValueRef wts = cg_slot(c, LLVMArrayType2(c->f32, SPLIT_CHUNKS), NULL);

@@ -23,10 +23,10 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
  * only where activations q8_0's GEMMs use it, and the form they use. */
 static uint32_t table_features(const cg_result *res) {
     uint32_t f = res->target.cpu_features;
-    if (!(res->target.amx && res->g->cfg.compute == ATTN_DTYPE_BF16))
+    if (!(res->target.amx && ir_cfg_bf16(res->g)))
         f &= ~(uint32_t)(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
     uint32_t vnni = ATTN_CPU_AVX512VNNI | ATTN_CPU_AVXVNNI;
-    if (!(res->target.vnni && res->g->cfg.activations == ATTN_DTYPE_Q8_0))
+    if (!(res->target.vnni && ir_cfg_activations(res->g) == ATTN_DTYPE_Q8_0))
         f &= ~vnni;
     else if (res->target.lanes == 16) /* zmm: the EVEX form */
         f &= ~(uint32_t)ATTN_CPU_AVXVNNI;
@@ -41,13 +41,13 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMTypeRef i32 = LLVMInt32TypeInContext(llctx), ptr = LLVMPointerTypeInContext(llctx, 0);
     LLVMTypeRef kparams[3] = {ptr, i32, i32};
     LLVMTypeRef kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(llctx), kparams, 3, false);
-    const char *name = g->cfg.name;
+    const char *name = ir_cfg_name(g);
 
     /* the config, field by field (attn_config.def) into zeroed storage:
      * padding stays 0, and so do the name's bytes after its end */
     attn_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    const attn_config *c = &g->cfg;
+    const attn_config *c = &g->cfg; /* the one reader of every field */
 #define COPY_NAME(f) memcpy(cfg.f, c->f, strnlen(c->f, ATTN_NAME_MAX - 1))
 #define ATTN_FIELD(k, f, key) COPY_##k(f);
 #define ATTN_PLAIN(k, f, key, token, def, lo, hi) COPY_##k(f);

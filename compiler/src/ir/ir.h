@@ -99,6 +99,54 @@ typedef struct ir_graph {
     int next_id;
 } ir_graph;
 
+/* The config the graph was built for (the header `attnc ir` prints and
+ * ir_parse reads back), field by field: ir_cfg_heads(g),
+ * ir_cfg_kv_block_tokens(g), ... one per row of attn_config.def. The
+ * passes and codegen read it through these names only, so what a kernel
+ * depends on is a list to grep, and a field no kernel reads has no
+ * caller there. */
+#define IR_CFG_GET(type, f)                                                                        \
+    static inline type ir_cfg_##f(const ir_graph *g) {                                             \
+        return g->cfg.f;                                                                           \
+    }
+#define IR_CFG_NAME(f) IR_CFG_GET(const char *, f)
+#define IR_CFG_I64(f) IR_CFG_GET(int64_t, f)
+#define IR_CFG_I32(f) IR_CFG_GET(int32_t, f)
+#define IR_CFG_F64(f) IR_CFG_GET(double, f)
+#define IR_CFG_BOOL(f) IR_CFG_GET(bool, f)
+#define IR_CFG_ROPE_STYLE(f) IR_CFG_GET(attn_rope_style, f)
+#define IR_CFG_SCALING(f) IR_CFG_GET(attn_rope_scaling, f)
+#define IR_CFG_QK_NORM(f) IR_CFG_GET(attn_qk_norm, f)
+#define IR_CFG_LAYOUT(f) IR_CFG_GET(attn_layout, f)
+#define IR_CFG_DTYPE(f) IR_CFG_GET(attn_dtype, f)
+#define ATTN_FIELD(kind, f, key) IR_CFG_##kind(f)
+#define ATTN_PLAIN(kind, f, key, token, def, lo, hi) IR_CFG_##kind(f)
+#include "attn_config.def"
+#undef ATTN_FIELD
+#undef ATTN_PLAIN
+
+/* What the runtime derives from the config, as its reference engine does
+ * (attn.h): MLA on, the cache's columns per token (which 0: K, 1: V), the
+ * RoPE frequencies and cos/sin factor, the ALiBi slopes. */
+static inline bool ir_cfg_mla(const ir_graph *g) {
+    return g->cfg.mla_kv_lora_rank > 0;
+}
+static inline bool ir_cfg_bf16(const ir_graph *g) {
+    return g->cfg.compute == ATTN_DTYPE_BF16;
+}
+static inline int64_t ir_cfg_cache_columns(const ir_graph *g, int which) {
+    return attn_cache_columns(&g->cfg, which);
+}
+static inline void ir_cfg_rope_inv_freq(const ir_graph *g, double *inv_freq) {
+    attn_rope_inv_freq(&g->cfg, inv_freq);
+}
+static inline double ir_cfg_rope_cos_factor(const ir_graph *g) {
+    return attn_rope_cos_factor(&g->cfg);
+}
+static inline void ir_cfg_alibi_slopes(const ir_graph *g, double *slope) {
+    attn_alibi_slopes(&g->cfg, slope);
+}
+
 ATTNC_HIDDEN const char *ir_op_name(ir_op op);
 /* The IR_A_* attributes op has. */
 ATTNC_HIDDEN unsigned ir_op_attrs(ir_op op);

@@ -32,9 +32,9 @@ attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         /* a flash of long prefills only (mla_absorb) never has few tokens */
         if (f->dead || f->op != IR_OP_FLASH || f->split_tokens || f->gate > 0)
             continue;
-        int64_t n = SPLIT_STACK_BYTES / (g->cfg.heads * g->cfg.head_dim * 8);
-        if (g->cfg.mla_kv_lora_rank > 0) {
-            n = SPLIT_PARTS_BYTES / (IR_SPLIT_CHUNKS * g->cfg.heads * (f->ne[0].c + 2) * 4);
+        int64_t n = SPLIT_STACK_BYTES / (ir_cfg_heads(g) * ir_cfg_head_dim(g) * 8);
+        if (ir_cfg_mla(g)) {
+            n = SPLIT_PARTS_BYTES / (IR_SPLIT_CHUNKS * ir_cfg_heads(g) * (f->ne[0].c + 2) * 4);
             n = n < 1 ? 1 : n;
         }
         f->split_tokens = n < SPLIT_MAX_TOKENS ? n : SPLIT_MAX_TOKENS;

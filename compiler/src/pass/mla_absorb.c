@@ -137,7 +137,7 @@ attnc_status pass_mla_absorb(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     if (!q || !v)
         return diag_first_code(ctx);
     q->gate = v->gate = -N;
-    v->offset = 0, v->cols = g->cfg.mla_kv_lora_rank;
+    v->offset = 0, v->cols = ir_cfg_mla_kv_lora_rank(g);
     if (!ir_insert(g, q, m) || !ir_insert(g, v, m))
         return diag_first_code(ctx);
     /* the attention again, over q', the latent and v' */

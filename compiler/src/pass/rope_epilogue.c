@@ -37,10 +37,9 @@ static ir_node *view_source(ir_node *n, int64_t *col0) {
 }
 
 attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed) {
-    const attn_config *c = &g->cfg;
-    if (c->head_dim % 32)
+    if (ir_cfg_head_dim(g) % 32)
         return ATTNC_OK;
-    bool rope_ok = c->rope_style != ATTN_ROPE_NONE && c->rotary_dim % 32 == 0;
+    bool rope_ok = ir_cfg_rope_style(g) != ATTN_ROPE_NONE && ir_cfg_rotary_dim(g) % 32 == 0;
     ir_node *table = NULL;
     for (int i = 0; rope_ok && i < g->n_nodes; i++) {
         ir_node *r = g->nodes[i], *h = r->args[0];
@@ -56,7 +55,7 @@ attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed) {
         }
         if (!ir_linear_rope_table(lin))
             lin->args[lin->nargs++] = table;
-        lin->rope_cols = col0 + h->ne[1].c * c->head_dim;
+        lin->rope_cols = col0 + h->ne[1].c * ir_cfg_head_dim(g);
         ir_replace_uses(g, r, h);
         r->dead = true;
         h->n_uses--; /* the rope's own use is gone */
@@ -66,7 +65,7 @@ attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed) {
      * a q8_0 cache quantizes 32 columns at once, which a GEMM panel of
      * two vectors (a head's two halves, with `half` RoPE) does not hold:
      * its appends stay kernels of their own */
-    for (int i = 0; attn_dtype_block(c->kv_dtype) == 1 && i < g->n_nodes; i++) {
+    for (int i = 0; attn_dtype_block(ir_cfg_kv_dtype(g)) == 1 && i < g->n_nodes; i++) {
         ir_node *a = g->nodes[i];
         int64_t col0;
         ir_node *lin =
