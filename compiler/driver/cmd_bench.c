@@ -38,7 +38,7 @@ static const char bench_usage[] =
     "                   [--cache N] [--threads N] [--runs N] [--json] [--ablation]\n"
     "                   [--dtype D] [--kv-dtype D] [--compute C] [--activations A]\n"
     "                   [--cpu NAME] [--disable-pass P]...\n"
-    "                   [--no-cache] [--memory N] [--shard I/N]\n"
+    "                   [--no-cache] [--memory N] [--shard I/N] [--batch N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -59,6 +59,10 @@ static const char bench_usage[] =
     "  --part core      RoPE and attention: every kernel but the projections (with\n"
     "                   rope_epilogue, RoPE and the cache store run inside the q/k/v\n"
     "                   projection and count as block)\n"
+    "  --batch N        N sequences in each timed call (default 1), each decoding\n"
+    "                   one token after --cache tokens or prefilling --seq tokens;\n"
+    "                   the work and bytes are N times one sequence's, the\n"
+    "                   weights' bytes once (--part block only)\n"
     "  --memory N       cross-attention (needed then): each sequence attends to N\n"
     "                   memory rows, projected once by attn_seq_set_memory before\n"
     "                   the timed calls (its time is printed, not counted);\n"
@@ -79,7 +83,7 @@ static const char bench_usage[] =
     "  --no-cache       compile every variant anew: neither read nor write the\n"
     "                   kernel cache (attnc cache --help)\n"
     "  --json           one JSON object per row: spec, mode, part, cpu, seq, compute,\n"
-    "                   activations, cache,\n"
+    "                   activations, cache, batch,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
@@ -404,6 +408,7 @@ typedef struct bench {
     bool no_cache;
     const char *cpu;     /* NULL: this CPU */
     int64_t memory;      /* cross-attention: memory rows (0: self-attention) */
+    int batch;           /* sequences in each timed call */
     float *mem;          /* [memory, memory_dim] */
     attnc_options shard; /* its shard_index and shard_count (0 of 0: whole) */
 } bench;
@@ -415,8 +420,9 @@ static double cache_token_bytes(const attn_config *c) {
            (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
 }
 
-/* The useful work of one timed call (see the usage text). */
-static void work(const bench *b, double *flops, double *bytes) {
+/* The useful work of one sequence's call (see the usage text); *wbytes
+ * the weights' share of *bytes. */
+static void work_one(const bench *b, double *flops, double *bytes, double *wbytes) {
     const attn_config *c = &b->cfg;
     double P = b->decode ? (double)b->cache : 0, S = b->decode ? 1 : (double)b->seq;
     double pairs = 0; /* (query, visible key) pairs */
@@ -431,6 +437,7 @@ static void work(const bench *b, double *flops, double *bytes) {
         pairs = S * (double)b->memory, kv_keys = (double)b->memory;
     *flops = 4 * hd * H * pairs;
     *bytes = kv_keys * cache_token_bytes(c) + 2 * S * qd * 4;
+    *wbytes = 0;
     if (c->mla_kv_lora_rank > 0) { /* attention over the latent (absorbed) */
         double L = (double)c->mla_kv_lora_rank, r = (double)c->mla_qk_rope_head_dim;
         double n = (double)c->mla_qk_nope_head_dim, dv = (double)c->mla_v_head_dim;
@@ -447,19 +454,30 @@ static void work(const bench *b, double *flops, double *bytes) {
          * every key expanded */
         *flops += 2 * S * (wq + D * lat + wo) + 2 * (expanded ? kv_keys : S) * H * (n + dv) * L;
         /* kv_b_proj is kept in f32 */
-        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(wq + D * lat + wo)) +
-                  H * (n + dv) * L * 4 + 2 * S * D * 4;
+        *wbytes =
+            (double)attn_dtype_bytes(c->dtype, (int64_t)(wq + D * lat + wo)) + H * (n + dv) * L * 4;
+        *bytes += *wbytes + 2 * S * D * 4;
         return;
     }
     if (!b->core && b->memory) { /* K and V were projected with the memory */
         *flops += 4 * S * D * qd;
-        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(2 * qd * D)) + 2 * S * D * 4;
+        *wbytes = (double)attn_dtype_bytes(c->dtype, (int64_t)(2 * qd * D));
+        *bytes += *wbytes + 2 * S * D * 4;
     } else if (!b->core) {
         *flops += 2 * S * D * (qd + 2 * kv) + 2 * S * qd * D;
         /* the block formats at their size: 34 or 18 bytes per 32 weights */
-        *bytes += (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D)) +
-                  2 * S * D * 4;
+        *wbytes = (double)attn_dtype_bytes(c->dtype, (int64_t)(D * (qd + 2 * kv) + qd * D));
+        *bytes += *wbytes + 2 * S * D * 4;
     }
+}
+
+/* The useful work of one timed call: --batch sequences' own, the
+ * weights read once. */
+static void work(const bench *b, double *flops, double *bytes) {
+    double wbytes;
+    work_one(b, flops, bytes, &wbytes);
+    *flops *= b->batch;
+    *bytes = (*bytes - wbytes) * b->batch + wbytes;
 }
 
 /* A step --part core leaves out: the linears, and MLA's products with
@@ -564,16 +582,23 @@ static int runner_new(const bench *b, const char *extra, int64_t capacity, runne
     return EXIT_OK;
 }
 
-/* One forward of n tokens of x on seq; prints the cache's error. */
-static int forward(runner *r, int32_t seq, int64_t n, const float *x, float *y) {
-    int32_t n32 = (int32_t)n;
-    attn_status st = attn_forward(r->block, r->cache, 1, &seq, &n32, x, y);
+/* One forward of ns[i] tokens on each sequence seqs[i], x their rows in
+ * turn; prints the cache's error. */
+static int forward_all(runner *r, int n, const int32_t *seqs, const int32_t *ns, const float *x,
+                       float *y) {
+    attn_status st = attn_forward(r->block, r->cache, n, seqs, ns, x, y);
     if (st) {
         attn_msg m;
         snprintf(m.text, sizeof m.text, "%s", attn_cache_error(r->cache));
         return runtime_error(st, &m);
     }
     return EXIT_OK;
+}
+
+/* One forward of n tokens of x on seq. */
+static int forward(runner *r, int32_t seq, int64_t n, const float *x, float *y) {
+    int32_t n32 = (int32_t)n;
+    return forward_all(r, 1, &seq, &n32, x, y);
 }
 
 /* Cross-attention: the bench's memory into seq (nothing otherwise); its
@@ -646,6 +671,35 @@ static int check(const bench *b, runner *r, double *err) {
     return rc;
 }
 
+/* b->batch new sequences, each with the bench's memory and, decoding,
+ * the past tokens of x (untimed). */
+static int fill_batch(const bench *b, runner *r, int32_t *seqs, int64_t past, const float *x,
+                      float *y) {
+    int rc = EXIT_OK;
+    for (int i = 0; i < b->batch; i++)
+        seqs[i] = -1;
+    for (int i = 0; rc == EXIT_OK && i < b->batch; i++) {
+        attn_status st = attn_seq_new(r->cache, &seqs[i]);
+        rc = st ? runtime_error(st, NULL) : EXIT_OK;
+        double mem_secs = 0;
+        if (rc == EXIT_OK)
+            rc = set_memory(b, r, seqs[i], &mem_secs);
+        if (rc == EXIT_OK && b->memory && i == 0)
+            fprintf(stderr,
+                    "bench: %s: the memory's K/V projections (%lld rows, untimed): %.3f ms\n",
+                    b->spec, (long long)b->memory, mem_secs * 1e3);
+        if (rc == EXIT_OK && b->decode && past) /* the cache to decode against, not timed */
+            rc = forward(r, seqs[i], past, x, y);
+    }
+    return rc;
+}
+
+static void free_batch(const bench *b, runner *r, const int32_t *seqs) {
+    for (int i = 0; i < b->batch; i++)
+        if (seqs[i] >= 0)
+            attn_seq_free(r->cache, seqs[i]);
+}
+
 /* Times the warm-up and b->runs calls; times[k] in seconds, bw[k] the
  * read bandwidth (GB/s) measured just before call k. */
 static int time_runs(const bench *b, runner *r, const probes *pb, const char *variant,
@@ -653,54 +707,57 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
     const attn_config *c = &b->cfg;
     /* cross-attention decodes one token against the memory, no cached tokens */
     int64_t past = b->memory ? 0 : b->cache;
-    int64_t D = c->d_model, n = b->decode ? past + 1 : b->seq;
-    float *x = random_input(n * D, 5), *y = malloc((size_t)(n * D) * sizeof *y);
-    if (!x || !y) {
-        free(x);
-        free(y);
+    int64_t D = c->d_model, n = b->decode ? past + 1 : b->seq, S = b->decode ? 1 : b->seq;
+    int N = b->batch;
+    /* x: one sequence's tokens; xs: the S rows each sequence takes, in turn */
+    float *x = random_input(n * D, 5), *xs = N > 1 ? malloc((size_t)(N * S * D) * sizeof *xs) : x;
+    float *y = malloc((size_t)((n > N * S ? n : N * S) * D) * sizeof *y);
+    int32_t *seqs = malloc((size_t)N * 2 * sizeof *seqs), *ns = seqs ? seqs + N : NULL;
+    if (!x || !xs || !y || !seqs) {
+        free(x), free(y), free(seqs);
+        if (N > 1)
+            free(xs);
         return runtime_error(ATTN_E_NOMEM, NULL);
     }
+    for (int i = 0; i < N; i++)
+        ns[i] = (int32_t)S;
+    for (int i = 0; N > 1 && i < N; i++)
+        memcpy(xs + (int64_t)i * S * D, x + (n - S) * D, (size_t)(S * D) * sizeof *xs);
+    const float *xin = N > 1 ? xs : x + (n - S) * D;
     const attn_kernels *k = attnc_jit_kernels(r->jit);
-    int32_t seq = -1;
-    attn_status st = attn_seq_new(r->cache, &seq);
-    int rc = st ? runtime_error(st, NULL) : EXIT_OK;
-    double mem_secs = 0;
-    if (rc == EXIT_OK)
-        rc = set_memory(b, r, seq, &mem_secs);
-    if (rc == EXIT_OK && b->memory)
-        fprintf(stderr, "bench: %s: the memory's K/V projections (%lld rows, untimed): %.3f ms\n",
-                b->spec, (long long)b->memory, mem_secs * 1e3);
-    if (rc == EXIT_OK && b->decode && past) /* the cache to decode against, not timed */
-        rc = forward(r, seq, past, x, y);
+    int rc = fill_batch(b, r, seqs, past, x, y);
     for (int run = -1; rc == EXIT_OK && run < b->runs; run++) {
         if (run >= 0 && (bw[run] = probe_read(pb, PROBE_RUN_FLOATS)) < 0) {
             rc = read_probe_error();
             break;
         }
         if (b->decode && run >= 0) { /* after the probe, the caches as a decode loop leaves them */
-            rc = forward(r, seq, 1, x + past * D, y + past * D);
-            attn_seq_truncate(r->cache, seq, past);
+            rc = forward_all(r, N, seqs, ns, xin, y);
+            for (int i = 0; i < N; i++)
+                attn_seq_truncate(r->cache, seqs[i], past);
             if (rc != EXIT_OK)
                 break;
         }
         if (!b->decode && run >= 0 && b->memory) { /* the memory stays */
-            attn_seq_truncate(r->cache, seq, 0);
+            for (int i = 0; i < N; i++)
+                attn_seq_truncate(r->cache, seqs[i], 0);
         } else if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
-            attn_seq_free(r->cache, seq);
-            attn_seq_new(r->cache, &seq);
+            for (int i = 0; i < N; i++) {
+                attn_seq_free(r->cache, seqs[i]);
+                attn_seq_new(r->cache, &seqs[i]);
+            }
         }
         attn_cache_profile(r->cache, b->core);
         double t0 = now_seconds();
-        rc = b->decode ? forward(r, seq, 1, x + past * D, y + past * D)
-                       : forward(r, seq, b->seq, x, y);
+        rc = forward_all(r, N, seqs, ns, xin, y);
         double dt = now_seconds() - t0;
-        if (b->decode)
-            attn_seq_truncate(r->cache, seq, past);
+        for (int i = 0; b->decode && i < N; i++)
+            attn_seq_truncate(r->cache, seqs[i], past);
         if (b->core) {
-            uint32_t ns;
-            const double *sec = attn_cache_step_seconds(r->cache, &ns);
+            uint32_t n_steps;
+            const double *sec = attn_cache_step_seconds(r->cache, &n_steps);
             dt = 0;
-            for (uint32_t i = 0; i < ns; i++)
+            for (uint32_t i = 0; i < n_steps; i++)
                 if (!is_projection(k->steps[i].name))
                     dt += sec[i];
         }
@@ -711,10 +768,10 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
                     dt * 1e3);
     }
     attn_cache_profile(r->cache, false);
-    if (seq >= 0)
-        attn_seq_free(r->cache, seq);
-    free(x);
-    free(y);
+    free_batch(b, r, seqs);
+    free(x), free(y), free(seqs);
+    if (N > 1)
+        free(xs);
     return rc;
 }
 
@@ -754,6 +811,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddStringToObject(o, "activations", attn_dtype_name(b->cfg.activations));
         cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "memory", (double)b->memory);
+        cJSON_AddNumberToObject(o, "batch", b->batch);
         if (b->cfg.shard_count > 1) {
             char sh[64];
             snprintf(sh, sizeof sh, "%lld/%lld", (long long)b->cfg.shard_index,
@@ -803,7 +861,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
                          bool json, bool first) {
     runner r = {0};
     int64_t n = b->memory ? b->memory : b->decode ? b->cache + 1 : b->seq;
-    int64_t capacity = (n > 98 ? n : 98) + 2 * b->cfg.kv_block_tokens;
+    int64_t capacity = (n + 2 * b->cfg.kv_block_tokens) * b->batch + 98;
     double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times),
            *bw = times ? times + 2 * b->runs : NULL;
     char variant[64];
@@ -839,7 +897,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     const char *help = NULL, *seq_s = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
     const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
     const char *compute_s = NULL, *activations_s = NULL;
-    const char *memory_s = NULL, *pos[1];
+    const char *memory_s = NULL, *batch_s = NULL, *pos[1];
     q->mode = "prefill", q->part = "block";
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -860,6 +918,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         {"--no-cache", NULL, false, &no_cache, NULL, 0},
         {"--memory", NULL, true, &memory_s, NULL, 0},
         {"--shard", NULL, true, &q->shard_s, NULL, 0},
+        {"--batch", NULL, true, &batch_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -882,14 +941,17 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
                            "--seq is for --mode prefill; decode adds one token to --cache");
     if (!b->decode && q->cache_s)
         return usage_error("bench", "--cache is for --mode decode");
-    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7;
+    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7, batch = 1;
     if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
         (q->cache_s &&
          !parse_int("bench", "--cache", q->cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
         (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
-        (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)))
+        (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)) ||
+        (batch_s && !parse_int("bench", "--batch", batch_s, 1, 4096, &batch)))
         return EXIT_USAGE;
+    if (batch > 1 && b->core)
+        return usage_error("bench", "--batch times whole calls: it is for --part block");
     q->dtype = q->kv_dtype = q->compute = q->activations = ATTN_DTYPE_COUNT;
     if (activations_s && strcmp(activations_s, "f32") && strcmp(activations_s, "q8_0"))
         return usage_error("bench", "--activations expects f32 or q8_0, found '%s'", activations_s);
@@ -911,6 +973,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     b->cache = cache;
     b->threads = (int)threads;
     b->runs = (int)runs;
+    b->batch = (int)batch;
     q->json = json != NULL;
     q->ablation = ablation != NULL;
     return EXIT_OK;
@@ -991,6 +1054,9 @@ static int bench_rows(bench *b, const bench_ask *q) {
             char against[64] = "";
             if (cross)
                 snprintf(against, sizeof against, ", memory %lld rows", (long long)b->memory);
+            if (b->batch > 1)
+                snprintf(against + strlen(against), sizeof against - strlen(against), ", batch %d",
+                         b->batch);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
                    "%s (%.0f bytes a token), compute %s, activations %s%s%s\n",
                    b->cfg.name, q->mode, q->part, b->decode ? "cache" : "seq",

@@ -3,8 +3,11 @@
  * with reference counts, a block table per sequence, and the scratch of
  * its forwards. A forward checks everything first, then reserves blocks
  * (copying a shared partial block on write), then runs the kernel table:
- * token-phase steps once over the whole batch, each run of sequence-phase
- * steps once per sequence, a barrier after every step.
+ * token-phase steps once over the whole batch, a barrier after each; the
+ * sequence-phase steps of one schedule (schedule()): a sequence with more
+ * than a thread's share of the work by every thread, a barrier after each
+ * step, then the others whole on one thread each, balanced by their cost,
+ * with one barrier at the end.
  *
  * A cross-attention block's sequences hold their memory's K/V instead:
  * attn_seq_set_memory runs the memory-phase steps once over its rows
@@ -44,6 +47,13 @@ struct attn_cache {
     int64_t cap_tokens;
     attn_kernel_args *args; /* [cap_batch + 1]: per sequence, then the batch */
     int cap_batch;
+    /* the sequence phase's schedule (schedule()): order[0..n_team) the
+     * sequences every thread runs, then order[n_team..n_run) those run
+     * whole by thread owner[k] alone (its scratch: solo_bytes each) */
+    int32_t *order, *owner; /* [cap_batch] */
+    double *load;           /* [cap_threads] */
+    int n_team, n_run, cap_threads;
+    size_t solo_bytes[ATTN_MAX_BUFFERS];
     double *step_seconds; /* owned [n_steps] while profiling, else NULL */
     attn_msg error;       /* the last failure */
 };
@@ -129,6 +139,9 @@ void attn_cache_free(attn_cache *c) {
     free(c->pos);
     free(c->slot);
     free(c->args);
+    free(c->order);
+    free(c->owner);
+    free(c->load);
     free(c->step_seconds);
     free(c);
 }
@@ -307,10 +320,24 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
     }
     if (n > c->cap_batch) {
         attn_kernel_args *a = realloc(c->args, ((size_t)n + 1) * sizeof *a);
-        if (!a)
+        if (a)
+            c->args = a;
+        int32_t *o = a ? realloc(c->order, (size_t)n * sizeof *o) : NULL;
+        if (o)
+            c->order = o;
+        int32_t *w = o ? realloc(c->owner, (size_t)n * sizeof *w) : NULL;
+        if (!w)
             return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
-        c->args = a;
+        c->owner = w;
         c->cap_batch = n;
+    }
+    if (c->b->n_threads > c->cap_threads) {
+        double *l = realloc(c->load, (size_t)c->b->n_threads * sizeof *l);
+        if (!l)
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %d threads",
+                           c->b->n_threads);
+        c->load = l;
+        c->cap_threads = c->b->n_threads;
     }
     if (scratch > c->scratch_bytes) {
         void *p = NULL;
@@ -372,6 +399,67 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
  * (prefill_min) in prefills of at least that many into no tokens. */
 static bool runs(const attn_buffer_desc *d, int64_t S, int64_t P) {
     return d->prefill_min <= 0 || (S >= d->prefill_min && P == 0);
+}
+
+/* What one sequence's attention costs: its rows times the keys they see. */
+static double seq_cost(const attn_cache *c, int64_t P, int64_t S) {
+    return (double)S * (double)visible_keys(c, P, S);
+}
+
+/* The sequence phase of a batch on T threads, without a barrier between
+ * sequences where it can: a sequence costing more than a thread's share
+ * of the batch runs on every thread (its steps split among them, a
+ * barrier after each), as a batch of one does; the others run whole, each
+ * on one thread, the costliest first onto the least loaded one (longest
+ * processing time first), each thread its own copy of their per-sequence
+ * scratch (solo_bytes). One thread, or profiling step times, keeps every
+ * sequence on the team. The results are the same either way: a kernel's
+ * output does not depend on its thread count. */
+static void schedule(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens, int T) {
+    const attn_kernels *k = c->b->k;
+    double total = 0;
+    for (int q = 0; q < n; q++)
+        total += seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
+    int nt = 0, ns = 0;
+    int32_t *solo = c->owner; /* the solo sequences, before they have owners */
+    for (int q = 0; q < n; q++) {
+        double cost = seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
+        if (n_tokens[q] == 0)
+            continue;
+        if (T > 1 && !c->step_seconds && cost * T <= total)
+            solo[ns++] = q;
+        else
+            c->order[nt++] = q;
+    }
+    for (int i = 1; i < ns; i++) /* costliest first (insertion sort: stable) */
+        for (int j = i; j > 0; j--) {
+            int32_t a = solo[j - 1], b = solo[j];
+            if (seq_cost(c, held(c, &c->seqs[seqs[a]]), n_tokens[a]) >=
+                seq_cost(c, held(c, &c->seqs[seqs[b]]), n_tokens[b]))
+                break;
+            solo[j - 1] = b, solo[j] = a;
+        }
+    memcpy(c->order + nt, solo, (size_t)ns * sizeof *solo);
+    c->n_team = nt, c->n_run = nt + ns;
+    for (int t = 0; t < T; t++)
+        c->load[t] = 0;
+    for (int i = nt; i < c->n_run; i++) {
+        int q = c->order[i], least = 0;
+        for (int t = 1; t < T; t++)
+            least = c->load[t] < c->load[least] ? t : least;
+        c->owner[i] = least;
+        c->load[least] += seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
+    }
+    for (uint32_t i = 0; i < k->n_buffers; i++) {
+        const attn_buffer_desc *d = &k->buffers[i];
+        c->solo_bytes[i] = 0;
+        for (int j = nt; j < c->n_run && d->role == ATTN_BUF_SCRATCH && d->per_sequence; j++) {
+            int q = c->order[j];
+            int64_t S = n_tokens[q], P = held(c, &c->seqs[seqs[q]]);
+            size_t sz = runs(d, S, P) ? buf_bytes(d, S, visible_keys(c, P, S)) : 0;
+            c->solo_bytes[i] = sz > c->solo_bytes[i] ? sz : c->solo_bytes[i];
+        }
+    }
 }
 
 /* Scratch bytes[i] of each buffer of a step over total rows: batch
@@ -541,9 +629,16 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
 
     const attn_kernels *k = b->k;
-    size_t bytes[ATTN_MAX_BUFFERS];
-    attn_status st = reserve(c, n, total, scratch_bytes(c, total, n, seqs, n_tokens, bytes));
+    size_t bytes[ATTN_MAX_BUFFERS], shared = scratch_bytes(c, total, n, seqs, n_tokens, bytes);
+    attn_status st = reserve(c, n, total, 0); /* the schedule's arrays */
     if (st)
+        return st;
+    int T = b->n_threads;
+    schedule(c, n, seqs, n_tokens, T);
+    size_t solo = 0; /* each thread's copy of its solo sequences' scratch */
+    for (uint32_t i = 0; i < k->n_buffers; i++)
+        solo += c->solo_bytes[i];
+    if ((st = reserve(c, n, total, shared + (size_t)T * solo)))
         return st;
 
     /* nothing can fail from here on */
@@ -559,6 +654,14 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         c->args[q].block_table = s->table;
         place(c, s, n_tokens[q], c->pos + row, c->slot + row);
         row += n_tokens[q];
+    }
+    for (int j = c->n_team; j < c->n_run; j++) { /* a solo sequence: its thread's scratch */
+        size_t at = shared + (size_t)c->owner[j] * solo;
+        for (uint32_t i = 0; i < k->n_buffers; i++) {
+            if (c->solo_bytes[i])
+                c->args[c->order[j]].buf[i] = (char *)c->scratch + at;
+            at += c->solo_bytes[i];
+        }
     }
 
 #pragma omp parallel num_threads(b->n_threads)
@@ -577,11 +680,14 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
             uint32_t end = i;
             while (end < k->n_steps && k->steps[end].phase == ATTN_PHASE_SEQUENCE)
                 end++;
-            for (int q = 0; q < n; q++) {
-                if (c->args[q].n_tokens == 0)
-                    continue;
+            for (int t = 0; t < c->n_team; t++)
                 for (uint32_t j = i; j < end; j++)
-                    run_step(c, j, &c->args[q], ith, nth);
+                    run_step(c, j, &c->args[c->order[t]], ith, nth);
+            for (int t = c->n_team; t < c->n_run; t++) /* fewer threads than asked: shared out */
+                for (uint32_t j = i; j < end && (uint32_t)c->owner[t] % nth == ith; j++)
+                    k->steps[j].fn(&c->args[c->order[t]], 0, 1);
+            if (c->n_run > c->n_team) {
+#pragma omp barrier
             }
             i = end;
         }

@@ -138,14 +138,19 @@ static void bench_decode_rows(void **state) {
     assert_true(num(r[0], "flops") == 4.0 * 64 * 12 * 51);
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
-    /* other dtypes: the block's bytes are bf16 weights and an f16 cache */
+    /* other dtypes: the block's bytes are bf16 weights and an f16 cache;
+     * a batch of 3 sequences: 3 times a sequence's work, the weights once */
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50", "--json",
-                           "--runs", "5", "--dtype", "bf16", "--kv-dtype", "f16"),
+                           "--runs", "5", "--dtype", "bf16", "--kv-dtype", "f16", "--batch", "3"),
                      0);
     assert_int_equal(rows(f, r), 1);
+    assert_int_equal((int)num(r[0], "batch"), 3);
     double D = 768, qd = 12 * 64, kv = 4 * 64;
-    double want = 2 * 51 * kv * 2 + 2 * qd * 4 + (D * (qd + 2 * kv) + qd * D) * 2 + 2 * D * 4;
-    assert_true(num(r[0], "bytes") == want);
+    double own = 2 * 51 * kv * 2 + 2 * qd * 4 + 2 * D * 4,
+           weights = (D * (qd + 2 * kv) + qd * D) * 2;
+    assert_true(num(r[0], "bytes") == 3 * own + weights);
+    assert_true(num(r[0], "flops") ==
+                3 * (4.0 * 64 * 12 * 51 + 2 * D * (qd + 2 * kv) + 2 * qd * D));
     assert_true(num(r[0], "cache_token_bytes") == 2 * kv * 2); /* K and V rows in f16 */
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
@@ -298,6 +303,8 @@ static void bench_and_roofline_refuse_bad_arguments(void **state) {
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--disable-pass", "nope"), 1);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--dtype", "f64"), 1);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--kv-dtype", "int8"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--batch", "0"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--batch", "2", "--part", "core"), 1);
     assert_int_equal(ATTNC(f, "bench"), 1);
     assert_int_equal(ATTNC(f, "roofline", "extra"), 1);
     assert_int_equal(ATTNC(f, "bench", ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml"), 2);

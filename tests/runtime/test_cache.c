@@ -230,6 +230,55 @@ static void batched_forward_equals_one_forward_per_sequence(void **state) {
     attn_cache_free(co);
 }
 
+/* One call of many sequences, scheduled: the cheap ones run whole on one
+ * thread each, side by side (their own scratch), a costly one on every
+ * thread first; bitwise the outputs of one call per sequence, on 3
+ * threads and on 1. */
+static void scheduled_batch_is_bitwise_one_call_per_sequence(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    enum { N = 13 };
+    int32_t pre[N], now[N], total = 0;
+    for (int i = 0; i < N; i++) /* 12 decodes of 1..78 cached tokens, one prefill of 60 */
+        pre[i] = i < N - 1 ? 7 * i + 1 : 0, now[i] = i < N - 1 ? 1 : 60, total += now[i];
+    float *x = random_floats((size_t)(80 * N * D), 21);
+    float *y_one = malloc((size_t)(total * D) * sizeof(float));
+    float *y_batch = malloc((size_t)(total * D) * sizeof(float)),
+          *xb = malloc((size_t)(total * D) * sizeof(float));
+    float *junk = malloc((size_t)(80 * D) * sizeof(float));
+    for (int threads = 3; threads >= 1; threads -= 2) {
+        attn_block_options bo = attn_block_options_default();
+        bo.n_threads = threads;
+        attn_block *b;
+        assert_int_equal(attn_block_new(attnc_jit_kernels(f->jit), &bo, &b), ATTN_OK);
+        assert_int_equal(attn_block_set_weights(b, f->w), ATTN_OK);
+        attn_cache *cb, *co;
+        assert_int_equal(attn_cache_new(b, 2048, &cb), ATTN_OK);
+        assert_int_equal(attn_cache_new(b, 2048, &co), ATTN_OK);
+        int32_t sb[N], so[N];
+        int64_t row = 0;
+        for (int i = 0; i < N; i++) {
+            const float *h = x + (int64_t)i * 80 * D;
+            assert_int_equal(attn_seq_new(cb, &sb[i]), ATTN_OK);
+            assert_int_equal(attn_seq_new(co, &so[i]), ATTN_OK);
+            if (pre[i]) {
+                assert_int_equal(attn_forward(b, cb, 1, &sb[i], &pre[i], h, junk), ATTN_OK);
+                assert_int_equal(attn_forward(b, co, 1, &so[i], &pre[i], h, junk), ATTN_OK);
+            }
+            memcpy(xb + row * D, h + pre[i] * D, (size_t)(now[i] * D) * sizeof(float));
+            assert_int_equal(attn_forward(b, co, 1, &so[i], &now[i], xb + row * D, y_one + row * D),
+                             ATTN_OK);
+            row += now[i];
+        }
+        assert_int_equal(attn_forward(b, cb, N, sb, now, xb, y_batch), ATTN_OK);
+        assert_memory_equal(y_batch, y_one, (size_t)(total * D) * sizeof(float));
+        attn_cache_free(cb);
+        attn_cache_free(co);
+        attn_block_free(b);
+    }
+    free(x), free(y_one), free(y_batch), free(xb), free(junk);
+}
+
 /* The model: each live sequence's history of inputs. */
 typedef struct model_seq {
     bool live;
@@ -474,6 +523,7 @@ int main(void) {
         cmocka_unit_test(truncate_then_reappend_equals_fresh_run),
         cmocka_unit_test(capacity_exhaustion_leaves_every_sequence_intact),
         cmocka_unit_test(batched_forward_equals_one_forward_per_sequence),
+        cmocka_unit_test(scheduled_batch_is_bitwise_one_call_per_sequence),
         cmocka_unit_test(random_operations_match_a_model_and_the_reference),
         cmocka_unit_test(errors_are_statuses),
         cmocka_unit_test(positions_beyond_max_tokens_are_refused),
