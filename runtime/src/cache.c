@@ -19,6 +19,12 @@
 
 #include "block.h"
 
+/* A sequence of a batch and the cost of its attention (schedule()). */
+typedef struct sched_item {
+    double cost;
+    int32_t q;
+} sched_item;
+
 typedef struct seq {
     bool live;
     int64_t len;
@@ -51,6 +57,7 @@ struct attn_cache {
      * sequences every thread runs, then order[n_team..n_run) those run
      * whole by thread owner[k] alone (its scratch: solo_bytes each) */
     int32_t *order, *owner; /* [cap_batch] */
+    sched_item *items;      /* [cap_batch] */
     double *load;           /* [cap_threads] */
     int n_team, n_run, cap_threads;
     size_t solo_bytes[ATTN_MAX_BUFFERS];
@@ -141,6 +148,7 @@ void attn_cache_free(attn_cache *c) {
     free(c->args);
     free(c->order);
     free(c->owner);
+    free(c->items);
     free(c->load);
     free(c->step_seconds);
     free(c);
@@ -326,9 +334,12 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
         if (o)
             c->order = o;
         int32_t *w = o ? realloc(c->owner, (size_t)n * sizeof *w) : NULL;
-        if (!w)
+        if (w)
+            c->owner = w;
+        sched_item *it = w ? realloc(c->items, (size_t)n * sizeof *it) : NULL;
+        if (!it)
             return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
-        c->owner = w;
+        c->items = it;
         c->cap_batch = n;
     }
     if (c->b->n_threads > c->cap_threads) {
@@ -415,40 +426,41 @@ static double seq_cost(const attn_cache *c, int64_t P, int64_t S) {
  * scratch (solo_bytes). One thread, or profiling step times, keeps every
  * sequence on the team. The results are the same either way: a kernel's
  * output does not depend on its thread count. */
+static int costlier_first(const void *a, const void *b) {
+    const sched_item *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? 1 : -1;
+    return (x->q > y->q) - (x->q < y->q); /* ties in batch order */
+}
+
 static void schedule(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens, int T) {
     const attn_kernels *k = c->b->k;
+    sched_item *it = c->items;
     double total = 0;
-    for (int q = 0; q < n; q++)
-        total += seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
-    int nt = 0, ns = 0;
-    int32_t *solo = c->owner; /* the solo sequences, before they have owners */
     for (int q = 0; q < n; q++) {
-        double cost = seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
+        it[q] = (sched_item){seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]), q};
+        total += it[q].cost;
+    }
+    int nt = 0, ns = 0; /* it[0..ns): the solo sequences, gathered in place */
+    for (int q = 0; q < n; q++) {
         if (n_tokens[q] == 0)
             continue;
-        if (T > 1 && !c->step_seconds && cost * T <= total)
-            solo[ns++] = q;
+        if (T > 1 && !c->step_seconds && it[q].cost * T <= total)
+            it[ns++] = it[q];
         else
             c->order[nt++] = q;
     }
-    for (int i = 1; i < ns; i++) /* costliest first (insertion sort: stable) */
-        for (int j = i; j > 0; j--) {
-            int32_t a = solo[j - 1], b = solo[j];
-            if (seq_cost(c, held(c, &c->seqs[seqs[a]]), n_tokens[a]) >=
-                seq_cost(c, held(c, &c->seqs[seqs[b]]), n_tokens[b]))
-                break;
-            solo[j - 1] = b, solo[j] = a;
-        }
-    memcpy(c->order + nt, solo, (size_t)ns * sizeof *solo);
+    qsort(it, (size_t)ns, sizeof *it, costlier_first);
     c->n_team = nt, c->n_run = nt + ns;
     for (int t = 0; t < T; t++)
         c->load[t] = 0;
-    for (int i = nt; i < c->n_run; i++) {
-        int q = c->order[i], least = 0;
+    for (int i = 0; i < ns; i++) {
+        int least = 0;
         for (int t = 1; t < T; t++)
             least = c->load[t] < c->load[least] ? t : least;
-        c->owner[i] = least;
-        c->load[least] += seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]);
+        c->order[nt + i] = it[i].q;
+        c->owner[nt + i] = least;
+        c->load[least] += it[i].cost;
     }
     for (uint32_t i = 0; i < k->n_buffers; i++) {
         const attn_buffer_desc *d = &k->buffers[i];
