@@ -144,7 +144,8 @@ class _StInfo(Structure):  # attn_st_info
 
 class _CacheStats(Structure):  # attn_cache_stats
     _fields_ = [("blocks_total", c_int64), ("blocks_used", c_int64), ("blocks_free", c_int64),
-                ("block_tokens", c_int64), ("sequences", c_int32)]
+                ("block_tokens", c_int64), ("sequences", c_int32),
+                ("published_blocks", c_int64), ("evicted_blocks", c_int64)]
 
 
 def _fn(lib, name, res, *args):
@@ -193,6 +194,10 @@ _seq_fork = _fn(_rt, "attn_seq_fork", c_int, c_void_p, c_int32, POINTER(c_int32)
 _seq_truncate = _fn(_rt, "attn_seq_truncate", c_int, c_void_p, c_int32, c_int64)
 _seq_free = _fn(_rt, "attn_seq_free", c_int, c_void_p, c_int32)
 _seq_len = _fn(_rt, "attn_seq_len", c_int64, c_void_p, c_int32)
+_cache_publish = _fn(_rt, "attn_cache_publish", c_int, c_void_p, c_int32, c_int64,
+                     POINTER(ctypes.c_uint64))
+_seq_from_prefix = _fn(_rt, "attn_seq_from_prefix", c_int, c_void_p, c_int64,
+                       POINTER(ctypes.c_uint64), POINTER(c_int32), POINTER(c_int64))
 _seq_set_memory = _fn(_rt, "attn_seq_set_memory", c_int, c_void_p, c_int32, c_int64, c_void_p)
 _forward = _fn(_rt, "attn_forward", c_int, c_void_p, c_void_p, c_int, POINTER(c_int32),
                POINTER(c_int32), c_void_p, c_void_p)
@@ -548,8 +553,39 @@ class Cache:
         self._check(_seq_new(self._c, byref(s)))
         return Seq(self, s.value)
 
+    @staticmethod
+    def _keys(keys):
+        try:
+            ks = [int(k) for k in keys]
+        except TypeError:
+            raise Error("attnc: keys must be a sequence of integers, got %s" %
+                        type(keys).__name__) from None
+        for k in ks:
+            if not 0 <= k < 1 << 64:
+                raise Error("attnc: key %d is not an unsigned 64-bit integer" % k)
+        return len(ks), (ctypes.c_uint64 * max(1, len(ks)))(*ks)
+
+    def publish(self, seq, keys):
+        """Publishes seq's first len(keys) full blocks: keys[i] (an unsigned
+        64-bit integer) names the content of blocks 0..i, chained by the
+        caller, e.g. a hash of keys[i-1] and block i's token ids."""
+        if seq.cache is not self:
+            raise Error("attnc: sequence %d belongs to another cache" % seq.id)
+        n, arr = self._keys(keys)
+        self._check(_cache_publish(self._c, seq.id, n, arr))
+
+    def from_prefix(self, keys):
+        """A new sequence holding the longest published chain keys starts
+        with (blocks shared), and how many tokens it holds: (Seq, n_tokens).
+        Feed it the tokens after those."""
+        n, arr = self._keys(keys)
+        s, got = c_int32(), c_int64()
+        self._check(_seq_from_prefix(self._c, n, arr, byref(s), byref(got)))
+        return Seq(self, s.value), got.value
+
     def stats(self):
-        """Blocks of the pool (total, used, free), tokens per block, live sequences."""
+        """Blocks of the pool (total, used by sequences, free or idle), tokens
+        per block, live sequences, blocks published now and evicted in all."""
         s = _cache_stats(self._c)
         return {n: getattr(s, n) for n, _ in _CacheStats._fields_}
 

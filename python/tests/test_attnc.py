@@ -165,6 +165,37 @@ def test_prefill_decode_forks_and_truncate_match_one_shot():
     assert cache.stats()["sequences"] == 7
 
 
+def test_prefix_cache_publishes_matches_and_refuses_bad_keys():
+    import hashlib
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    rng = np.random.default_rng(9)
+    block = attnc.Block(attnc.compile(GQA + "kv_cache: {block_tokens: 16}\n"), gqa_weights(rng, cfg))
+    cache = block.cache(512)
+    prompt = rng.standard_normal((40, 64)).astype(np.float32)
+    keys, h = [], b""
+    for i in range(2):  # chained: each key hashes the one before and its block
+        h = hashlib.blake2b(h + prompt[16 * i:16 * (i + 1)].tobytes(), digest_size=8).digest()
+        keys.append(int.from_bytes(h, "little"))
+    s = cache.new_seq()
+    want = block.forward(cache, s, prompt)
+    with pytest.raises(attnc.Error, match="3 keys is longer than sequence 0's 2 full blocks"):
+        cache.publish(s, keys + [5])
+    with pytest.raises(attnc.Error, match="not an unsigned 64-bit"):
+        cache.publish(s, [-1])
+    cache.publish(s, keys)
+    cache.publish(s, keys[:1])  # again: nothing changes
+    st = cache.stats()
+    assert (st["published_blocks"], st["evicted_blocks"], st["blocks_used"]) == (2, 0, 3)
+    s.free()
+    t, n = cache.from_prefix(keys + [123])
+    assert n == 32 and len(t) == 32
+    got = block.forward(cache, t, prompt[32:])
+    assert np.abs(got - want[32:]).max() <= 1e-4 * np.abs(want).max()
+    e, n = cache.from_prefix([keys[1]])  # block 1's key is not a chain's first
+    assert n == 0 and len(e) == 0
+    assert cache.stats()["blocks_used"] == 3
+
+
 def test_kernels_config_holds_every_field_as_the_spec_set_it():
     k = attnc.compile(SPECS / "mistral_7b.yaml", cache=False)
     c = k.config

@@ -575,10 +575,14 @@ ATTN_API attn_status attn_block_load_safetensors(attn_block *b, const char *path
  * same block, may be used from distinct threads at once. */
 typedef struct attn_cache attn_cache;
 
+/* blocks_used: held by sequences; blocks_free: the others, free or
+ * published and idle (attn_cache_publish), which forwards may take. */
 typedef struct attn_cache_stats {
     int64_t blocks_total, blocks_used, blocks_free;
     int64_t block_tokens;
-    int32_t sequences; /* live sequences */
+    int32_t sequences;        /* live sequences */
+    int64_t published_blocks; /* under a key now, held or idle */
+    int64_t evicted_blocks;   /* idle published blocks taken back for new tokens, in all */
 } attn_cache_stats;
 
 /* Room for capacity_tokens tokens over all sequences (rounded up to whole
@@ -620,6 +624,27 @@ ATTN_API int64_t attn_seq_len(const attn_cache *c, int32_t seq);
  * error nothing changed. */
 ATTN_API attn_status attn_seq_set_memory(attn_cache *c, int32_t seq, int64_t n_rows,
                                          const float *memory);
+
+/* The prefix cache. Publishing registers the first n_blocks full blocks
+ * of seq: keys[i] names the content of its blocks 0..i (the caller
+ * chains them, e.g. a hash of the previous key and block i's token ids).
+ * A key published already is left as it is. A published block keeps its
+ * tokens: appending into it copies it first, and when no sequence holds
+ * it, it stays (idle) until the pool runs out of free blocks; then the
+ * least recently used idle blocks are taken, a chain's last block before
+ * the ones it follows. ATTN_E_INVALID for a cross-attention block, an
+ * unknown sequence, more keys than seq has full blocks, a block a window
+ * released, or a block published under another key; then nothing
+ * changed. */
+ATTN_API attn_status attn_cache_publish(attn_cache *c, int32_t seq, int64_t n_blocks,
+                                        const uint64_t *keys);
+/* A new sequence (id in *seq) holding the longest published chain that
+ * keys[0..n_keys) starts with: block i found under keys[i] as the i-th
+ * block of a chain, shared copy on write as by attn_seq_fork. *n_tokens
+ * gets its length, whole blocks (0 when keys[0] is unknown: an empty
+ * sequence). Feed it the tokens after those, to every layer's block. */
+ATTN_API attn_status attn_seq_from_prefix(attn_cache *c, int64_t n_keys, const uint64_t *keys,
+                                          int32_t *seq, int64_t *n_tokens);
 
 /* Advances n sequences at once: seqs[i] gets n_tokens[i] new tokens
  * (prefill and decode alike; 0 is allowed) at positions len(seqs[i]).. .

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "block.h"
+#include "prefix.h"
 
 /* A sequence of a batch and the cost of its attention (schedule()). */
 typedef struct sched_item {
@@ -44,7 +45,8 @@ struct attn_cache {
     int32_t *refs;       /* owned [n_blocks] */
     int32_t *free_list;  /* owned stack of free blocks */
     int64_t n_free;
-    seq *seqs; /* owned, n_seqs slots (dead ones reused) */
+    prefix_index pub; /* published blocks (attn_cache_publish); empty until the first */
+    seq *seqs;        /* owned, n_seqs slots (dead ones reused) */
     int32_t n_seqs;
     /* forward scratch, grown to the largest batch so far */
     void *scratch;
@@ -128,6 +130,7 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
     for (int64_t i = 0; i < c->n_blocks; i++) /* hand out low blocks first */
         c->free_list[i] = (int32_t)(c->n_blocks - 1 - i);
     c->n_free = c->n_blocks;
+    c->pub = (prefix_index){.head = -1, .tail = -1};
     *out = c;
     return ATTN_OK;
 }
@@ -142,6 +145,7 @@ void attn_cache_free(attn_cache *c) {
     free(c->v);
     free(c->refs);
     free(c->free_list);
+    prefix_fini(&c->pub);
     free(c->scratch);
     free(c->pos);
     free(c->slot);
@@ -159,9 +163,11 @@ attn_cache_stats attn_cache_get_stats(const attn_cache *c) {
     if (!c)
         return st;
     st.blocks_total = c->n_blocks;
-    st.blocks_free = c->n_free;
-    st.blocks_used = c->n_blocks - c->n_free;
+    st.blocks_free = c->n_free + c->pub.idle;
+    st.blocks_used = c->n_blocks - st.blocks_free;
     st.block_tokens = c->bt;
+    st.published_blocks = c->pub.published;
+    st.evicted_blocks = c->pub.evicted;
     for (int32_t i = 0; i < c->n_seqs; i++)
         st.sequences += c->seqs[i].live;
     return st;
@@ -182,16 +188,32 @@ static int64_t held(const attn_cache *c, const seq *s) {
     return c->cfg.memory_dim > 0 ? s->mem : s->len;
 }
 
-/* Callers have checked n_free (attn_forward counts blocks first). */
+/* Blocks a sequence may take: the free ones, then the published ones no
+ * sequence holds, least recently used first. */
+static int64_t available(const attn_cache *c) {
+    return c->n_free + c->pub.idle;
+}
+
+/* Callers have checked available() (attn_forward counts blocks first). */
 static int32_t take_block(attn_cache *c) {
-    int32_t blk = c->free_list[--c->n_free];
+    int32_t blk = c->n_free > 0 ? c->free_list[--c->n_free] : prefix_evict(&c->pub);
     c->refs[blk] = 1;
     return blk;
 }
 
 static void put_block(attn_cache *c, int32_t blk) {
-    if (blk >= 0 && --c->refs[blk] == 0)
+    if (blk < 0 || --c->refs[blk] > 0)
+        return;
+    if (prefix_has(&c->pub, blk))
+        prefix_rest(&c->pub, blk); /* kept until a block is needed */
+    else
         c->free_list[c->n_free++] = blk;
+}
+
+/* Whether appending to blk must copy it first: another sequence holds it,
+ * or it is published (its key names the content it has now). */
+static bool is_shared(const attn_cache *c, int32_t blk) {
+    return c->refs[blk] > 1 || prefix_has(&c->pub, blk);
 }
 
 /* Logical blocks holding tokens [0, n). */
@@ -199,9 +221,11 @@ static int64_t blocks_for(const attn_cache *c, int64_t n) {
     return (n + c->bt - 1) / c->bt;
 }
 
-/* Gives back logical blocks [from, to) of s. */
+/* Gives back logical blocks [from, to) of s, the last first: published
+ * ones become idle in that order, so a chain's tail is evicted before
+ * the blocks it follows. */
 static void release(attn_cache *c, seq *s, int64_t from, int64_t to) {
-    for (int64_t i = from; i < to; i++) {
+    for (int64_t i = to - 1; i >= from; i--) {
         put_block(c, s->table[i]);
         s->table[i] = -1;
     }
@@ -298,6 +322,87 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
     return ATTN_OK;
 }
 
+/* ---- prefix cache ----------------------------------------------------------- */
+
+/* The prefix cache needs a self-attention block: a cross-attention
+ * sequence's blocks hold its memory, not its tokens. */
+static attn_status refuse_cross(attn_cache *c, const char *what) {
+    return rt_fail(&c->error, ATTN_E_INVALID,
+                   "%s: block '%s' is cross-attention; its blocks hold a memory, not tokens, "
+                   "and have no prefix to share",
+                   what, c->cfg.name);
+}
+
+attn_status attn_cache_publish(attn_cache *c, int32_t id, int64_t n_blocks, const uint64_t *keys) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error.text[0] = 0;
+    seq *s = find(c, id);
+    if (c->cfg.memory_dim > 0)
+        return refuse_cross(c, "publish");
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_INVALID, "publish: unknown sequence %d", id);
+    if (n_blocks < 0 || (n_blocks > 0 && !keys))
+        return rt_fail(&c->error, ATTN_E_INVALID, "publish: %lld keys%s", (long long)n_blocks,
+                       n_blocks < 0 ? " is negative" : " but keys is NULL");
+    if (n_blocks > s->len / c->bt)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "publish: a chain of %lld keys is longer than sequence %d's %lld full "
+                       "blocks (%lld tokens, %lld per block)",
+                       (long long)n_blocks, id, (long long)(s->len / c->bt), (long long)s->len,
+                       (long long)c->bt);
+    for (int64_t i = 0; i < n_blocks; i++) {
+        int32_t blk = s->table[i];
+        if (blk < 0)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "publish: block %lld of sequence %d was released (its tokens are "
+                           "behind the %s)",
+                           (long long)i, id,
+                           c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk");
+        if (prefix_has(&c->pub, blk) && !prefix_known(&c->pub, keys[i]))
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "publish: block %lld of sequence %d is published already, under key "
+                           "%#llx, not %#llx",
+                           (long long)i, id, (unsigned long long)c->pub.key[blk],
+                           (unsigned long long)keys[i]);
+    }
+    if (n_blocks > 0 && !c->pub.slots && !prefix_init(&c->pub, c->n_blocks))
+        return rt_fail(&c->error, ATTN_E_NOMEM, "publish: out of memory for the prefix index");
+    for (int64_t i = 0; i < n_blocks; i++)
+        if (!prefix_known(&c->pub, keys[i]) && !prefix_has(&c->pub, s->table[i]))
+            prefix_add(&c->pub, keys[i], i, s->table[i]);
+    return ATTN_OK;
+}
+
+attn_status attn_seq_from_prefix(attn_cache *c, int64_t n_keys, const uint64_t *keys, int32_t *id,
+                                 int64_t *n_tokens) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error.text[0] = 0;
+    if (c->cfg.memory_dim > 0)
+        return refuse_cross(c, "from_prefix");
+    if (n_keys < 0 || (n_keys > 0 && !keys) || !id || !n_tokens)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "from_prefix: needs n_keys >= 0, its keys, and where to put the "
+                       "sequence and its length");
+    int64_t n = 0;
+    while (n < n_keys && n < c->max_blocks && prefix_find(&c->pub, keys[n], n) >= 0)
+        n++;
+    seq *s = new_slot(c, id);
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
+    for (int64_t i = 0; i < n; i++) {
+        int32_t blk = prefix_find(&c->pub, keys[i], i);
+        if (c->refs[blk]++ == 0)
+            prefix_wake(&c->pub, blk); /* idle no more */
+        s->table[i] = blk;
+    }
+    s->len = n * c->bt;
+    s->live = true;
+    *n_tokens = s->len;
+    return ATTN_OK;
+}
+
 /* ---- forward ---------------------------------------------------------------- */
 
 /* Keys a sequence-phase buffer holds: from the first one any new query of
@@ -368,7 +473,7 @@ static int64_t blocks_needed(const attn_cache *c, const seq *s, int64_t n) {
     if (n == 0 || c->cfg.memory_dim > 0)
         return 0;
     int64_t more = blocks_for(c, s->len + n) - blocks_for(c, s->len);
-    if (s->len % c->bt && c->refs[s->table[s->len / c->bt]] > 1)
+    if (s->len % c->bt && is_shared(c, s->table[s->len / c->bt]))
         more++;
     return more;
 }
@@ -383,7 +488,7 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
         return;
     }
     int64_t last = s->len / c->bt;
-    if (s->len % c->bt && c->refs[s->table[last]] > 1) { /* copy on write */
+    if (s->len % c->bt && is_shared(c, s->table[last])) { /* copy on write */
         int32_t old = s->table[last], fresh = take_block(c);
         /* V's first rows; K's tokens are spread over the block (a column's
          * tokens side by side: attn_kernels.h), so all of it */
@@ -562,10 +667,10 @@ attn_status attn_seq_set_memory(attn_cache *c, int32_t id, int64_t n_rows, const
     int64_t need = blocks_for(c, n_rows), back = 0;
     for (int64_t i = 0; i < blocks_for(c, s->mem); i++)
         back += c->refs[s->table[i]] == 1;
-    if (need > c->n_free + back)
+    if (need > available(c) + back)
         return rt_fail(&c->error, ATTN_E_CAPACITY,
                        "set_memory: %lld rows need %lld blocks, %lld are free", (long long)n_rows,
-                       (long long)need, (long long)(c->n_free + back));
+                       (long long)need, (long long)(available(c) + back));
     size_t bytes[ATTN_MAX_BUFFERS];
     attn_status st = reserve(c, 1, n_rows, scratch_bytes(c, n_rows, 0, NULL, NULL, bytes));
     if (st)
@@ -631,10 +736,10 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         total += n_tokens[i];
         need += blocks_needed(c, s, n_tokens[i]);
     }
-    if (need > c->n_free)
+    if (need > available(c))
         return rt_fail(&c->error, ATTN_E_CAPACITY,
                        "the batch needs %lld more blocks, %lld are free", (long long)need,
-                       (long long)c->n_free);
+                       (long long)available(c));
     if (total == 0)
         return ATTN_OK;
     if (!x || !y)

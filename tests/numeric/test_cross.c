@@ -282,6 +282,12 @@ static void errors_say_what_and_change_nothing(void **state) {
     assert_error(attn_forward(k.b, k.c, 2, both, n2, x, y), ATTN_E_INVALID, k.c,
                  "sequence 1 has no memory");
     assert_int_equal(attn_seq_len(k.c, s), 0);
+    /* no prefix cache: the blocks hold a memory, not a prefix of tokens */
+    uint64_t key = 1;
+    int64_t got;
+    assert_error(attn_cache_publish(k.c, s, 0, &key), ATTN_E_INVALID, k.c, "is cross-attention");
+    assert_error(attn_seq_from_prefix(k.c, 1, &key, &t, &got), ATTN_E_INVALID, k.c,
+                 "is cross-attention");
     runner_free(&k);
     attnc_jit_free(jit);
 

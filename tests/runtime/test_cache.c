@@ -287,6 +287,19 @@ typedef struct model_seq {
     float hist[MAX_HIST * 24];
 } model_seq;
 
+/* Keys of the first n blocks (4 tokens each) of a history, chained: key i
+ * hashes key i-1 and block i's inputs (FNV-1a), as a caller hashes token
+ * ids, so equal prefixes give equal keys. */
+static void content_keys(const float *hist, int64_t n, int64_t D, uint64_t *keys) {
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *b = (const unsigned char *)(hist + i * 4 * D);
+        for (size_t j = 0; j < (size_t)(4 * D) * sizeof(float); j++)
+            h = (h ^ b[j]) * UINT64_C(1099511628211);
+        keys[i] = h;
+    }
+}
+
 static void random_operations_match_a_model_and_the_reference(void **state) {
     fixture *f = *state;
     int64_t D = f->D;
@@ -295,15 +308,28 @@ static void random_operations_match_a_model_and_the_reference(void **state) {
     attn_cache *c;
     assert_int_equal(attn_cache_new(f->b, 160, &c), ATTN_OK); /* 40 blocks: runs out sometimes */
     uint64_t rng = 77;
-    int forwards = 0, capacity_hits = 0;
+    int forwards = 0, capacity_hits = 0, matches = 0;
     float x[16 * 24], y[16 * 24], want[16 * 24];
     for (int step = 0; step < 400; step++) {
         int i = (int)((rnd_unit(&rng) + 1) / 2 * SLOTS) % SLOTS;
         int op = (int)((rnd_unit(&rng) + 1) / 2 * 10);
         model_seq *s = &m[i];
         if (!s->live) {
-            if (op < 7) {
+            if (op >= 8) { /* the published prefix of some history (maybe gone) */
+                const model_seq *src = &m[(i + 1) % SLOTS];
+                for (int j = 0; j < SLOTS; j++) /* the longest other history */
+                    src = j != i && m[j].len > src->len ? &m[j] : src;
+                uint64_t keys[MAX_HIST / 4];
+                int64_t n;
+                content_keys(src->hist, src->len / 4, D, keys);
+                assert_int_equal(attn_seq_from_prefix(c, src->len / 4, keys, &s->id, &n), ATTN_OK);
+                assert_true(n % 4 == 0 && n <= src->len);
+                memmove(s->hist, src->hist, (size_t)(n * D) * sizeof(float));
+                s->len = n;
+                matches += n > 0;
+            } else if (op < 6) {
                 assert_int_equal(attn_seq_new(c, &s->id), ATTN_OK);
+                s->len = 0;
             } else { /* fork another live one, if any */
                 int src = -1;
                 for (int j = 0; j < SLOTS; j++)
@@ -316,8 +342,6 @@ static void random_operations_match_a_model_and_the_reference(void **state) {
                 memcpy(s->hist, m[src].hist, (size_t)(s->len * D) * sizeof(float));
             }
             s->live = true;
-            if (op < 7)
-                s->len = 0;
         } else if (op < 6) { /* append k tokens */
             int32_t k = 1 + (int32_t)((rnd_unit(&rng) + 1) / 2 * 12) % 12;
             if (s->len + k > MAX_HIST)
@@ -335,7 +359,11 @@ static void random_operations_match_a_model_and_the_reference(void **state) {
             reference_rows(f, s->hist, s->len, s->len - k, want);
             assert_close(y, want, (size_t)(k * D), "random append");
             forwards++;
-        } else if (op < 8) { /* truncate */
+        } else if (op == 6) { /* publish every full block */
+            uint64_t keys[MAX_HIST / 4];
+            content_keys(s->hist, s->len / 4, D, keys);
+            assert_int_equal(attn_cache_publish(c, s->id, s->len / 4, keys), ATTN_OK);
+        } else if (op == 7) { /* truncate */
             int64_t n = (int64_t)((rnd_unit(&rng) + 1) / 2 * (double)(s->len + 1)) % (s->len + 1);
             assert_int_equal(attn_seq_truncate(c, s->id, n), ATTN_OK);
             s->len = n;
@@ -357,8 +385,10 @@ static void random_operations_match_a_model_and_the_reference(void **state) {
         assert_true(st.blocks_used <= bound);
         assert_int_equal(st.blocks_used + st.blocks_free, 40);
     }
-    print_message("%d forwards, %d capacity refusals\n", forwards, capacity_hits);
-    assert_true(forwards > 100);
+    attn_cache_stats end = attn_cache_get_stats(c);
+    print_message("%d forwards, %d capacity refusals, %d prefix matches, %lld blocks evicted\n",
+                  forwards, capacity_hits, matches, (long long)end.evicted_blocks);
+    assert_true(forwards > 100 && matches > 5 && end.evicted_blocks > 0);
     for (int j = 0; j < SLOTS; j++)
         if (m[j].live)
             assert_int_equal(attn_seq_free(c, m[j].id), ATTN_OK);
@@ -517,6 +547,146 @@ static void chunked_stream_releases_past_chunks(void **state) {
     free(x), free(y);
 }
 
+/* ---- prefix cache ---------------------------------------------------------- */
+
+/* Feeds s the tokens hist[from, to) and checks them against the reference
+ * over hist[0, to). */
+static void continue_and_check(fixture *f, attn_cache *c, int32_t s, const float *hist,
+                               int64_t from, int64_t to, const char *what) {
+    int64_t D = f->D;
+    float *y = malloc((size_t)((to - from) * D) * sizeof *y),
+          *want = malloc((size_t)((to - from) * D) * sizeof *want);
+    assert_int_equal(attn_seq_len(c, s), from);
+    assert_int_equal(fwd(f, c, s, (int32_t)(to - from), hist + from * D, y), ATTN_OK);
+    reference_rows(f, hist, to, from, want);
+    assert_close(y, want, (size_t)((to - from) * D), what);
+    free(y), free(want);
+}
+
+static void prefix_cache_publishes_and_matches(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    float *hist = random_floats((size_t)(30 * D), 40), *other = random_floats((size_t)(30 * D), 41);
+    float y[16 * 24];
+    uint64_t keys[7], odd[3];
+    content_keys(hist, 7, D, keys);
+    content_keys(other, 3, D, odd);
+    attn_cache *c;
+    int32_t a, b, e, g;
+    int64_t n;
+    assert_int_equal(attn_cache_new(f->b, 256, &c), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &a), ATTN_OK);
+    assert_int_equal(fwd(f, c, a, 14, hist, y), ATTN_OK); /* 3 full blocks and 2 tokens */
+    /* refused, and nothing published: a chain longer than the full blocks */
+    assert_int_equal(attn_cache_publish(c, a, 4, keys), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "4 keys is longer than sequence"));
+    assert_int_equal(attn_cache_publish(c, 77, 1, keys), ATTN_E_INVALID);
+    assert_int_equal(attn_cache_publish(c, a, 1, NULL), ATTN_E_INVALID);
+    assert_int_equal(attn_cache_publish(c, a, -1, keys), ATTN_E_INVALID);
+    assert_int_equal(attn_cache_get_stats(c).published_blocks, 0);
+    assert_int_equal(attn_cache_publish(c, a, 0, NULL), ATTN_OK);
+    assert_int_equal(attn_cache_publish(c, a, 3, keys), ATTN_OK);
+    assert_int_equal(attn_cache_publish(c, a, 2, keys), ATTN_OK); /* again: no-op */
+    attn_cache_stats st = attn_cache_get_stats(c);
+    assert_int_equal(st.published_blocks, 3);
+    assert_int_equal(st.blocks_used, 4);
+    /* a block under a second key is refused */
+    assert_int_equal(attn_cache_publish(c, a, 1, odd), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(c), "published already"));
+    /* the publisher, alone holding them, rewrites its published block 2
+     * after a truncate: it gets a copy, the published one keeps its content */
+    assert_int_equal(attn_seq_truncate(c, a, 10), ATTN_OK);
+    assert_int_equal(fwd(f, c, a, 6, other, y), ATTN_OK);
+
+    /* the whole chain, and past it: 3 blocks shared, then the rest fed */
+    assert_int_equal(attn_seq_from_prefix(c, 7, keys, &b, &n), ATTN_OK);
+    assert_int_equal(n, 12);
+    assert_int_equal(attn_cache_get_stats(c).blocks_used, 5); /* a's 4, the published 2 */
+    continue_and_check(f, c, b, hist, 12, 26, "matched prefix, continued");
+    /* a partial match: block 1's key then a stranger */
+    uint64_t part[3] = {keys[0], keys[1], odd[2]};
+    assert_int_equal(attn_seq_from_prefix(c, 3, part, &e, &n), ATTN_OK);
+    assert_int_equal(n, 8);
+    continue_and_check(f, c, e, hist, 8, 11, "partial match, continued");
+    /* a key at another depth, or none, matches nothing: an empty sequence */
+    assert_int_equal(attn_seq_from_prefix(c, 2, keys + 1, &g, &n), ATTN_OK);
+    assert_int_equal(n, 0);
+    continue_and_check(f, c, g, hist, 0, 5, "no match");
+    assert_int_equal(attn_seq_from_prefix(c, 0, NULL, &g, &n), ATTN_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(attn_seq_from_prefix(c, 1, NULL, &g, &n), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_from_prefix(c, 1, keys, NULL, &n), ATTN_E_INVALID);
+
+    /* the publisher freed: its published blocks stay, idle or held */
+    assert_int_equal(attn_seq_free(c, a), ATTN_OK);
+    assert_int_equal(attn_seq_from_prefix(c, 7, keys, &a, &n), ATTN_OK);
+    assert_int_equal(n, 12);
+    continue_and_check(f, c, a, hist, 12, 20, "matched after the publisher rewrote and left");
+    /* a fork of a matched sequence */
+    int32_t k;
+    assert_int_equal(attn_seq_fork(c, a, &k), ATTN_OK);
+    continue_and_check(f, c, k, hist, 20, 30, "fork of a matched sequence");
+    assert_int_equal(attn_cache_get_stats(c).published_blocks, 3);
+    attn_cache_free(c);
+    free(hist), free(other);
+}
+
+/* Under pressure idle published blocks go least recently used first, a
+ * chain's tail before its head; held ones never. */
+static void prefix_cache_evicts_least_recently_used(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    float *ha = random_floats((size_t)(16 * D), 42), *hb = random_floats((size_t)(16 * D), 43),
+          *hc = random_floats((size_t)(24 * D), 44), y[24 * 24];
+    uint64_t ka[2], kb[2];
+    content_keys(ha, 2, D, ka);
+    content_keys(hb, 2, D, kb);
+    attn_cache *c;
+    int32_t a, b, s, t;
+    int64_t n;
+    assert_int_equal(attn_cache_new(f->b, 32, &c), ATTN_OK); /* 8 blocks */
+    assert_int_equal(attn_seq_new(c, &a), ATTN_OK);
+    assert_int_equal(attn_seq_new(c, &b), ATTN_OK);
+    assert_int_equal(fwd(f, c, a, 8, ha, y), ATTN_OK);
+    assert_int_equal(fwd(f, c, b, 8, hb, y), ATTN_OK);
+    assert_int_equal(attn_cache_publish(c, a, 2, ka), ATTN_OK);
+    assert_int_equal(attn_cache_publish(c, b, 2, kb), ATTN_OK);
+    assert_int_equal(attn_seq_free(c, a), ATTN_OK); /* idle: a1, a0 */
+    assert_int_equal(attn_seq_free(c, b), ATTN_OK); /* then b1, b0 */
+    attn_cache_stats st = attn_cache_get_stats(c);
+    assert_int_equal(st.blocks_free, 8);
+    assert_int_equal(st.blocks_used, 0);
+    assert_int_equal(st.published_blocks, 4);
+    /* b's chain used again: it becomes the most recent */
+    assert_int_equal(attn_seq_from_prefix(c, 2, kb, &s, &n), ATTN_OK);
+    assert_int_equal(n, 8);
+    assert_int_equal(attn_seq_free(c, s), ATTN_OK); /* idle: a1, a0, b1, b0 */
+    /* 5 blocks: the 4 free ones and a1 */
+    assert_int_equal(attn_seq_new(c, &t), ATTN_OK);
+    assert_int_equal(fwd(f, c, t, 20, hc, y), ATTN_OK);
+    st = attn_cache_get_stats(c);
+    assert_int_equal(st.evicted_blocks, 1);
+    assert_int_equal(st.published_blocks, 3);
+    assert_int_equal(attn_seq_from_prefix(c, 2, ka, &s, &n), ATTN_OK);
+    assert_int_equal(n, 4); /* a0 left */
+    /* s holds a0; its new block is b1, the least recent idle one */
+    continue_and_check(f, c, s, ha, 4, 6, "head of an evicted chain");
+    assert_int_equal(attn_cache_get_stats(c).evicted_blocks, 2);
+    assert_int_equal(fwd(f, c, t, 4, hc + 20 * D, y), ATTN_OK); /* b0 */
+    st = attn_cache_get_stats(c);
+    assert_int_equal(st.evicted_blocks, 3);
+    assert_int_equal(st.published_blocks, 1);
+    assert_int_equal(attn_seq_from_prefix(c, 2, kb, &a, &n), ATTN_OK);
+    assert_int_equal(n, 0);
+    /* all 8 held, a0 among them: never taken */
+    assert_int_equal(fwd(f, c, t, 1, hc, y), ATTN_E_CAPACITY);
+    assert_int_equal(attn_seq_free(c, s), ATTN_OK);
+    assert_int_equal(attn_seq_from_prefix(c, 2, ka, &b, &n), ATTN_OK);
+    assert_int_equal(n, 4);
+    attn_cache_free(c);
+    free(ha), free(hb), free(hc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fork_then_diverge_equals_two_independent_runs),
@@ -527,6 +697,8 @@ int main(void) {
         cmocka_unit_test(random_operations_match_a_model_and_the_reference),
         cmocka_unit_test(errors_are_statuses),
         cmocka_unit_test(positions_beyond_max_tokens_are_refused),
+        cmocka_unit_test(prefix_cache_publishes_and_matches),
+        cmocka_unit_test(prefix_cache_evicts_least_recently_used),
     };
     const struct CMUnitTest window_tests[] = {
         cmocka_unit_test(sliding_window_stream_keeps_memory_bounded),

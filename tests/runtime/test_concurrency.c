@@ -1,5 +1,6 @@
 /* test_concurrency.c: what may run at once does, correctly: two blocks'
- * forwards on two threads, two caches sharing one block on two threads,
+ * forwards on two threads, two caches sharing one block on two threads
+ * (each publishing a block and finding it again: the prefix cache),
  * two JIT compiles on two threads, two reference
  * engines on two threads. Results must equal the same work done one after
  * the other. Built and run under ThreadSanitizer by scripts/test (with
@@ -41,11 +42,14 @@ static void run_one(job *j, const attn_kernels *k) {
     bo.n_threads = 1;
     attn_block *b = j->block;
     attn_cache *c = NULL;
-    int32_t s, first = 4, rest = T_TOKENS - 4;
+    int32_t s, t, first = 4, rest = T_TOKENS - 4;
+    uint64_t key = 7; /* the first block (4 tokens) published, found again by t */
+    int64_t got = 0;
     if ((!j->block && (attn_block_new(k, &bo, &b) || attn_block_set_weights(b, j->w))) ||
-        attn_cache_new(b, T_TOKENS, &c) || attn_seq_new(c, &s) ||
-        attn_forward(b, c, 1, &s, &first, j->x, j->y) ||
-        attn_forward(b, c, 1, &s, &rest, j->x + 4 * D, j->y + 4 * D))
+        attn_cache_new(b, 2 * T_TOKENS, &c) || attn_seq_new(c, &s) ||
+        attn_forward(b, c, 1, &s, &first, j->x, j->y) || attn_cache_publish(c, s, 1, &key) ||
+        attn_seq_free(c, s) || attn_seq_from_prefix(c, 1, &key, &t, &got) || got != 4 ||
+        attn_forward(b, c, 1, &t, &rest, j->x + 4 * D, j->y + 4 * D))
         j->failures++;
     attn_cache_free(c);
     if (!j->block)
@@ -83,9 +87,10 @@ static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     f->dir = tmpdir_new();
     const char *text[2] = {
-        "name: conc_a\nheads: 6\nkv_groups: 2\nhead_dim: 16\nd_model: 40\nrope: {}\n",
+        "name: conc_a\nheads: 6\nkv_groups: 2\nhead_dim: 16\nd_model: 40\nrope: {}\n"
+        "kv_cache: {block_tokens: 4}\n",
         "name: conc_b\nheads: 4\nhead_dim: 32\nd_model: 24\nsoftcap: 20\nsliding_window: 5\n"
-        "rope: {style: interleaved, rotary_dim: 16}\nqkv_bias: true\n",
+        "rope: {style: interleaved, rotary_dim: 16}\nqkv_bias: true\nkv_cache: {block_tokens: 4}\n",
     };
     for (int i = 0; i < 2; i++) {
         snprintf(f->spec[i], sizeof f->spec[i], "%s", path_in(f->dir, i ? "b.yaml" : "a.yaml"));
