@@ -199,6 +199,9 @@ _cache_publish = _fn(_rt, "attn_cache_publish", c_int, c_void_p, c_int32, c_int6
 _seq_from_prefix = _fn(_rt, "attn_seq_from_prefix", c_int, c_void_p, c_int64,
                        POINTER(ctypes.c_uint64), POINTER(c_int32), POINTER(c_int64))
 _seq_set_memory = _fn(_rt, "attn_seq_set_memory", c_int, c_void_p, c_int32, c_int64, c_void_p)
+_forward_tree = _fn(_rt, "attn_forward_tree", c_int, c_void_p, c_void_p, c_int32, c_int32,
+                   POINTER(c_int32), c_void_p, c_void_p)
+_seq_accept = _fn(_rt, "attn_seq_accept", c_int, c_void_p, c_int32, c_int32, POINTER(c_int32))
 _forward = _fn(_rt, "attn_forward", c_int, c_void_p, c_void_p, c_int, POINTER(c_int32),
                POINTER(c_int32), c_void_p, c_void_p)
 
@@ -518,6 +521,29 @@ class Block:
             at += r.shape[0]
         return outs[0] if single else outs
 
+    def forward_tree(self, cache, seq, parents, x):
+        """Speculative decoding: the outputs [n, d_model] of n draft tokens x
+        [n, d_model] whose parents form a tree (parents[i] < i, or -1 for a
+        child of the sequence's last token): each sees the sequence and its
+        ancestors. The draft waits in the cache until seq.accept(keep)."""
+        if self._b is None:
+            raise Error("attnc: this block was closed")
+        if not isinstance(cache, Cache) or cache.block is not self:
+            raise Error("attnc: forward_tree needs a cache made by this block (block.cache(n))")
+        if not isinstance(seq, Seq) or seq.cache is not cache:
+            raise Error("attnc: the sequence does not belong to this cache")
+        a = np.ascontiguousarray(x, dtype=np.float32)
+        par = [int(p) for p in parents]
+        if a.ndim != 2 or a.shape[1] != self.d_model or a.shape[0] != len(par):
+            raise Error("attnc: x has shape %s; expected [%d, %d] (one row per parent)" %
+                        (tuple(np.shape(x)), len(par), self.d_model))
+        y = np.empty_like(a)
+        arr = (c_int32 * max(1, len(par)))(*par)
+        st = _forward_tree(self._b, cache._c, seq.id, len(par), arr, a.ctypes.data, y.ctypes.data)
+        if st != 0:
+            _raise(st, _cache_error(cache._c).decode(errors="replace"))
+        return y
+
     def close(self):
         """Frees the block now (its caches must be gone)."""
         if self._b is not None:
@@ -635,6 +661,14 @@ class Seq:
             raise Error("attnc: memory has shape %s; expected [rows, %d]" %
                         (tuple(np.shape(memory)), mdim))
         self.cache._check(_seq_set_memory(self.cache._c, self._id, a.shape[0], a.ctypes.data))
+
+    def accept(self, keep):
+        """Keeps the draft tokens keep (indices into the last forward_tree's
+        tokens, a path from a root, in order; [] keeps none) as the
+        sequence's next tokens and drops the rest of the draft."""
+        k = [int(i) for i in keep]
+        arr = (c_int32 * max(1, len(k)))(*k)
+        self.cache._check(_seq_accept(self.cache._c, self._id, len(k), arr))
 
     def free(self):
         """Releases the sequence and its blocks."""

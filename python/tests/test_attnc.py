@@ -196,6 +196,35 @@ def test_prefix_cache_publishes_matches_and_refuses_bad_keys():
     assert cache.stats()["blocks_used"] == 3
 
 
+def test_draft_tree_equals_its_paths_and_accept_keeps_one():
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    rng = np.random.default_rng(11)
+    block = attnc.Block(attnc.compile(GQA), gqa_weights(rng, cfg))
+    cache = block.cache(256)
+    prompt = rng.standard_normal((7, 64)).astype(np.float32)
+    draft = rng.standard_normal((5, 64)).astype(np.float32)
+    parents = [-1, 0, 0, 1, 3]  # paths 0-1-3-4 and 0-2
+    s = cache.new_seq()
+    block.forward(cache, s, prompt)
+    ref = s.fork()
+    y = block.forward_tree(cache, s, parents, draft)
+    assert y.shape == (5, 64) and len(s) == 7
+    want = block.forward(cache, ref, draft[[0, 1, 3, 4]])
+    scale = np.abs(want).max()
+    assert np.abs(y[[0, 1, 3, 4]] - want).max() <= 1e-5 * scale
+    with pytest.raises(attnc.Error, match="keep is not a path"):
+        s.accept([0, 2, 4])
+    s.accept([0, 1, 3, 4])
+    assert len(s) == 11
+    nxt = rng.standard_normal(64).astype(np.float32)
+    assert np.abs(block.forward(cache, s, nxt) - block.forward(cache, ref, nxt)).max() <= \
+        1e-5 * scale
+    with pytest.raises(attnc.Error, match="parent\\[1\\] is 1"):
+        block.forward_tree(cache, s, [-1, 1], draft[:2])
+    with pytest.raises(attnc.Error, match="one row per parent"):
+        block.forward_tree(cache, s, [-1], draft[:2])
+
+
 def test_kernels_config_holds_every_field_as_the_spec_set_it():
     k = attnc.compile(SPECS / "mistral_7b.yaml", cache=False)
     c = k.config

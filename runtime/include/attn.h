@@ -119,6 +119,7 @@ ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 #define ATTN_MAX_TOKENS (INT64_C(1) << 22) /* kv_cache.max_tokens */
 #define ATTN_MAX_BLOCK_TOKENS 4096
 #define ATTN_MAX_WINDOW ATTN_MAX_TOKENS
+#define ATTN_TREE_MAX 64 /* tokens of one attn_forward_tree */
 
 /* The kinds of attn_config's fields (attn_config.def). */
 typedef char attn_config_name[ATTN_NAME_MAX];
@@ -182,6 +183,11 @@ ATTN_API int64_t attn_v_head_dim(const attn_config *c);
  * kv_groups * head_dim; with MLA kv_lora_rank + qk_rope_head_dim in K
  * (the latent) and none in V. */
 ATTN_API int64_t attn_cache_columns(const attn_config *c, int which);
+/* Why attn_forward_tree cannot run blocks of c (a static string), or NULL
+ * when it can: it needs a causal self-attention block whose mask and
+ * scores depend only on which keys a token sees, not on their distance
+ * (no sliding_window, chunked_attention or alibi). */
+ATTN_API const char *attn_tree_unsupported(const attn_config *c);
 
 /* Checks every invariant and limit of c. ATTN_E_INVALID with the first
  * broken rule in msg. */
@@ -659,6 +665,24 @@ ATTN_API attn_status attn_seq_from_prefix(attn_cache *c, int64_t n_keys, const u
  * why). */
 ATTN_API attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
                                   const int32_t *n_tokens, const float *x, float *y);
+
+/* Speculative decoding: verifies n draft tokens (1..ATTN_TREE_MAX) whose
+ * parents form a tree: parent[i] < i, or -1 for a child of seq's last
+ * token. Token i attends to seq's tokens and to its ancestors in the
+ * call and itself, at RoPE position len + its depth; x and y as for one
+ * sequence of attn_forward. The tokens' K/V wait in seq's blocks, its
+ * length unchanged, until attn_seq_accept; until then forwards, trees
+ * and forks of seq are refused (truncate and free drop the draft).
+ * ATTN_E_INVALID where attn_tree_unsupported says why, for a bad parent
+ * or an unknown sequence; ATTN_E_CAPACITY; nothing changed then. */
+ATTN_API attn_status attn_forward_tree(attn_block *b, attn_cache *c, int32_t seq, int32_t n,
+                                       const int32_t *parent, const float *x, float *y);
+/* Keeps the draft tokens keep[0..n_keep) (a path from a root, in order;
+ * n_keep 0 keeps none) as seq's next tokens, their K/V moved to follow
+ * its tokens, and drops the rest of the draft. ATTN_E_INVALID (nothing
+ * changed) when seq has no draft or keep is not such a path. */
+ATTN_API attn_status attn_seq_accept(attn_cache *c, int32_t seq, int32_t n_keep,
+                                     const int32_t *keep);
 
 #ifdef __cplusplus
 }

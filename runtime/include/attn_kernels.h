@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 12
+#define ATTN_KERNELS_ABI 13
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -25,7 +25,10 @@ extern "C" {
  * - sequence: once per sequence of the batch, with its n_tokens (S) new
  *   tokens at batch rows tok0.., n_past (P) tokens cached before them
  *   (T = P + S), read through block_table (cache row of token j:
- *   block_table[j / block_tokens] * block_tokens + j % block_tokens). */
+ *   block_table[j / block_tokens] * block_tokens + j % block_tokens).
+ *   tree (attn_forward_tree; NULL otherwise): new token i sees, of the
+ *   call's keys P.., only P + k for the bits k set in tree[i] (S <= 64);
+ *   the causal mask still applies by index, and RoPE takes pos[t]. */
 typedef struct attn_kernel_args {
     uint32_t abi_version;
     uint32_t reserved;
@@ -35,6 +38,7 @@ typedef struct attn_kernel_args {
     const int64_t *pos;
     const int64_t *slot;
     const int32_t *block_table;
+    const uint64_t *tree;
     void *buf[ATTN_MAX_BUFFERS];
 } attn_kernel_args;
 
@@ -45,7 +49,8 @@ _Static_assert(offsetof(attn_kernel_args, tok0) == 24, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, pos) == 32, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, slot) == 40, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, block_table) == 48, "kernel ABI");
-_Static_assert(offsetof(attn_kernel_args, buf) == 56, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, tree) == 56, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, buf) == 64, "kernel ABI");
 
 /* - load: once when a block's weights are set (n_tokens = 0), turning the
  *   weight buffers into the kernels' packed buffers; never in a forward.

@@ -32,6 +32,10 @@ typedef struct seq {
     int64_t released; /* leading logical blocks given back (sliding window) */
     int64_t mem;      /* cross-attention: memory rows in the blocks, 0 = none yet */
     int32_t *table;   /* owned: [max_blocks] physical block per logical block, -1 none */
+    /* a draft tree (attn_forward_tree) awaiting attn_seq_accept: its
+     * tokens' K/V in rows len..len+draft-1, their parents (-1: a root) */
+    int32_t draft;
+    int8_t parent[ATTN_TREE_MAX];
 } seq;
 
 struct attn_cache {
@@ -63,8 +67,9 @@ struct attn_cache {
     double *load;           /* [cap_threads] */
     int n_team, n_run, cap_threads;
     size_t solo_bytes[ATTN_MAX_BUFFERS];
-    double *step_seconds; /* owned [n_steps] while profiling, else NULL */
-    attn_msg error;       /* the last failure */
+    uint64_t tree[ATTN_TREE_MAX]; /* a tree forward's attn_kernel_args.tree */
+    double *step_seconds;         /* owned [n_steps] while profiling, else NULL */
+    attn_msg error;               /* the last failure */
 };
 
 attn_status attn_cache_profile(attn_cache *c, bool on) {
@@ -194,6 +199,11 @@ static int64_t available(const attn_cache *c) {
     return c->n_free + c->pub.idle;
 }
 
+/* Rows the sequence's blocks hold: held() and its draft tokens. */
+static int64_t rows(const attn_cache *c, const seq *s) {
+    return held(c, s) + s->draft;
+}
+
 /* Callers have checked available() (attn_forward counts blocks first). */
 static int32_t take_block(attn_cache *c) {
     int32_t blk = c->n_free > 0 ? c->free_list[--c->n_free] : prefix_evict(&c->pub);
@@ -251,6 +261,7 @@ static seq *new_slot(attn_cache *c, int32_t *id) {
     for (int64_t b = 0; b < c->max_blocks; b++)
         s->table[b] = -1;
     s->len = s->released = s->mem = 0;
+    s->draft = 0;
     *id = i;
     return s;
 }
@@ -269,6 +280,11 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
     if (!c || !dst || !find(c, src))
         return c ? rt_fail(&c->error, ATTN_E_INVALID, "fork: unknown sequence %d", src)
                  : ATTN_E_INVALID;
+    if (c->seqs[src].draft > 0)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "fork: sequence %d has %d draft tokens; attn_seq_accept them (or none) "
+                       "first",
+                       src, c->seqs[src].draft);
     int32_t id;
     seq *d = new_slot(c, &id);
     if (!d)
@@ -306,8 +322,9 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
                        (long long)n_tokens, (long long)first,
                        c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk",
                        (long long)(s->released * c->bt));
-    release(c, s, blocks_for(c, n_tokens), blocks_for(c, s->len));
+    release(c, s, blocks_for(c, n_tokens), blocks_for(c, rows(c, s)));
     s->len = n_tokens;
+    s->draft = 0; /* a draft tree goes too */
     return ATTN_OK;
 }
 
@@ -316,8 +333,9 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
     if (!s)
         return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id)
                  : ATTN_E_INVALID;
-    release(c, s, 0, blocks_for(c, held(c, s)));
+    release(c, s, 0, blocks_for(c, rows(c, s)));
     s->live = false;
+    s->draft = 0;
     s->len = s->mem = 0;
     return ATTN_OK;
 }
@@ -699,8 +717,8 @@ attn_status attn_seq_set_memory(attn_cache *c, int32_t id, int64_t n_rows, const
     return ATTN_OK;
 }
 
-attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
-                         const int32_t *n_tokens, const float *x, float *y) {
+/* The checks every forward starts with. */
+static attn_status check_call(attn_block *b, attn_cache *c) {
     if (!c)
         return ATTN_E_INVALID;
     c->error.text[0] = 0;
@@ -708,43 +726,15 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         return rt_fail(&c->error, ATTN_E_INVALID, "the cache belongs to another block");
     if (!b->loaded)
         return rt_fail(&c->error, ATTN_E_INVALID, "the block has no weights");
-    if (n < 1 || !seqs || !n_tokens)
-        return rt_fail(&c->error, ATTN_E_INVALID,
-                       "a batch needs n >= 1 sequences and their token counts");
-    const attn_config *cfg = &c->cfg;
-    int64_t total = 0, need = 0;
-    for (int i = 0; i < n; i++) {
-        const seq *s = find(c, seqs[i]);
-        if (!s)
-            return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
-        for (int j = 0; j < i; j++)
-            if (seqs[j] == seqs[i])
-                return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch",
-                               seqs[i]);
-        if (n_tokens[i] < 0)
-            return rt_fail(&c->error, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
-        if (cfg->memory_dim > 0 && s->mem == 0)
-            return rt_fail(&c->error, ATTN_E_INVALID,
-                           "sequence %d has no memory: a cross-attention block attends to the "
-                           "memory attn_seq_set_memory gives it",
-                           seqs[i]);
-        if (cfg->memory_dim == 0 && s->len + n_tokens[i] > cfg->kv_max_tokens)
-            return rt_fail(&c->error, ATTN_E_INVALID,
-                           "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
-                           seqs[i], (long long)(s->len + n_tokens[i] - 1),
-                           (long long)cfg->kv_max_tokens);
-        total += n_tokens[i];
-        need += blocks_needed(c, s, n_tokens[i]);
-    }
-    if (need > available(c))
-        return rt_fail(&c->error, ATTN_E_CAPACITY,
-                       "the batch needs %lld more blocks, %lld are free", (long long)need,
-                       (long long)available(c));
-    if (total == 0)
-        return ATTN_OK;
-    if (!x || !y)
-        return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
+    return ATTN_OK;
+}
 
+/* The forward of checked arguments (total tokens; a draft tree's depths,
+ * or NULL): scratch, schedule, blocks, kernels. Fails only before any
+ * sequence changed; advances no length. */
+static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens,
+                       int64_t total, const float *x, float *y, const int8_t *depth) {
+    attn_block *b = c->b;
     const attn_kernels *k = b->k;
     size_t bytes[ATTN_MAX_BUFFERS], shared = scratch_bytes(c, total, n, seqs, n_tokens, bytes);
     attn_status st = reserve(c, n, total, 0); /* the schedule's arrays */
@@ -770,6 +760,9 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         c->args[q].tok0 = row;
         c->args[q].block_table = s->table;
         place(c, s, n_tokens[q], c->pos + row, c->slot + row);
+        for (int64_t t = 0; depth && t < n_tokens[q]; t++) /* RoPE at len + depth */
+            c->pos[row + t] = s->len + depth[t];
+        c->args[q].tree = depth ? c->tree : NULL;
         row += n_tokens[q];
     }
     for (int j = c->n_team; j < c->n_run; j++) { /* a solo sequence: its thread's scratch */
@@ -810,6 +803,57 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         }
     }
 
+    return ATTN_OK;
+}
+
+attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
+                         const int32_t *n_tokens, const float *x, float *y) {
+    attn_status st = check_call(b, c);
+    if (st)
+        return st;
+    if (n < 1 || !seqs || !n_tokens)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "a batch needs n >= 1 sequences and their token counts");
+    const attn_config *cfg = &c->cfg;
+    int64_t total = 0, need = 0;
+    for (int i = 0; i < n; i++) {
+        const seq *s = find(c, seqs[i]);
+        if (!s)
+            return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d is unknown or freed", seqs[i]);
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return rt_fail(&c->error, ATTN_E_INVALID, "sequence %d appears twice in the batch",
+                               seqs[i]);
+        if (n_tokens[i] < 0)
+            return rt_fail(&c->error, ATTN_E_INVALID, "n_tokens[%d] is negative", i);
+        if (cfg->memory_dim > 0 && s->mem == 0)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d has no memory: a cross-attention block attends to the "
+                           "memory attn_seq_set_memory gives it",
+                           seqs[i]);
+        if (s->draft > 0 && n_tokens[i] > 0)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d has %d draft tokens; attn_seq_accept them (or none) "
+                           "first",
+                           seqs[i], s->draft);
+        if (cfg->memory_dim == 0 && s->len + n_tokens[i] > cfg->kv_max_tokens)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",
+                           seqs[i], (long long)(s->len + n_tokens[i] - 1),
+                           (long long)cfg->kv_max_tokens);
+        total += n_tokens[i];
+        need += blocks_needed(c, s, n_tokens[i]);
+    }
+    if (need > available(c))
+        return rt_fail(&c->error, ATTN_E_CAPACITY,
+                       "the batch needs %lld more blocks, %lld are free", (long long)need,
+                       (long long)available(c));
+    if (total == 0)
+        return ATTN_OK;
+    if (!x || !y)
+        return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
+    if ((st = run(c, n, seqs, n_tokens, total, x, y, NULL)))
+        return st;
     for (int q = 0; q < n; q++) {
         seq *s = &c->seqs[seqs[q]];
         s->len += n_tokens[q];
@@ -822,5 +866,130 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
             }
         }
     }
+    return ATTN_OK;
+}
+
+/* ---- draft trees (speculative decoding) ------------------------------------- */
+
+attn_status attn_forward_tree(attn_block *b, attn_cache *c, int32_t id, int32_t n,
+                              const int32_t *parent, const float *x, float *y) {
+    attn_status st = check_call(b, c);
+    if (st)
+        return st;
+    const char *why = attn_tree_unsupported(&c->cfg);
+    if (why)
+        return rt_fail(&c->error, ATTN_E_INVALID, "forward_tree: block '%s': %s", c->cfg.name, why);
+    seq *s = find(c, id);
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_INVALID, "forward_tree: unknown sequence %d", id);
+    if (n < 1 || n > ATTN_TREE_MAX || !parent || !x || !y)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "forward_tree: needs 1 to %d tokens (got %d), their parents, x and y",
+                       ATTN_TREE_MAX, n);
+    if (s->draft > 0)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "forward_tree: sequence %d has %d draft tokens already; attn_seq_accept "
+                       "them (or none) first",
+                       id, s->draft);
+    if (s->len + n > c->cfg.kv_max_tokens)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "forward_tree: sequence %d's %d draft tokens would need cache rows up to "
+                       "%lld; kv_cache.max_tokens is %lld",
+                       id, n, (long long)(s->len + n - 1), (long long)c->cfg.kv_max_tokens);
+    int8_t depth[ATTN_TREE_MAX];
+    for (int32_t i = 0; i < n; i++) {
+        if (parent[i] < -1 || parent[i] >= i)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "forward_tree: parent[%d] is %d; a token's parent is -1 (the "
+                           "sequence's last token) or an earlier token of the call (0..%d)",
+                           i, parent[i], i - 1);
+        /* token i sees itself and its ancestors' keys */
+        c->tree[i] = (UINT64_C(1) << i) | (parent[i] < 0 ? 0 : c->tree[parent[i]]);
+        depth[i] = (int8_t)(parent[i] < 0 ? 0 : depth[parent[i]] + 1);
+    }
+    int64_t need = blocks_needed(c, s, n);
+    if (need > available(c))
+        return rt_fail(&c->error, ATTN_E_CAPACITY,
+                       "forward_tree: %d draft tokens need %lld more blocks, %lld are free", n,
+                       (long long)need, (long long)available(c));
+    if ((st = run(c, 1, &id, &n, n, x, y, depth)))
+        return st;
+    s = &c->seqs[id];
+    s->draft = n;
+    for (int32_t i = 0; i < n; i++)
+        s->parent[i] = (int8_t)parent[i];
+    return ATTN_OK;
+}
+
+/* Copies the K (which 0) or V (1) values of cache row `from` to row `to`
+ * (rows: block * block_tokens + offset), in the pool's layout
+ * (attn_kernels.h): K's columns each hold a block's tokens side by side,
+ * V's tokens are rows; a q8_0 block ends in the f16 scales of its groups
+ * of 32 columns, at (column / 32) * block_tokens + token. */
+static void move_row(attn_cache *c, int which, int64_t from, int64_t to) {
+    int64_t cols = attn_cache_columns(&c->cfg, which), bt = c->bt;
+    if (cols == 0)
+        return;
+    bool q8 = c->cfg.kv_dtype == ATTN_DTYPE_Q8_0;
+    size_t es = q8 ? 1 : attn_dtype_bytes(c->cfg.kv_dtype, 1);
+    size_t block = (size_t)bt * c->row_bytes[which];
+    char *pool = which ? c->v : c->k;
+    char *src = pool + (size_t)(from / bt) * block, *dst = pool + (size_t)(to / bt) * block;
+    int64_t fo = from % bt, tof = to % bt;
+    if (which)
+        memcpy(dst + (size_t)(tof * cols) * es, src + (size_t)(fo * cols) * es, (size_t)cols * es);
+    else
+        for (int64_t col = 0; col < cols; col++)
+            memcpy(dst + (size_t)(col * bt + tof) * es, src + (size_t)(col * bt + fo) * es, es);
+    for (int64_t g = 0; q8 && g < cols / 32; g++) {
+        size_t scales = (size_t)(bt * cols); /* bytes of q before them */
+        memcpy(dst + scales + (size_t)(g * bt + tof) * 2, src + scales + (size_t)(g * bt + fo) * 2,
+               2);
+    }
+}
+
+attn_status attn_seq_accept(attn_cache *c, int32_t id, int32_t n_keep, const int32_t *keep) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error.text[0] = 0;
+    seq *s = find(c, id);
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_INVALID, "accept: unknown sequence %d", id);
+    if (s->draft == 0)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "accept: sequence %d has no draft tokens (attn_forward_tree makes them)",
+                       id);
+    if (n_keep < 0 || n_keep > s->draft || (n_keep > 0 && !keep))
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "accept: keeps 0 to %d of sequence %d's draft tokens (got %d%s)", s->draft,
+                       id, n_keep, n_keep > 0 && !keep ? ", keep NULL" : "");
+    for (int32_t j = 0; j < n_keep; j++) {
+        int32_t want = j ? keep[j - 1] : -1;
+        if (keep[j] < 0 || keep[j] >= s->draft)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "accept: keep[%d] is %d; the draft tokens are 0..%d", j, keep[j],
+                           s->draft - 1);
+        if (s->parent[keep[j]] != want)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "accept: keep is not a path from a root: keep[%d] = %d has parent %d, "
+                           "not %d",
+                           j, keep[j], s->parent[keep[j]], want);
+    }
+    /* the kept tokens move down to rows len..: a path's j-th token is at
+     * draft index keep[j] >= j, so no row is overwritten before it moves.
+     * The rows past len are the sequence's own (a draft cannot be forked,
+     * and only full blocks below len are published). */
+    for (int32_t j = 0; j < n_keep; j++) {
+        if (keep[j] == j)
+            continue;
+        int64_t from = s->len + keep[j], to = s->len + j;
+        for (int which = 0; which < 2; which++)
+            move_row(c, which, (int64_t)s->table[from / c->bt] * c->bt + from % c->bt,
+                     (int64_t)s->table[to / c->bt] * c->bt + to % c->bt);
+    }
+    int64_t end = blocks_for(c, rows(c, s));
+    s->len += n_keep;
+    s->draft = 0;
+    release(c, s, blocks_for(c, s->len), end);
     return ATTN_OK;
 }

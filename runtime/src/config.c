@@ -527,6 +527,24 @@ int64_t attn_cache_columns(const attn_config *c, int which) {
     return c->kv_groups * c->head_dim;
 }
 
+const char *attn_tree_unsupported(const attn_config *c) {
+    if (!c)
+        return "no config";
+    if (c->memory_dim > 0)
+        return "cross-attention has no keys of its own tokens";
+    if (!c->causal)
+        return "a draft tree needs causal: true";
+    /* these measure distances in positions, and a draft token's position
+     * (its depth) is not its place in the cache */
+    if (c->sliding_window > 0)
+        return "sliding_window is not supported with a draft tree";
+    if (c->chunk > 0)
+        return "chunked_attention is not supported with a draft tree";
+    if (c->alibi)
+        return "alibi is not supported with a draft tree";
+    return NULL;
+}
+
 int64_t attn_v_head_dim(const attn_config *c) {
     return c && c->mla_kv_lora_rank > 0 ? c->mla_v_head_dim : c ? c->head_dim : 0;
 }

@@ -92,13 +92,8 @@ static void jit_equals_reference_with_each_pass_disabled(void **state) {
             if (!(e <= tol))
                 fail_msg("%s without %s: relative error %g", specs[s], off[0], e);
         }
-        const char *all[8];
-        int n = 0;
-        for (; attnc_pass_name(n); n++)
-            all[n] = attnc_pass_name(n);
-        attnc_options o = attnc_options_default();
-        o.disabled_passes = all;
-        o.n_disabled_passes = n;
+        const char *all[16];
+        attnc_options o = options_without_passes(all);
         assert_true(jit_vs_ref(path, &o, s < 4 ? 9 : 60, s < 4 ? 4 : 7, 0, 3) <= tol);
     }
     tmpdir_remove(dir);

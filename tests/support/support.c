@@ -323,6 +323,18 @@ void assert_file_has(const char *path, const char *want) {
     free(s);
 }
 
+attnc_options options_without_passes(const char **names) {
+    int n = 0;
+    for (; attnc_pass_name(n); n++) {
+        assert_true(n < 16);
+        names[n] = attnc_pass_name(n);
+    }
+    attnc_options o = attnc_options_default();
+    o.disabled_passes = names;
+    o.n_disabled_passes = n;
+    return o;
+}
+
 attnc_jit *jit_or_fail(const char *path, const attnc_options *o) {
     attnc_ctx *ctx = attnc_ctx_new();
     assert_non_null(ctx);

@@ -54,6 +54,9 @@ void print_diags(attnc_ctx *ctx);
 /* The kernels of the spec at path compiled with o (NULL: the defaults);
  * fails the test with every diagnostic when they do not compile. */
 attnc_jit *jit_or_fail(const char *path, const attnc_options *o);
+/* Default options with every pass disabled (the unfused kernels); names
+ * receives the pass names the options point at (room for 16). */
+attnc_options options_without_passes(const char **names);
 
 /* specs/name.yaml of the source tree (a static buffer). */
 const char *spec_path(const char *name);

@@ -96,6 +96,7 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     }
     LLVMValueRef slope = n->op == IR_OP_ALIBI ? cg_alibi_slope(c, h) : NULL;
     LLVMValueRef first = n->op == IR_OP_MASK ? cg_first_key_at(c, pos) : NULL;
+    LLVMValueRef bits = n->op == IR_OP_MASK ? cg_tree_bits(c, s) : NULL;
     if (n->op == IR_OP_SOFTMAX) {
         LLVMBuildStore(c->b, sink ? sink : cg_f32(c, -INFINITY), mx);
         LLVMBuildStore(c->b, cg_f32(c, 0), sum);
@@ -126,6 +127,8 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         if (first) /* window, chunk */
             hidden =
                 LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSLT, lj.i, first, ""), "");
+        if (bits) /* a draft tree */
+            hidden = LLVMBuildOr(c->b, hidden, cg_tree_hidden(c, lj.i, bits), "");
         v = LLVMBuildSelect(c->b, hidden, cg_f32(c, -INFINITY), v, "");
     } else {
         ATTNC_ASSERT(n->op == IR_OP_SOFTMAX);

@@ -41,6 +41,7 @@ static void function_begin(cg *c, LLVMValueRef fn) {
     c->pos = args_field(c, offsetof(attn_kernel_args, pos), c->ptr, "pos");
     c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");
     c->table = args_field(c, offsetof(attn_kernel_args, block_table), c->ptr, "table");
+    c->tree = args_field(c, offsetof(attn_kernel_args, tree), c->ptr, "tree");
     c->jlo = c->phase == ATTN_PHASE_SEQUENCE ? cg_first_key(c) : cg_i64(c, 0);
     c->Tk = LLVMBuildSub(c->b, c->T, c->jlo, "Tk");
     /* Loaded here, once: reloading them next to each access would let every
@@ -450,6 +451,38 @@ static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v) {
 static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem) {
     return LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(ty))
                                                      : elem;
+}
+
+LLVMValueRef cg_tree_bits(cg *c, LLVMValueRef t) {
+    if (!ir_cfg_tree(c->g))
+        return NULL;
+    /* no tree: one constant word of ones instead; else tree[min(t, 63)]
+     * (rows past the call's tokens read a word nothing uses) */
+    const char *name = "attnc.tree_none";
+    LLVMValueRef none = LLVMGetNamedGlobal(c->mod, name);
+    if (!none) {
+        none = LLVMAddGlobal(c->mod, c->i64, name);
+        LLVMSetInitializer(none, LLVMConstAllOnes(c->i64));
+        LLVMSetGlobalConstant(none, true);
+        LLVMSetLinkage(none, LLVMPrivateLinkage);
+    }
+    LLVMValueRef i = cg_intrinsic(c, "llvm.umin", c->i64, t, cg_i64(c, 63));
+    LLVMValueRef at = LLVMBuildGEP2(c->b, c->i64, c->tree, &i, 1, "");
+    LLVMValueRef is_none = LLVMBuildICmp(c->b, LLVMIntEQ, c->tree, LLVMConstNull(c->ptr), "");
+    return LLVMBuildLoad2(c->b, c->i64, LLVMBuildSelect(c->b, is_none, none, at, ""), "tree_bits");
+}
+
+LLVMValueRef cg_tree_hidden(cg *c, LLVMValueRef keys, LLVMValueRef bits) {
+    LLVMTypeRef ty = LLVMTypeOf(bits);
+    bool vec = LLVMGetTypeKind(ty) == LLVMVectorTypeKind;
+    /* k = key - P: a key of the call when k >= 0, seen when bit k is set
+     * (k < 64 there: the causal mask hides keys past the row's token) */
+    LLVMValueRef k = LLVMBuildSub(c->b, LLVMBuildSExtOrBitCast(c->b, keys, ty, ""),
+                                  vec ? cg_splat(c, c->P) : c->P, "");
+    LLVMValueRef shift = cg_intrinsic(c, "llvm.umin", ty, k, iconst(ty, 63));
+    LLVMValueRef bit = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, bits, shift, ""), iconst(ty, 1), "");
+    return LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, k, iconst(ty, 0), ""),
+                        LLVMBuildICmp(c->b, LLVMIntEQ, bit, iconst(ty, 0), ""), "tree_hidden");
 }
 
 LLVMValueRef cg_splat(cg *c, LLVMValueRef s) {

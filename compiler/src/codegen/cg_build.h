@@ -45,10 +45,10 @@ typedef struct cg {
     int64_t gate;       /* of its node (ir_node.gate): its kernels return at once in other calls */
     /* in the current kernel */
     LLVMValueRef args, ith, nth;
-    LLVMValueRef tok0, pos, slot, table; /* i64, ptrs (see attn_kernel_args) */
-    LLVMValueRef jlo, Tk;                /* first visible key and T - jlo (sequence phase) */
-    LLVMValueRef base[ATTN_MAX_BUFFERS]; /* loaded once: stores cannot change them */
-    LLVMValueRef S, P, T;                /* i64 */
+    LLVMValueRef tok0, pos, slot, table, tree; /* i64, ptrs (see attn_kernel_args) */
+    LLVMValueRef jlo, Tk;                      /* first visible key and T - jlo (sequence phase) */
+    LLVMValueRef base[ATTN_MAX_BUFFERS];       /* loaded once: stores cannot change them */
+    LLVMValueRef S, P, T;                      /* i64 */
 } cg;
 
 typedef struct cg_loop {
@@ -245,11 +245,19 @@ ATTNC_HIDDEN void cg_emit_mla_query(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_rope(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name);
 ATTNC_HIDDEN void cg_emit_mla_output(cg *c, const ir_node *n, const char *name);
+/* attn_forward_tree's bits (i64) of the call's token t (i64): the keys
+ * of the call it sees (attn_kernel_args.tree), all ones in a call that
+ * is no tree; NULL when the block's kernels take no tree (ir_cfg_tree). */
+ATTNC_HIDDEN LLVMValueRef cg_tree_bits(cg *c, LLVMValueRef t);
+/* i1 (lanes): keys (i32 or i64) of the call that tree bits (i64, the
+ * same lanes) hide. */
+ATTNC_HIDDEN LLVMValueRef cg_tree_hidden(cg *c, LLVMValueRef keys, LLVMValueRef bits);
 /* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
  * hidden from rows at positions pos (i32 vector) by n's causal mask and
- * window, or already by `beyond`. */
+ * window, by the rows' tree bits (i64 vector; NULL: none), or already
+ * by `beyond`. */
 ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys,
-                                         LLVMValueRef pos, LLVMValueRef beyond);
+                                         LLVMValueRef pos, LLVMValueRef bits, LLVMValueRef beyond);
 /* Whether the key tile [j0, jlast] is cut for rows at positions
  * pmin..pmax: keys at or past jend, or some key a row's mask or window
  * hides (p.v must then skip weight-0 keys). */

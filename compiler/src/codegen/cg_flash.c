@@ -38,6 +38,7 @@ typedef struct flash {
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
+    LLVMValueRef tb;               /* the rows' tree bits [rows] (i64; cg_tree_bits), or NULL */
     LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
     /* the rows' q or output rows [rows] (ptr), which are inside [rows]
      * (i32), 1 / l [rows]; where rows past the item store to [vd + 2] */
@@ -63,6 +64,13 @@ static LLVMValueRef row_pos(cg *c, const flash *f, int v) {
     LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, f->pos), cg_i64(c, (int64_t)v * f->lanes));
     LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "posv");
     LLVMSetAlignment(x, 4);
+    return x;
+}
+
+static LLVMValueRef row_tree_bits(cg *c, const flash *f, int v) {
+    LLVMValueRef p = cg_gep(c, c->i64, cg_opaque_ptr(c, f->tb), cg_i64(c, (int64_t)v * f->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i64, (unsigned)f->lanes), p, "bits");
+    LLVMSetAlignment(x, 8);
     return x;
 }
 
@@ -244,7 +252,8 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
         LLVMValueRef beyond = cg_splat(c, LLVMBuildICmp(c->b, LLVMIntSGE, key, jend, ""));
         LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, key, c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef hidden = cg_keys_hidden(c, f->n, keyv, posv[v], beyond);
+            LLVMValueRef bits = f->tb ? row_tree_bits(c, f, v) : NULL;
+            LLVMValueRef hidden = cg_keys_hidden(c, f->n, keyv, posv[v], bits, beyond);
             LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
             cg_vstore(c, ATTN_DTYPE_F32,
                       LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY),
@@ -634,6 +643,10 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.l = cg_slot(c, rowt, NULL);
     f.sl = cg_slot(c, rowt, NULL);
     f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+    if (ir_cfg_tree(c->g)) {
+        f.tb = cg_slot(c, LLVMArrayType2(c->i64, (uint64_t)f.rows), NULL);
+        LLVMSetAlignment(f.tb, 64);
+    }
     f.rowp = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)f.rows), NULL);
     f.rowok = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
     f.inv = cg_slot(c, rowt, NULL);
@@ -670,7 +683,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash *alt[2] = {&few, &sp};
     for (int i = 0; i < 2; i++) {
         alt[i]->qt = f.qt, alt[i]->ot = f.ot, alt[i]->pb = f.pb, alt[i]->m = f.m, alt[i]->l = f.l;
-        alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->kf = f.kf, alt[i]->vf = f.vf;
+        alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->tb = f.tb, alt[i]->kf = f.kf;
+        alt[i]->vf = f.vf;
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
         alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp;
     }
@@ -853,6 +867,11 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
             LLVMConstVector(e, (unsigned)f->lanes), "posv");
         LLVMValueRef at = cg_gep(c, c->i32, f->pos, cg_i64(c, (int64_t)v * f->lanes));
         LLVMSetAlignment(LLVMBuildStore(c->b, posv, at), 4);
+    }
+    for (int r = 0; f->tb && r < f->rows; r += (int)f->hpi) { /* a draft tree: a word per token */
+        LLVMValueRef bits = cg_tree_bits(c, LLVMBuildAdd(c->b, s0, cg_i64(c, r / f->hpi), ""));
+        for (int h = r; h < r + f->hpi && h < f->rows; h++)
+            LLVMBuildStore(c->b, bits, cg_gep(c, c->i64, f->tb, cg_i64(c, h)));
     }
 }
 

@@ -1,13 +1,15 @@
 /* cg_mask.c: the score rules the flash kernel (cg_flash.c) and its split
  * decode path (cg_split.c) share, on vectors: which keys a row's causal
- * mask, window or chunk hides, whether a key tile is cut by them, ALiBi's
+ * mask, window, chunk or draft tree hides, whether a key tile is cut by them, ALiBi's
  * bias and the softcap. Here so that neither kernel file calls into the
  * other for them. */
 #include "codegen/cg_build.h"
 
 LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
-                            LLVMValueRef beyond) {
+                            LLVMValueRef bits, LLVMValueRef beyond) {
     LLVMValueRef hidden = beyond;
+    if (bits)
+        hidden = LLVMBuildOr(c->b, hidden, cg_tree_hidden(c, keys, bits), "");
     if (n->causal) {
         hidden = LLVMBuildOr(c->b, hidden, LLVMBuildICmp(c->b, LLVMIntSGT, keys, pos, ""), "");
         LLVMValueRef first = cg_first_key_at(c, pos); /* window, chunk */
@@ -21,6 +23,12 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
 LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                          LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax) {
     LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (ir_cfg_tree(c->g)) { /* a tree call: a tile with keys of the call */
+        LLVMValueRef tree = LLVMBuildICmp(c->b, LLVMIntNE, c->tree, LLVMConstNull(c->ptr), "");
+        cut = LLVMBuildOr(
+            c->b, cut,
+            LLVMBuildAnd(c->b, tree, LLVMBuildICmp(c->b, LLVMIntSGE, jlast, c->P, ""), ""), "");
+    }
     if (n->causal) {
         cut = LLVMBuildOr(c->b, cut, LLVMBuildICmp(c->b, LLVMIntSGT, jlast, pmin, ""), "");
         /* the first key never decreases with the position: the last row's

@@ -545,7 +545,10 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, ir_cfg_heads(c->g)), "");
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
         }
-        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, t->past),
+        LLVMValueRef bits = cg_tree_bits(c, w->tok[i]);
+        if (bits)
+            bits = cg_splat(c, bits);
+        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, bits, t->past),
                                cg_vf32(c, -INFINITY), sc, "");
     }
 }

@@ -134,6 +134,10 @@ static inline bool ir_cfg_mla(const ir_graph *g) {
 static inline bool ir_cfg_bf16(const ir_graph *g) {
     return g->cfg.compute == ATTN_DTYPE_BF16;
 }
+/* Kernels honour attn_kernel_args.tree (attn_forward_tree). */
+static inline bool ir_cfg_tree(const ir_graph *g) {
+    return attn_tree_unsupported(&g->cfg) == NULL;
+}
 static inline int64_t ir_cfg_cache_columns(const ir_graph *g, int which) {
     return attn_cache_columns(&g->cfg, which);
 }
