@@ -39,6 +39,7 @@ static const char bench_usage[] =
     "                   [--dtype D] [--kv-dtype D] [--compute C] [--activations A]\n"
     "                   [--cpu NAME] [--disable-pass P]...\n"
     "                   [--no-cache] [--memory N] [--shard I/N] [--batch N]\n"
+    "                   [--shared-prefix P]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -62,7 +63,12 @@ static const char bench_usage[] =
     "  --batch N        N sequences in each timed call (default 1), each decoding\n"
     "                   one token after --cache tokens or prefilling --seq tokens;\n"
     "                   the work and bytes are N times one sequence's, the\n"
-    "                   weights' bytes once (--part block only)\n"
+    "                   weights' bytes once\n"
+    "  --shared-prefix P  the batch's sequences share their first P tokens: forks\n"
+    "                   of one sequence that holds them (decode: P <= --cache, the\n"
+    "                   rest each sequence's own; prefill: each holds the P shared\n"
+    "                   tokens and prefills --seq after them); the shared keys'\n"
+    "                   bytes count once\n"
     "  --memory N       cross-attention (needed then): each sequence attends to N\n"
     "                   memory rows, projected once by attn_seq_set_memory before\n"
     "                   the timed calls (its time is printed, not counted);\n"
@@ -83,7 +89,7 @@ static const char bench_usage[] =
     "  --no-cache       compile every variant anew: neither read nor write the\n"
     "                   kernel cache (attnc cache --help)\n"
     "  --json           one JSON object per row: spec, mode, part, cpu, seq, compute,\n"
-    "                   activations, cache, batch,\n"
+    "                   activations, cache, batch, shared_prefix,\n"
     "                   threads, variant, ms_median, ms_min, ms_max, flops, bytes,\n"
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
@@ -409,6 +415,7 @@ typedef struct bench {
     const char *cpu;     /* NULL: this CPU */
     int64_t memory;      /* cross-attention: memory rows (0: self-attention) */
     int batch;           /* sequences in each timed call */
+    int64_t shared;      /* the tokens they share (--shared-prefix) */
     float *mem;          /* [memory, memory_dim] */
     attnc_options shard; /* its shard_index and shard_count (0 of 0: whole) */
 } bench;
@@ -424,7 +431,7 @@ static double cache_token_bytes(const attn_config *c) {
  * the weights' share of *bytes. */
 static void work_one(const bench *b, double *flops, double *bytes, double *wbytes) {
     const attn_config *c = &b->cfg;
-    double P = b->decode ? (double)b->cache : 0, S = b->decode ? 1 : (double)b->seq;
+    double P = b->decode ? (double)b->cache : (double)b->shared, S = b->decode ? 1 : (double)b->seq;
     double pairs = 0; /* (query, visible key) pairs */
     for (int64_t s = 0; s < (int64_t)S; s++) {
         int64_t pos = (int64_t)P + s; /* keys from the window's or chunk's first */
@@ -472,12 +479,15 @@ static void work_one(const bench *b, double *flops, double *bytes, double *wbyte
 }
 
 /* The useful work of one timed call: --batch sequences' own, the
- * weights read once. */
+ * weights and the shared keys the sequences see read once. */
 static void work(const bench *b, double *flops, double *bytes) {
     double wbytes;
     work_one(b, flops, bytes, &wbytes);
     *flops *= b->batch;
     *bytes = (*bytes - wbytes) * b->batch + wbytes;
+    int64_t first = attn_first_key(&b->cfg, b->decode ? b->cache : b->shared);
+    if (b->shared > first)
+        *bytes -= (double)(b->batch - 1) * (double)(b->shared - first) * cache_token_bytes(&b->cfg);
 }
 
 /* A step --part core leaves out: the linears, and MLA's products with
@@ -672,14 +682,22 @@ static int check(const bench *b, runner *r, double *err) {
 }
 
 /* b->batch new sequences, each with the bench's memory and, decoding,
- * the past tokens of x (untimed). */
+ * the past tokens of x (untimed); with --shared-prefix forks of one
+ * sequence holding x's first b->shared tokens (freed after the forks). */
 static int fill_batch(const bench *b, runner *r, int32_t *seqs, int64_t past, const float *x,
                       float *y) {
     int rc = EXIT_OK;
+    int32_t base = -1;
     for (int i = 0; i < b->batch; i++)
         seqs[i] = -1;
+    if (b->shared) {
+        attn_status st = attn_seq_new(r->cache, &base);
+        rc = st ? runtime_error(st, NULL) : forward(r, base, b->shared, x, y);
+        past -= b->decode ? b->shared : 0, x += b->shared * b->cfg.d_model;
+    }
     for (int i = 0; rc == EXIT_OK && i < b->batch; i++) {
-        attn_status st = attn_seq_new(r->cache, &seqs[i]);
+        attn_status st =
+            b->shared ? attn_seq_fork(r->cache, base, &seqs[i]) : attn_seq_new(r->cache, &seqs[i]);
         rc = st ? runtime_error(st, NULL) : EXIT_OK;
         double mem_secs = 0;
         if (rc == EXIT_OK)
@@ -691,6 +709,8 @@ static int fill_batch(const bench *b, runner *r, int32_t *seqs, int64_t past, co
         if (rc == EXIT_OK && b->decode && past) /* the cache to decode against, not timed */
             rc = forward(r, seqs[i], past, x, y);
     }
+    if (base >= 0)
+        attn_seq_free(r->cache, base);
     return rc;
 }
 
@@ -707,7 +727,8 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
     const attn_config *c = &b->cfg;
     /* cross-attention decodes one token against the memory, no cached tokens */
     int64_t past = b->memory ? 0 : b->cache;
-    int64_t D = c->d_model, n = b->decode ? past + 1 : b->seq, S = b->decode ? 1 : b->seq;
+    int64_t D = c->d_model, n = b->decode ? past + 1 : b->shared + b->seq,
+            S = b->decode ? 1 : b->seq;
     int N = b->batch;
     /* x: one sequence's tokens; xs: the S rows each sequence takes, in turn */
     float *x = random_input(n * D, 5), *xs = N > 1 ? malloc((size_t)(N * S * D) * sizeof *xs) : x;
@@ -741,6 +762,9 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
         if (!b->decode && run >= 0 && b->memory) { /* the memory stays */
             for (int i = 0; i < N; i++)
                 attn_seq_truncate(r->cache, seqs[i], 0);
+        } else if (!b->decode && run >= 0 && b->shared) { /* from the shared tokens */
+            for (int i = 0; i < N; i++)
+                attn_seq_truncate(r->cache, seqs[i], b->shared);
         } else if (!b->decode && run >= 0) { /* each prefill starts from an empty cache */
             for (int i = 0; i < N; i++) {
                 attn_seq_free(r->cache, seqs[i]);
@@ -753,7 +777,7 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
         double dt = now_seconds() - t0;
         for (int i = 0; b->decode && i < N; i++)
             attn_seq_truncate(r->cache, seqs[i], past);
-        if (b->core) {
+        if (b->core) { /* the batch's side-by-side sequences: one span (attn_cache_profile) */
             uint32_t n_steps;
             const double *sec = attn_cache_step_seconds(r->cache, &n_steps);
             dt = 0;
@@ -812,6 +836,7 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
         cJSON_AddNumberToObject(o, "cache", b->decode && !b->memory ? (double)b->cache : 0);
         cJSON_AddNumberToObject(o, "memory", (double)b->memory);
         cJSON_AddNumberToObject(o, "batch", b->batch);
+        cJSON_AddNumberToObject(o, "shared_prefix", (double)b->shared);
         if (b->cfg.shard_count > 1) {
             char sh[64];
             snprintf(sh, sizeof sh, "%lld/%lld", (long long)b->cfg.shard_index,
@@ -861,7 +886,7 @@ static int bench_variant(const bench *b, const probes *pb, const roofline *rl, c
                          bool json, bool first) {
     runner r = {0};
     int64_t n = b->memory ? b->memory : b->decode ? b->cache + 1 : b->seq;
-    int64_t capacity = (n + 2 * b->cfg.kv_block_tokens) * b->batch + 98;
+    int64_t capacity = (n + b->shared + 2 * b->cfg.kv_block_tokens) * b->batch + 98;
     double err = 0, *times = malloc((size_t)b->runs * 3 * sizeof *times),
            *bw = times ? times + 2 * b->runs : NULL;
     char variant[64];
@@ -897,7 +922,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     const char *help = NULL, *seq_s = NULL, *threads_s = NULL, *runs_s = NULL, *json = NULL;
     const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
     const char *compute_s = NULL, *activations_s = NULL;
-    const char *memory_s = NULL, *batch_s = NULL, *pos[1];
+    const char *memory_s = NULL, *batch_s = NULL, *shared_s = NULL, *pos[1];
     q->mode = "prefill", q->part = "block";
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -919,6 +944,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         {"--memory", NULL, true, &memory_s, NULL, 0},
         {"--shard", NULL, true, &q->shard_s, NULL, 0},
         {"--batch", NULL, true, &batch_s, NULL, 0},
+        {"--shared-prefix", NULL, true, &shared_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -941,17 +967,22 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
                            "--seq is for --mode prefill; decode adds one token to --cache");
     if (!b->decode && q->cache_s)
         return usage_error("bench", "--cache is for --mode decode");
-    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7, batch = 1;
+    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7, batch = 1, shared = 0;
     if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
         (q->cache_s &&
          !parse_int("bench", "--cache", q->cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
         (threads_s && !parse_int("bench", "--threads", threads_s, 1, 1024, &threads)) ||
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
         (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)) ||
-        (batch_s && !parse_int("bench", "--batch", batch_s, 1, 4096, &batch)))
+        (batch_s && !parse_int("bench", "--batch", batch_s, 1, 4096, &batch)) ||
+        (shared_s && !parse_int("bench", "--shared-prefix", shared_s, 0, ATTN_MAX_TOKENS, &shared)))
         return EXIT_USAGE;
-    if (batch > 1 && b->core)
-        return usage_error("bench", "--batch times whole calls: it is for --part block");
+    if (shared && b->decode && shared > cache)
+        return usage_error("bench", "--shared-prefix %lld is more than the --cache %lld tokens",
+                           (long long)shared, (long long)cache);
+    if (shared && memory_s)
+        return usage_error("bench", "--shared-prefix shares tokens; a cross-attention sequence "
+                                    "attends to its --memory");
     q->dtype = q->kv_dtype = q->compute = q->activations = ATTN_DTYPE_COUNT;
     if (activations_s && strcmp(activations_s, "f32") && strcmp(activations_s, "q8_0"))
         return usage_error("bench", "--activations expects f32 or q8_0, found '%s'", activations_s);
@@ -974,6 +1005,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     b->threads = (int)threads;
     b->runs = (int)runs;
     b->batch = (int)batch;
+    b->shared = shared;
     q->json = json != NULL;
     q->ablation = ablation != NULL;
     return EXIT_OK;
@@ -1057,6 +1089,9 @@ static int bench_rows(bench *b, const bench_ask *q) {
             if (b->batch > 1)
                 snprintf(against + strlen(against), sizeof against - strlen(against), ", batch %d",
                          b->batch);
+            if (b->shared)
+                snprintf(against + strlen(against), sizeof against - strlen(against),
+                         ", shared prefix %lld", (long long)b->shared);
             printf("attnc bench %s: mode %s, part %s, %s %lld%s, %d threads, weights %s, cache "
                    "%s (%.0f bytes a token), compute %s, activations %s%s%s\n",
                    b->cfg.name, q->mode, q->part, b->decode ? "cache" : "seq",

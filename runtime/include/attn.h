@@ -601,7 +601,10 @@ ATTN_API const char *attn_cache_error(const attn_cache *c);
 /* Step timing (off by default): while on, every forward on c adds to
  * seconds[i] the wall time of kernel-table step i (index into the table's
  * steps), from its start to the barrier that ends it on all threads,
- * summed over the sequences of a batch. Turning it on zeroes the sums.
+ * summed over the sequences of a batch; the sequences a batch runs side
+ * by side, one thread each (attn_forward), count as one span from their
+ * start to the barrier after them, added to the first step of their
+ * run of sequence-phase steps. Turning it on zeroes the sums.
  * attn_cache_step_seconds gives the sums (NULL while off) and their
  * count in *n. */
 ATTN_API attn_status attn_cache_profile(attn_cache *c, bool on);

@@ -546,9 +546,9 @@ static double seq_cost(const attn_cache *c, int64_t P, int64_t S) {
  * barrier after each), as a batch of one does; the others run whole, each
  * on one thread, the costliest first onto the least loaded one (longest
  * processing time first), each thread its own copy of their per-sequence
- * scratch (solo_bytes). One thread, or profiling step times, keeps every
- * sequence on the team. The results are the same either way: a kernel's
- * output does not depend on its thread count. */
+ * scratch (solo_bytes). One thread keeps every sequence on the team.
+ * The results are the same either way: a kernel's output does not depend
+ * on its thread count. */
 static int costlier_first(const void *a, const void *b) {
     const sched_item *x = a, *y = b;
     if (x->cost != y->cost)
@@ -568,7 +568,7 @@ static void schedule(attn_cache *c, int n, const int32_t *seqs, const int32_t *n
     for (int q = 0; q < n; q++) {
         if (n_tokens[q] == 0)
             continue;
-        if (T > 1 && !c->step_seconds && it[q].cost * T <= total)
+        if (T > 1 && it[q].cost * T <= total)
             it[ns++] = it[q];
         else
             c->order[nt++] = q;
@@ -793,11 +793,14 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
             for (int t = 0; t < c->n_team; t++)
                 for (uint32_t j = i; j < end; j++)
                     run_step(c, j, &c->args[c->order[t]], ith, nth);
+            double t0 = c->step_seconds && ith == 0 ? omp_get_wtime() : 0;
             for (int t = c->n_team; t < c->n_run; t++) /* fewer threads than asked: shared out */
                 for (uint32_t j = i; j < end && (uint32_t)c->owner[t] % nth == ith; j++)
                     k->steps[j].fn(&c->args[c->order[t]], 0, 1);
             if (c->n_run > c->n_team) {
 #pragma omp barrier
+                if (c->step_seconds && ith == 0) /* side by side: the span, on the first step */
+                    c->step_seconds[i] += omp_get_wtime() - t0;
             }
             i = end;
         }

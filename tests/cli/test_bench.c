@@ -154,6 +154,26 @@ static void bench_decode_rows(void **state) {
     assert_true(num(r[0], "cache_token_bytes") == 2 * kv * 2); /* K and V rows in f16 */
     assert_consistent(r[0]);
     cJSON_Delete(r[0]);
+    /* a batch's core, its sequences sharing 32 of their 50 tokens: the
+     * shared keys' bytes once; prefilling after a shared prefix */
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50", "--json",
+                           "--runs", "5", "--part", "core", "--batch", "3", "--shared-prefix",
+                           "32"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_int_equal((int)num(r[0], "shared_prefix"), 32);
+    double ctb = 2 * kv * 4; /* the seed's f32 cache */
+    assert_true(num(r[0], "bytes") == 3 * (51 * ctb + 2 * qd * 4) - 2 * 32 * ctb);
+    assert_true(num(r[0], "flops") == 3 * 4.0 * 64 * 12 * 51);
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--seq", "8", "--json", "--runs", "5",
+                           "--part", "core", "--batch", "2", "--shared-prefix", "16"),
+                     0);
+    assert_int_equal(rows(f, r), 1);
+    assert_true(num(r[0], "flops") == 2 * 4.0 * 64 * 12 * (17 + 18 + 19 + 20 + 21 + 22 + 23 + 24));
+    assert_consistent(r[0]);
+    cJSON_Delete(r[0]);
     /* activations q8_0: the int8 dot peak where the CPU has VNNI */
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50", "--json",
                            "--runs", "5", "--dtype", "q4_0", "--activations", "q8_0"),
@@ -304,7 +324,10 @@ static void bench_and_roofline_refuse_bad_arguments(void **state) {
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--dtype", "f64"), 1);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--kv-dtype", "int8"), 1);
     assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--batch", "0"), 1);
-    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--batch", "2", "--part", "core"), 1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--mode", "decode", "--cache", "50",
+                           "--shared-prefix", "51"),
+                     1);
+    assert_int_equal(ATTNC(f, "bench", SPEC("seed"), "--shared-prefix", "-1"), 1);
     assert_int_equal(ATTNC(f, "bench"), 1);
     assert_int_equal(ATTNC(f, "roofline", "extra"), 1);
     assert_int_equal(ATTNC(f, "bench", ATTNC_SOURCE_DIR "/tests/specs/bad/unknown_key.yaml"), 2);

@@ -272,6 +272,18 @@ static void scheduled_batch_is_bitwise_one_call_per_sequence(void **state) {
         }
         assert_int_equal(attn_forward(b, cb, N, sb, now, xb, y_batch), ATTN_OK);
         assert_memory_equal(y_batch, y_one, (size_t)(total * D) * sizeof(float));
+        /* profiled, the same schedule and bits, and every step timed */
+        for (int i = 0; i < N; i++)
+            assert_int_equal(attn_seq_truncate(cb, sb[i], pre[i]), ATTN_OK);
+        assert_int_equal(attn_cache_profile(cb, true), ATTN_OK);
+        assert_int_equal(attn_forward(b, cb, N, sb, now, xb, y_batch), ATTN_OK);
+        assert_memory_equal(y_batch, y_one, (size_t)(total * D) * sizeof(float));
+        uint32_t n_steps;
+        const double *sec = attn_cache_step_seconds(cb, &n_steps);
+        double sum = 0;
+        for (uint32_t i = 0; i < n_steps; i++)
+            sum += sec[i] >= 0 ? sec[i] : -1e9;
+        assert_true(n_steps > 0 && sum > 0);
         attn_cache_free(cb);
         attn_cache_free(co);
         attn_block_free(b);
