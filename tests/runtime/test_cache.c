@@ -559,6 +559,57 @@ static void chunked_stream_releases_past_chunks(void **state) {
     free(x), free(y);
 }
 
+/* Sequences sharing blocks (forks at a block edge and inside a block),
+ * decoding in one call beside unshared ones and a prefill: the bits of
+ * the same calls on unshared copies of the same tokens. */
+static void shared_prefix_batch_equals_unshared(void **state) {
+    fixture *f = *state;
+    int64_t D = f->D;
+    enum { N = 6 };
+    float *hist = random_floats((size_t)(40 * D), 30),
+          *mine = random_floats((size_t)(N * 8 * D), 31);
+    float *xb = malloc((size_t)(N * 8 * D) * sizeof *xb),
+          *ys = malloc((size_t)(N * 8 * D) * sizeof *ys),
+          *yu = malloc((size_t)(N * 8 * D) * sizeof *yu), junk[40 * 24];
+    /* sequence i: the first share[i] tokens of hist (shared: forks of one
+     * sequence holding them), then own[i] of its own, then now[i] new */
+    int32_t share[N] = {16, 16, 18, 18, 0, 0}, own[N] = {0, 3, 0, 5, 7, 0},
+            now[N] = {1, 1, 1, 2, 1, 8};
+    attn_cache *cs, *cu;
+    assert_int_equal(attn_cache_new(f->b, 512, &cs), ATTN_OK);
+    assert_int_equal(attn_cache_new(f->b, 512, &cu), ATTN_OK);
+    int32_t base[2], ss[N], su[N], len[2] = {16, 18};
+    for (int k = 0; k < 2; k++) { /* 16: 4 whole blocks; 18: inside the fifth */
+        assert_int_equal(attn_seq_new(cs, &base[k]), ATTN_OK);
+        assert_int_equal(fwd(f, cs, base[k], len[k], hist, junk), ATTN_OK);
+    }
+    int64_t row = 0;
+    for (int i = 0; i < N; i++) {
+        const float *m = mine + (int64_t)i * 8 * D;
+        if (share[i])
+            assert_int_equal(attn_seq_fork(cs, base[share[i] == 18], &ss[i]), ATTN_OK);
+        else
+            assert_int_equal(attn_seq_new(cs, &ss[i]), ATTN_OK);
+        assert_int_equal(attn_seq_new(cu, &su[i]), ATTN_OK);
+        if (share[i])
+            assert_int_equal(fwd(f, cu, su[i], share[i], hist, junk), ATTN_OK);
+        if (own[i]) {
+            assert_int_equal(fwd(f, cs, ss[i], own[i], m, junk), ATTN_OK);
+            assert_int_equal(fwd(f, cu, su[i], own[i], m, junk), ATTN_OK);
+        }
+        memcpy(xb + row * D, m + own[i] * D, (size_t)(now[i] * D) * sizeof(float));
+        row += now[i];
+    }
+    assert_int_equal(attn_forward(f->b, cs, N, ss, now, xb, ys), ATTN_OK);
+    assert_int_equal(attn_forward(f->b, cu, N, su, now, xb, yu), ATTN_OK);
+    assert_memory_equal(ys, yu, (size_t)(row * D) * sizeof(float));
+    /* and the shared blocks are still shared: 4 + 5 blocks once */
+    assert_true(attn_cache_get_stats(cs).blocks_used < attn_cache_get_stats(cu).blocks_used);
+    attn_cache_free(cs);
+    attn_cache_free(cu);
+    free(hist), free(mine), free(xb), free(ys), free(yu);
+}
+
 /* ---- prefix cache ---------------------------------------------------------- */
 
 /* Feeds s the tokens hist[from, to) and checks them against the reference
@@ -709,6 +760,7 @@ int main(void) {
         cmocka_unit_test(random_operations_match_a_model_and_the_reference),
         cmocka_unit_test(errors_are_statuses),
         cmocka_unit_test(positions_beyond_max_tokens_are_refused),
+        cmocka_unit_test(shared_prefix_batch_equals_unshared),
         cmocka_unit_test(prefix_cache_publishes_and_matches),
         cmocka_unit_test(prefix_cache_evicts_least_recently_used),
     };
