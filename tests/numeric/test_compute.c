@@ -27,13 +27,10 @@ static bool host_has(uint32_t features) {
     return (attn_cpu_features() & features) == features;
 }
 
-/* Sweep config i with compute bf16 (a q8_0 cache, which bf16 does not
- * take yet, becomes f16). */
+/* Sweep config i with compute bf16. */
 static attn_config bf16_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
     attn_config c = sweep_config(i, s, T, chunk);
     c.compute = ATTN_DTYPE_BF16;
-    if (c.kv_dtype == ATTN_DTYPE_Q8_0)
-        c.kv_dtype = ATTN_DTYPE_F16;
     return c;
 }
 

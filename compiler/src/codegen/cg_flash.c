@@ -672,8 +672,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
-        f.pairs = ir_cfg_bf16(c->g) && c->target.bf16_dot && f.vf && f.hd % 2 == 0 &&
-                  f.bk % 2 == 0 && f.vd == f.hd;
+        /* (a q8_0 tile is dequantized and rounded by widen_tile) */
+        f.pairs = ir_cfg_bf16(c->g) && c->target.bf16_dot && f.vf && kvdt != ATTN_DTYPE_Q8_0 &&
+                  f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
         if (f.pairs) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);

@@ -252,9 +252,12 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     for (int i = 0; i < s->rb; i++)
         for (int64_t v = 0; v < nvp; v++)
             acc[i][v] = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, orow[i], at[v]));
+    /* compute bf16: each element of V dequantized, then rounded as an
+     * operand (pd holds the keys' d alone: scale_weights) */
+    bool deq = pd && ir_cfg_bf16(c->g);
     /* each row's p[j] in a register for the pass's vectors, unless the
      * FMA takes it from memory (below) */
-    bool hold = !pd && (guarded || !c->target.fma_bcast);
+    bool hold = (!pd || deq) && (guarded || !c->target.fma_bcast);
     for (int j = 0; j < L; j++) {
         LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
         for (int i = 0; (hold || guarded) && i < s->rb; i++) {
@@ -269,13 +272,22 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
             LLVMValueRef vv =
                 v0 >= 0 ? row_vec(c, s, s->vdt, vrow[j], v0 + v)
                         : cg_vload(c, s->vdt, cg_gep(c, cg_elem_type(c, s->vdt), vrow[j], at[v]));
-            vv = cg_operand(c, vv);
-            /* q8_0: the weight of row i is p[i][j] d[j][the vector's block] (lanes divide 32) */
-            LLVMValueRef wrow = ps;
+            /* q8_0: key j's d of the vector's block (lanes divide 32) */
+            LLVMValueRef wrow = ps, blk = NULL;
             if (pd)
-                wrow = cg_gep(c, c->f32, pd,
-                              LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
-                                           cg_i64(c, SPLIT_ROWS * L), ""));
+                blk = cg_gep(c, c->f32, pd,
+                             LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, at[v], cg_i64(c, 32), ""),
+                                          cg_i64(c, SPLIT_ROWS * L), ""));
+            if (deq)
+                vv = LLVMBuildFMul(
+                    c->b, vv,
+                    cg_splat(
+                        c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, blk, cg_i64(c, j)), "")),
+                    "");
+            vv = cg_operand(c, vv);
+            /* q8_0 (f32): the weight of row i is p[i][j] d[j][the block] */
+            if (pd && !deq)
+                wrow = blk;
             for (int i = 0; i < s->rb; i++) {
                 /* else p[j] is loaded for each FMA, volatile so the
                  * loads are not merged: each is the FMA's broadcast
@@ -413,6 +425,7 @@ typedef struct score_ops {
     LLVMValueRef kt, kpf, kptrs, qb; /* the tile's K (kvec), the next tile's, K rows, q */
     LLVMValueRef kd;                 /* q8_0: the f16 scales of kt's keys (kvec), or of kptrs' */
     LLVMValueRef *tot;               /* q8_0: each row's scores so far, scaled */
+    bool deq; /* q8_0 with compute bf16: each element dequantized, then rounded */
     int chains;
     int64_t line_d;
 } score_ops;
@@ -423,7 +436,8 @@ typedef struct score_ops {
  * q8_0: the chains sum q * (int8 of k) over a block of 32 d's (each
  * starting anew in it); at the block's last d they are added up and
  * times the keys' d into the row's total (tot), so k's scale costs a
- * multiply per block, not per d. */
+ * multiply per block, not per d; with compute bf16 (deq) each element is
+ * dequantized and rounded as an operand, summed as a float cache's. */
 static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                     LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
     const split *s = o->s;
@@ -435,9 +449,20 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     } else {
         kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
     }
+    /* the keys' d of this d's block of 32 (block_tokens apart) */
+    LLVMValueRef at = o->kd ? LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                           cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "")
+                            : NULL;
+    LLVMValueRef dv =
+        !o->kd    ? NULL
+        : s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
+                  : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+    if (o->deq)
+        kv = LLVMBuildFMul(c->b, kv, dv, "");
     kv = cg_operand(c, kv);
     int u = (int)(dk % o->chains);
-    bool first = o->kd ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
+    bool blocks = o->kd && !o->deq;                             /* sums per block of 32 */
+    bool first = blocks ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
     for (int i = 0; i < s->rb; i++) {
         LLVMValueRef qe =
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp), ""), d, "");
@@ -445,14 +470,8 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
             cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, o->qb, qe), ""));
         acc[i][u] = first ? LLVMBuildFMul(c->b, qd, kv, "") : cg_fma(c, qd, kv, acc[i][u]);
     }
-    if (!o->kd || dk % 32 != 31)
+    if (!blocks || dk % 32 != 31)
         return;
-    /* the keys' d of this block of 32 (block_tokens apart) */
-    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
-    LLVMValueRef dv =
-        s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
-                : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
     for (int i = 0; i < s->rb; i++) {
         LLVMValueRef sum = acc[i][0];
         for (int v = 1; v < o->chains; v++)
@@ -484,7 +503,10 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             kptrs = LLVMBuildInsertElement(c->b, kptrs, key_row(c, s->k, t, w->kvh, j),
                                            LLVMConstInt(c->i32, (unsigned)j, false), "");
     }
-    bool q8 = s->kdt == ATTN_DTYPE_Q8_0;
+    /* q8_0: sums per block of 32 d's, each times its scale; compute bf16
+     * dequantizes each element instead (deq) */
+    bool deq = s->kdt == ATTN_DTYPE_Q8_0 && ir_cfg_bf16(c->g);
+    bool q8 = s->kdt == ATTN_DTYPE_Q8_0 && !deq;
     int most = c->target.split_accs < SPLIT_CHAINS ? c->target.split_accs : SPLIT_CHAINS;
     int chains = most / s->rb < s->hd ? most / s->rb : (int)s->hd;
     chains = chains < 1 ? 1 : chains;
@@ -492,15 +514,15 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
     LLVMValueRef qb = cg_opaque_ptr(c, qs), acc[SPLIT_ROWS][SPLIT_CHAINS], kd = NULL,
                  tot[SPLIT_ROWS];
-    if (q8)
+    if (q8 || deq)
         kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
-    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, tot, chains, line_d};
+    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, tot, deq, chains, line_d};
     /* blocks of nb d's (whole chains and cache lines, 32 FMAs at least):
      * the first and the tail unrolled, the others a loop, so the code is
      * a few blocks long whatever head_dim is; each chain still sums its
      * d's in order (the same bits as unrolled) */
     int64_t nb = chains > line_d ? chains : line_d;
-    while (nb * s->rb < 32 || (kd && nb % 32)) /* q8_0: whole blocks of 32 d's */
+    while (nb * s->rb < 32 || (q8 && nb % 32)) /* q8_0: whole blocks of 32 d's */
         nb *= 2;
     int64_t blocks = s->hd / nb, d = 0;
     if (blocks < 3)
@@ -619,7 +641,8 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
 /* q8_0: pd[b][i][j] = p[i][j] times key j's d of V's block b of 32: the
  * keys' d of a block, at vd[j] + b * block_tokens, are one vector where
  * the tile lies in one block (one), else a gather; then rb multiplies,
- * instead of a multiply per V vector in p.v. */
+ * instead of a multiply per V vector in p.v. Compute bf16 rounds each
+ * dequantized element of V instead: pd[b][0][j] = d alone. */
 static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool one, LLVMValueRef ps,
                           LLVMValueRef pd) {
     int L = s->lanes;
@@ -634,6 +657,10 @@ static void scale_weights(cg *c, const split *s, const LLVMValueRef *vd, bool on
         LLVMValueRef d =
             one ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vd[0], at))
                 : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, ptrs, &at, 1, ""));
+        if (ir_cfg_bf16(c->g)) {
+            cg_vstore(c, ATTN_DTYPE_F32, d, cg_gep(c, c->f32, pd, cg_i64(c, b * SPLIT_ROWS * L)));
+            continue;
+        }
         for (int i = 0; i < s->rb; i++) {
             LLVMValueRef p = cg_vload(c, ATTN_DTYPE_F32, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
             cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, p, d, ""),
