@@ -528,6 +528,8 @@ class Block:
         ancestors. The draft waits in the cache until seq.accept(keep)."""
         if self._b is None:
             raise Error("attnc: this block was closed")
+        if not self.kernels._jit:
+            raise Error("attnc: this block's kernels were freed")
         if not isinstance(cache, Cache) or cache.block is not self:
             raise Error("attnc: forward_tree needs a cache made by this block (block.cache(n))")
         if not isinstance(seq, Seq) or seq.cache is not cache:

@@ -376,6 +376,8 @@ def test_errors_carry_the_library_message(seed, tmp_path):
     k2.free()
     with pytest.raises(attnc.Error, match="kernels were freed"):
         b2.forward(c2, c2.new_seq(), np.zeros((1, 768), np.float32))
+    with pytest.raises(attnc.Error, match="kernels were freed"):
+        b2.forward_tree(c2, c2.new_seq(), [-1], np.zeros((1, 768), np.float32))
     b2.close()
     with pytest.raises(attnc.Error, match="closed"):
         b2.forward(c2, c2.new_seq(), np.zeros((1, 768), np.float32))
