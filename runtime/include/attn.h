@@ -663,7 +663,9 @@ ATTN_API attn_status attn_seq_from_prefix(attn_cache *c, int64_t n_keys, const u
  * (attn_seq_set_memory) and append nothing; their tokens are not bounded
  * by kv_cache.max_tokens. Errors: ATTN_E_INVALID (bad argument, unknown
  * sequence, a position beyond kv_cache.max_tokens, a cross-attention
- * sequence without memory), ATTN_E_CAPACITY (not enough free blocks),
+ * sequence without memory, new tokens for a sequence holding a draft
+ * tree), ATTN_E_CAPACITY (not enough free blocks; idle published ones
+ * count as free),
  * ATTN_E_NOMEM; on any error no sequence changed (attn_cache_error says
  * why). */
 ATTN_API attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
