@@ -473,6 +473,15 @@ class Block:
         sequences (rounded up to whole cache blocks)."""
         return Cache(self, max_tokens)
 
+    def _ready(self, cache, what):
+        """Refuses a closed block, freed kernels or another block's cache."""
+        if self._b is None:
+            raise Error("attnc: this block was closed")
+        if not self.kernels._jit:
+            raise Error("attnc: this block's kernels were freed")
+        if not isinstance(cache, Cache) or cache.block is not self:
+            raise Error("attnc: %s needs a cache made by this block (block.cache(n))" % what)
+
     def forward(self, cache, seqs, xs):
         """Appends new tokens to sequences and returns their outputs.
 
@@ -480,12 +489,7 @@ class Block:
         one token), or lists of them (one call for all; a sequence at most
         once). Arrays are float32 (float16 and others are converted); the
         outputs are float32 of the same shapes. On error nothing changed."""
-        if self._b is None:
-            raise Error("attnc: this block was closed")
-        if not self.kernels._jit:
-            raise Error("attnc: this block's kernels were freed")
-        if not isinstance(cache, Cache) or cache.block is not self:
-            raise Error("attnc: forward needs a cache made by this block (block.cache(n))")
+        self._ready(cache, "forward")
         single = isinstance(seqs, Seq)
         if single:
             seqs, xs = [seqs], [xs]
@@ -511,9 +515,7 @@ class Block:
         n = len(seqs)
         ids = (c_int32 * max(1, n))(*[s._id for s in seqs])
         counts = (c_int32 * max(1, n))(*[r.shape[0] for r in rows])
-        st = _forward(self._b, cache._c, n, ids, counts, x.ctypes.data, y.ctypes.data)
-        if st != 0:
-            _raise(st, _cache_error(cache._c).decode(errors="replace"))
+        cache._check(_forward(self._b, cache._c, n, ids, counts, x.ctypes.data, y.ctypes.data))
         outs, at = [], 0
         for r, vec in zip(rows, vectors):
             o = y[at:at + r.shape[0]]
@@ -526,12 +528,7 @@ class Block:
         [n, d_model] whose parents form a tree (parents[i] < i, or -1 for a
         child of the sequence's last token): each sees the sequence and its
         ancestors. The draft waits in the cache until seq.accept(keep)."""
-        if self._b is None:
-            raise Error("attnc: this block was closed")
-        if not self.kernels._jit:
-            raise Error("attnc: this block's kernels were freed")
-        if not isinstance(cache, Cache) or cache.block is not self:
-            raise Error("attnc: forward_tree needs a cache made by this block (block.cache(n))")
+        self._ready(cache, "forward_tree")
         if not isinstance(seq, Seq) or seq.cache is not cache:
             raise Error("attnc: the sequence does not belong to this cache")
         a = np.ascontiguousarray(x, dtype=np.float32)
@@ -541,9 +538,8 @@ class Block:
                         (tuple(np.shape(x)), len(par), self.d_model))
         y = np.empty_like(a)
         arr = (c_int32 * max(1, len(par)))(*par)
-        st = _forward_tree(self._b, cache._c, seq.id, len(par), arr, a.ctypes.data, y.ctypes.data)
-        if st != 0:
-            _raise(st, _cache_error(cache._c).decode(errors="replace"))
+        cache._check(
+            _forward_tree(self._b, cache._c, seq.id, len(par), arr, a.ctypes.data, y.ctypes.data))
         return y
 
     def close(self):

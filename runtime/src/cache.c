@@ -226,6 +226,11 @@ static bool is_shared(const attn_cache *c, int32_t blk) {
     return c->refs[blk] > 1 || prefix_has(&c->pub, blk);
 }
 
+/* The cache row (block * block_tokens + offset) of s's token p. */
+static int64_t cache_row(const attn_cache *c, const seq *s, int64_t p) {
+    return (int64_t)s->table[p / c->bt] * c->bt + p % c->bt;
+}
+
 /* Logical blocks holding tokens [0, n). */
 static int64_t blocks_for(const attn_cache *c, int64_t n) {
     return (n + c->bt - 1) / c->bt;
@@ -403,17 +408,17 @@ attn_status attn_seq_from_prefix(attn_cache *c, int64_t n_keys, const uint64_t *
         return rt_fail(&c->error, ATTN_E_INVALID,
                        "from_prefix: needs n_keys >= 0, its keys, and where to put the "
                        "sequence and its length");
-    int64_t n = 0;
-    while (n < n_keys && n < c->max_blocks && prefix_find(&c->pub, keys[n], n) >= 0)
-        n++;
     seq *s = new_slot(c, id);
     if (!s)
         return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
-    for (int64_t i = 0; i < n; i++) {
-        int32_t blk = prefix_find(&c->pub, keys[i], i);
+    int64_t n = 0;
+    while (n < n_keys && n < c->max_blocks) { /* the longest chain published */
+        int32_t blk = prefix_find(&c->pub, keys[n], n);
+        if (blk < 0)
+            break;
         if (c->refs[blk]++ == 0)
             prefix_wake(&c->pub, blk); /* idle no more */
-        s->table[i] = blk;
+        s->table[n++] = blk;
     }
     s->len = n * c->bt;
     s->live = true;
@@ -524,7 +529,7 @@ static void place(attn_cache *c, seq *s, int64_t n, int64_t *pos, int64_t *slot)
     for (int64_t t = 0; t < n; t++) {
         int64_t p = s->len + t;
         pos[t] = p;
-        slot[t] = (int64_t)s->table[p / c->bt] * c->bt + p % c->bt;
+        slot[t] = cache_row(c, s, p);
     }
 }
 
@@ -700,7 +705,7 @@ attn_status attn_seq_set_memory(attn_cache *c, int32_t id, int64_t n_rows, const
         s->table[i] = take_block(c);
     for (int64_t t = 0; t < n_rows; t++) {
         c->pos[t] = t;
-        c->slot[t] = (int64_t)s->table[t / c->bt] * c->bt + t % c->bt;
+        c->slot[t] = cache_row(c, s, t);
     }
     attn_kernel_args *a = &c->args[0];
     bind(c, a, n_rows, NULL, NULL, memory, bytes);
@@ -917,7 +922,6 @@ attn_status attn_forward_tree(attn_block *b, attn_cache *c, int32_t id, int32_t 
                        (long long)need, (long long)available(c));
     if ((st = run(c, 1, &id, &n, n, x, y, depth)))
         return st;
-    s = &c->seqs[id];
     s->draft = n;
     for (int32_t i = 0; i < n; i++)
         s->parent[i] = (int8_t)parent[i];
@@ -985,10 +989,8 @@ attn_status attn_seq_accept(attn_cache *c, int32_t id, int32_t n_keep, const int
     for (int32_t j = 0; j < n_keep; j++) {
         if (keep[j] == j)
             continue;
-        int64_t from = s->len + keep[j], to = s->len + j;
         for (int which = 0; which < 2; which++)
-            move_row(c, which, (int64_t)s->table[from / c->bt] * c->bt + from % c->bt,
-                     (int64_t)s->table[to / c->bt] * c->bt + to % c->bt);
+            move_row(c, which, cache_row(c, s, s->len + keep[j]), cache_row(c, s, s->len + j));
     }
     int64_t end = blocks_for(c, rows(c, s));
     s->len += n_keep;
