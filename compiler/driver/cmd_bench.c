@@ -23,9 +23,9 @@ static const char roofline_usage[] =
     "peak (vdpbf16ps, what compute: bf16 runs), on AMX CPUs the bf16 tile\n"
     "peak (tdpbf16ps), on VNNI CPUs the int8 dot product peak (vpdpbusd, what\n"
     "activations: q8_0 runs; a multiply-add counts as two operations), and\n"
-    "the read bandwidth (every\n"
-    "thread summing its part of a 1 GiB array). Prints the median of --runs\n"
-    "(default 7) runs, with min and max.\n"
+    "the read bandwidth (every thread summing its part of a 1 GiB array).\n"
+    "Prints the median of --runs (default 7) runs, with min and max. A compute\n"
+    "probe's run lasts about 0.2 s, or $ATTNC_PROBE_SECONDS (0.001 to 10).\n"
     "\n"
     "  --threads N   threads (default: $ATTN_THREADS or all CPUs)\n"
     "  --cpu NAME    compile the probes for CPU NAME (e.g. x86-64-v3: AVX2 vectors on\n"
@@ -240,20 +240,30 @@ static int read_probe_error(void) {
     return EXIT_INTERNAL;
 }
 
+/* Seconds a compute probe's run lasts: 0.2, or $ATTNC_PROBE_SECONDS
+ * (0.001-10; the test suite's bench runs take 0.01: their roofline is
+ * not what they check). */
+static double probe_seconds(void) {
+    const char *env = getenv("ATTNC_PROBE_SECONDS");
+    double s = env ? atof(env) : 0;
+    return s >= 0.001 && s <= 10 ? s : 0.2;
+}
+
 /* GFLOP/s of `runs` timings of probe fn (flops a round) on every thread,
- * after calibrating to about 0.2 s a run. */
+ * after calibrating to about probe_seconds() a run. */
 static void time_probe(const probes *p, void (*fn)(float *, int64_t), int64_t flops, int runs,
                        float *io, double *out) {
-    int64_t iters = 1 << 16;
-    for (double dt = 0; dt < 0.05 && iters < (INT64_C(1) << 40);) {
+    double want = probe_seconds(), enough = want / 4;
+    int64_t iters = 1 << 10;
+    for (double dt = 0; dt < enough && iters < (INT64_C(1) << 40);) {
         iters *= 4;
         double t0 = now_seconds();
         io[0] = 0.999999f;
         io[1] = 1e-6f;
         fn(io, iters);
         dt = now_seconds() - t0;
-        if (dt >= 0.05)
-            iters = (int64_t)((double)iters * 0.2 / dt);
+        if (dt >= enough)
+            iters = (int64_t)((double)iters * want / dt);
     }
     for (int k = 0; k < runs; k++) {
         double t0 = 0, t1 = 0;
