@@ -1,12 +1,24 @@
 /* attn_expr.h: the expression language of the spec keys score_mod and
- * mask_mod (docs/spec.md, "Expressions"). One parser and checker serve the
- * spec stage (located errors), the reference engine (attn_expr_eval, the
- * definition of every operation) and the code generator, which lowers the
- * same checked tree to vector code.
+ * mask_mod (issue 47's programmable attention; the keys themselves are
+ * not read yet). One parser and checker serve the spec stage (located
+ * errors), the reference engine (attn_expr_eval, the definition of every
+ * operation) and the code generator, which lowers the same checked tree
+ * to vector code.
+ *
+ * The language: names score (f32, score_mod only: scale * q.k), q and kv
+ * (int positions), h (query head) and g (its K/V group), and the inputs
+ * the caller declares (doc[q], prefix, bias[h, i]); int and float
+ * literals, inf, true, false; + - * / (float division), // and %
+ * (floored, on ints; x // 0 and x % 0 are 0), < <= > >= == != (they do
+ * not chain), and or not, where(c, a, b), min max abs clamp exp log sqrt
+ * tanh floor (floor gives an int). Loosest first: or, and, not, a
+ * comparison, + -, * / // %, unary -.
  *
  * A parsed expression is a flat array of typed nodes, children before
  * parents, the root last; constant subtrees are folded. Integers are
- * int32 with two's-complement wrap-around; floats are IEEE binary32. */
+ * int32 with two's-complement wrap-around; floats are IEEE binary32; an
+ * int widens to f32 where a float is needed, never back but through
+ * floor. */
 #ifndef ATTN_EXPR_H
 #define ATTN_EXPR_H
 
