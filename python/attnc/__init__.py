@@ -214,8 +214,9 @@ def _raise(status, message):
 # ---- compiling ---------------------------------------------------------------
 
 
-# attn_field_kind (attn.h): NAME, I64, I32, F64, BOOL, then the enums (ints)
-_KIND_CTYPE = [None, c_int64, c_int32, c_double, ctypes.c_bool] + [c_int] * 5
+# attn_field_kind (attn.h): NAME, I64, I32, F64, BOOL, the enums (ints), EXPR
+# (None: read as strings)
+_KIND_CTYPE = [None, c_int64, c_int32, c_double, ctypes.c_bool] + [c_int] * 5 + [None]
 
 
 def _fields():

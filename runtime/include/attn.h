@@ -112,6 +112,8 @@ ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 /* Limits checked by the spec validator and by attn_config_check; sizes
  * beyond them are rejected up front rather than failing deep inside. */
 #define ATTN_NAME_MAX 64 /* bytes of a block name, NUL included */
+/* bytes of score_mod's or mask_mod's canonical text, NUL included */
+#define ATTN_EXPR_TEXT_MAX 512
 #define ATTN_MAX_HEADS 1024
 #define ATTN_MAX_HEAD_DIM 1024
 #define ATTN_MAX_D_MODEL 65536
@@ -123,7 +125,9 @@ ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 
 /* The kinds of attn_config's fields (attn_config.def). */
 typedef char attn_config_name[ATTN_NAME_MAX];
+typedef char attn_config_expr[ATTN_EXPR_TEXT_MAX];
 #define ATTN_CTYPE_NAME attn_config_name
+#define ATTN_CTYPE_EXPR attn_config_expr
 #define ATTN_CTYPE_I64 int64_t
 #define ATTN_CTYPE_I32 int32_t
 #define ATTN_CTYPE_F64 double
@@ -157,6 +161,7 @@ typedef enum attn_field_kind {
     ATTN_KIND_QK_NORM,
     ATTN_KIND_LAYOUT,
     ATTN_KIND_DTYPE,
+    ATTN_KIND_EXPR, /* char[ATTN_EXPR_TEXT_MAX]: an expression's canonical text, "" for none */
     ATTN_KIND_COUNT
 } attn_field_kind;
 

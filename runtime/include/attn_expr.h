@@ -1,9 +1,7 @@
 /* attn_expr.h: the expression language of the spec keys score_mod and
- * mask_mod (issue 47's programmable attention; the keys themselves are
- * not read yet). One parser and checker serve the spec stage (located
- * errors), the reference engine (attn_expr_eval, the definition of every
- * operation) and the code generator, which lowers the same checked tree
- * to vector code.
+ * mask_mod (docs/spec.md, "Score and mask expressions"). One parser and checker serve the spec
+ * stage (located errors), the reference engine (attn_expr_eval, the definition of every operation)
+ * and the code generator, which lowers the same checked tree to vector code.
  *
  * The language: names score (f32, score_mod only: scale * q.k), q and kv
  * (int positions), h (query head) and g (its K/V group), and the inputs

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 13
+#define ATTN_KERNELS_ABI 14
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into

@@ -5,8 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "rt.h"
 
 const char *attn_layout_name(attn_layout l) {
@@ -188,6 +190,34 @@ static attn_status check_name(const attn_config *c, rules *r) {
                   (i > 0 && ch >= '0' && ch <= '9');
         if (!ok)
             return broken(r, "name", "name '%s' is not a C identifier", c->name);
+    }
+    return ATTN_OK;
+}
+
+/* score_mod and mask_mod: NUL-terminated text that parses as its kind
+ * (attn_expr.h). */
+static attn_status check_exprs(const attn_config *c, rules *r) {
+    const struct {
+        const char *key, *text;
+        attn_expr_kind kind;
+    } x[2] = {{"score_mod", c->score_mod, ATTN_EXPR_SCORE_MOD},
+              {"mask_mod", c->mask_mod, ATTN_EXPR_MASK_MOD}};
+    for (int i = 0; i < 2; i++) {
+        if (strnlen(x[i].text, ATTN_EXPR_TEXT_MAX) == ATTN_EXPR_TEXT_MAX)
+            return broken(r, x[i].key, "%s must be at most %d bytes", x[i].key,
+                          ATTN_EXPR_TEXT_MAX - 1);
+        if (!x[i].text[0])
+            continue;
+        attn_expr *e = malloc(sizeof *e);
+        if (!e)
+            return broken(r, x[i].key, "%s: out of memory", x[i].key);
+        attn_msg m;
+        int32_t at;
+        attn_status st = attn_expr_parse(x[i].text, x[i].kind, NULL, 0, e, &m, &at);
+        free(e);
+        if (st != ATTN_OK)
+            return broken(r, x[i].key, "%s: %s (at byte %d of '%s')", x[i].key, m.text, (int)at,
+                          x[i].text);
     }
     return ATTN_OK;
 }
@@ -453,7 +483,7 @@ static attn_status check_cache_blocks(const attn_config *c, rules *r) {
 static attn_status (*const groups[])(const attn_config *, rules *) = {
     check_name, check_plain,         check_heads,        check_rope,       check_norm_layout,
     check_mask, check_dtypes,        check_bias_cross,   check_cross_with, check_shard_blocks,
-    check_mla,  check_weight_blocks, check_cache_blocks,
+    check_mla,  check_weight_blocks, check_cache_blocks, check_exprs,
 };
 enum { GROUPS_FIRST = 3, N_GROUPS = sizeof groups / sizeof groups[0] };
 
@@ -495,8 +525,8 @@ const char *attn_config_differs(const attn_config *a, const attn_config *b) {
         const attn_config_field *f = &fields[i];
         const char *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
         bool same;
-        if (f->kind == ATTN_KIND_NAME) { /* as strings */
-            same = strncmp(x, y, ATTN_NAME_MAX) == 0;
+        if (f->kind == ATTN_KIND_NAME || f->kind == ATTN_KIND_EXPR) { /* as strings */
+            same = strncmp(x, y, f->size) == 0;
         } else if (f->kind == ATTN_KIND_F64) { /* as values: 0.0 == -0.0 */
             double u, v;
             memcpy(&u, x, sizeof u);
@@ -538,6 +568,8 @@ const char *attn_tree_unsupported(const attn_config *c) {
         return "chunked_attention is not supported with a draft tree";
     if (c->alibi)
         return "alibi is not supported with a draft tree";
+    if (c->score_mod[0] || c->mask_mod[0])
+        return "score_mod and mask_mod are not supported with a draft tree";
     return NULL;
 }
 

@@ -933,9 +933,13 @@ static void print_node(const attn_expr *e, int k, const attn_expr_input *in, out
             put(o, "(inf - inf)");
         else if (isinf(x->f))
             put(o, x->f < 0 ? "(-inf)" : "inf");
-        else { /* digits that read back as the same float, with a '.' or 'e' */
+        else { /* the fewest digits that read back as the float, with a '.' or 'e' */
             char t[40];
-            snprintf(t, sizeof t, "%.9g", (double)fabsf(x->f));
+            for (int digits = 6; digits <= 9; digits++) {
+                snprintf(t, sizeof t, "%.*g", digits, (double)fabsf(x->f));
+                if (strtof(t, NULL) == fabsf(x->f))
+                    break;
+            }
             const char *dot = strpbrk(t, ".e") ? "" : ".0";
             put(o, signbit(x->f) ? "(-%s%s)" : "%s%s", t, dot);
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "reference.h"
 
 struct attn_ref {
@@ -185,20 +186,61 @@ void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads, double *
     }
 }
 
+/* score_mod and mask_mod, parsed once per ref_attend (NULL: none). */
+typedef struct ref_exprs {
+    attn_expr *score, *mask;
+} ref_exprs;
+
+static attn_expr *parse_expr(const char *text, attn_expr_kind kind) {
+    if (!text[0])
+        return NULL;
+    attn_expr *e = malloc(sizeof *e);
+    /* attn_config_check has parsed it; a failure here is out of memory,
+     * where NULL reads as no expression: abort rather than ignore it */
+    if (!e || attn_expr_parse(text, kind, NULL, 0, e, NULL, NULL) != ATTN_OK)
+        abort();
+    return e;
+}
+
+/* The expressions at query position pos, key j, head h (global) of group
+ * g; score is scale * q.k. */
+static bool mask_holds(const ref_exprs *x, int64_t pos, int64_t j, int64_t h, int64_t g) {
+    if (!x->mask)
+        return true;
+    attn_expr_env env = {.q = (int32_t)pos, .kv = (int32_t)j, .h = (int32_t)h, .g = (int32_t)g};
+    return attn_expr_eval(x->mask, NULL, &env) != 0;
+}
+
+static double score_of(const ref_exprs *x, double score, int64_t pos, int64_t j, int64_t h,
+                       int64_t g) {
+    if (!x->score)
+        return score;
+    attn_expr_env env = {.score = (float)score,
+                         .q = (int32_t)pos,
+                         .kv = (int32_t)j,
+                         .h = (int32_t)h,
+                         .g = (int32_t)g};
+    return (double)attn_expr_eval(x->score, NULL, &env);
+}
+
 void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv, const float *k,
                 const float *v, const float *sinks, double *out, double *probs, double *s) {
     int64_t hd = c->head_dim, vd = attn_v_head_dim(c), group = c->heads / c->kv_groups;
+    /* the head and group the expressions see: among all of the block's */
+    int64_t h0 = c->shard_count > 1 ? c->heads * c->shard_index : 0;
+    ref_exprs x = {parse_expr(c->score_mod, ATTN_EXPR_SCORE_MOD),
+                   parse_expr(c->mask_mod, ATTN_EXPR_MASK_MOD)};
     double slopes[ATTN_MAX_HEADS];
     if (c->alibi)
         attn_alibi_slopes(c, slopes);
     for (int64_t h = 0; h < c->heads; h++) {
         const double *qh = q + h * hd;
-        int64_t kvh = h / group;
+        int64_t kvh = h / group, hg = h0 + h, gg = hg / group;
         double slope = c->alibi ? slopes[h] : 0;
         /* a sink (gpt-oss) joins the max and the denominator, attends to nothing */
         double mx = c->sinks ? (double)sinks[h] : -INFINITY;
         for (int64_t j = 0; j < n_kv; j++) {
-            if (!key_visible(c, pos, j)) {
+            if (!key_visible(c, pos, j) || !mask_holds(&x, pos, j, hg, gg)) {
                 s[j] = -INFINITY;
                 continue;
             }
@@ -206,7 +248,7 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             double dot = 0;
             for (int64_t d = 0; d < hd; d++)
                 dot += operand(c, qh[d]) * operand(c, kj[d]);
-            double sc = dot * c->scale;
+            double sc = score_of(&x, dot * c->scale, pos, j, hg, gg);
             if (c->softcap > 0)
                 sc = c->softcap * tanh(sc / c->softcap);
             if (c->alibi)
@@ -220,6 +262,10 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
             s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - mx);
             sum += s[j];
         }
+        /* a query that sees no key (mask_mod can hide them all) gives 0,
+         * as FlexAttention's does */
+        if (sum == 0)
+            sum = INFINITY;
         double *oh = out + h * vd;
         for (int64_t d = 0; d < vd; d++)
             oh[d] = 0;
@@ -240,6 +286,8 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
         for (int64_t d = 0; bf16 && d < vd; d++)
             oh[d] /= sum;
     }
+    free(x.score);
+    free(x.mask);
 }
 
 /* activations q8_0: y[n_out] = W . x + b with x (as f32) quantized to

@@ -428,7 +428,8 @@ static void verifier_checks_attributes(void **state) {
         const char *want;
     } cases[] = {
         {IR_OP_QK, "scale is set, an attribute qk does not have"},
-        {IR_OP_SOFTMAX, "causal/alibi is set, an attribute softmax does not have"},
+        {IR_OP_SOFTMAX,
+         "causal/alibi/score_mod/mask_mod is set, an attribute softmax does not have"},
         {IR_OP_LINEAR, "cache is set, an attribute linear does not have"},
         {IR_OP_SCALE, "an attribute is out of range"},
         {IR_OP_WEIGHT, "an attribute is out of range"},

@@ -725,6 +725,83 @@ static void softcap_bounds_scores(void **state) {
     assert_true(probs[0] > 1 - 1e-12);
 }
 
+/* score_mod and mask_mod: a mask as an expression hides what the
+ * built-in hides (bit for bit), a score expression is applied before the
+ * softmax (softcap's form against softcap), head-dependent masks, and a
+ * query that sees no key gives zeros. */
+static void reference_expressions(void **state) {
+    (void)state;
+    uint64_t s = 5;
+    float K[2 * 12 * 8], V[2 * 12 * 8];
+    double q[4 * 8], out[4 * 8], probs[4 * 12], want[4 * 12], scratch[12];
+    for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
+        K[i] = 3 * (float)rnd_unit(&s), V[i] = (float)rnd_unit(&s);
+    for (int i = 0; i < 32; i++)
+        q[i] = 3 * rnd_unit(&s);
+    attn_config w = config_small(4, 2, 8, 32);
+    w.sliding_window = 3;
+    ref_attend(&w, 9, q, 12, K, V, NULL, out, want, scratch);
+    attn_config e = config_small(4, 2, 8, 32);
+    snprintf(e.mask_mod, sizeof e.mask_mod, "q - kv < 3");
+    ref_attend(&e, 9, q, 12, K, V, NULL, out, probs, scratch);
+    assert_memory_equal(probs, want, sizeof want);
+    /* softcap 2 and its expression (f32 arithmetic: close, not equal) */
+    attn_config sc = config_small(4, 2, 8, 32);
+    sc.softcap = 2;
+    ref_attend(&sc, 9, q, 12, K, V, NULL, out, want, scratch);
+    snprintf(e.mask_mod, sizeof e.mask_mod, "%s", "");
+    snprintf(e.score_mod, sizeof e.score_mod, "2 * tanh(score / 2)");
+    ref_attend(&e, 9, q, 12, K, V, NULL, out, probs, scratch);
+    for (int i = 0; i < 4 * 12; i++)
+        assert_float_equal(probs[i], want[i], 1e-6);
+    /* head 1 sees key 0 and the last two (StreamingLLM's sink and
+     * window); the others only keys of the same parity as the query */
+    snprintf(e.score_mod, sizeof e.score_mod, "%s", "");
+    snprintf(e.mask_mod, sizeof e.mask_mod,
+             "where(h == 1, kv < 1 or q - kv < 2, (q - kv) %% 2 == 0)");
+    ref_attend(&e, 9, q, 12, K, V, NULL, out, probs, scratch);
+    for (int h = 0; h < 4; h++)
+        for (int j = 0; j < 12; j++) {
+            bool in = j <= 9 && (h == 1 ? j < 1 || 9 - j < 2 : (9 - j) % 2 == 0);
+            if (in != (probs[h * 12 + j] > 0))
+                fail_msg("head %d key %d: weight %g", h, j, probs[h * 12 + j]);
+        }
+    /* nothing seen: zeros, no NaN */
+    snprintf(e.mask_mod, sizeof e.mask_mod, "h == 2 and kv == 0");
+    ref_attend(&e, 9, q, 12, K, V, NULL, out, probs, scratch);
+    for (int h = 0; h < 4; h++)
+        for (int d = 0; d < 8; d++)
+            assert_true(h == 2 ? out[h * 8 + d] == V[d + 8 * (2 / 2)] : out[h * 8 + d] == 0);
+    /* whole blocks: chunked feeding == one shot with both expressions */
+    attn_config b = config_small(4, 2, 8, 32);
+    snprintf(b.score_mod, sizeof b.score_mod, "score - 0.25 * (q - kv) + where(kv == 0, 1.5, 0)");
+    snprintf(b.mask_mod, sizeof b.mask_mod, "kv < 2 or q - kv < 5");
+    attn_weights *wt;
+    attn_msg m;
+    assert_int_equal(attn_weights_random(&b, 9, &wt, &m), ATTN_OK);
+    float *x = random_input(13, 32, 10), *y1 = malloc(13 * 32 * sizeof *y1),
+          *y2 = malloc(13 * 32 * sizeof *y2);
+    run_ref_chunked(wt, 13, x, y1, 13);
+    run_ref_chunked(wt, 13, x, y2, 3);
+    assert_memory_equal(y1, y2, 13 * 32 * sizeof *y1);
+    /* and differs from the block without them */
+    attn_config plain = b;
+    plain.score_mod[0] = plain.mask_mod[0] = 0;
+    attn_weights *wp;
+    assert_int_equal(attn_weights_random(&plain, 9, &wp, &m), ATTN_OK);
+    run_ref_chunked(wp, 13, x, y2, 13);
+    assert_true(rel_err(y1, y2, 13 * 32) > 1e-3);
+    attn_weights_free(wt);
+    attn_weights_free(wp);
+    free(x);
+    free(y1);
+    free(y2);
+    /* a broken expression: attn_config_check says which key and why */
+    snprintf(b.mask_mod, sizeof b.mask_mod, "q - kv");
+    assert_int_equal(attn_config_check(&b, &m), ATTN_E_INVALID);
+    assert_non_null(strstr(m.text, "mask_mod: mask_mod must be a bool, got int"));
+}
+
 static void kv_cache_dtype_rounds_keys_and_values(void **state) {
     (void)state;
     attn_config c = with_rope(config_small(4, 2, 16, 32), ATTN_ROPE_HALF, 16, ATTN_SCALING_NONE);
@@ -828,6 +905,7 @@ int main(void) {
         cmocka_unit_test(chunked_equals_one_shot),
         cmocka_unit_test(sliding_window_gives_zero_weight_outside),
         cmocka_unit_test(softcap_bounds_scores),
+        cmocka_unit_test(reference_expressions),
         cmocka_unit_test(kv_cache_dtype_rounds_keys_and_values),
         cmocka_unit_test(capacity_exhaustion_appends_nothing),
         cmocka_unit_test(truncate_then_reappend_equals_fresh_run),

@@ -109,6 +109,10 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         cg_for_end(c, &lj);
     }
     LLVMValueRef m = LLVMBuildLoad2(c->b, c->f32, mx, "max");
+    bool empty = n->op == IR_OP_SOFTMAX && ir_cfg_mask_mod(c->g)[0];
+    if (empty) /* mask_mod may hide every key of a row: 0 stands in for its max */
+        m = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, cg_f32(c, -INFINITY), ""),
+                            cg_f32(c, 0), m, "");
     if (sink)
         LLVMBuildStore(c->b, cg_exp(c, LLVMBuildFSub(c->b, sink, m, "")), sum);
     cg_loop lj = cg_for(c, c->jlo, c->T, "j");
@@ -122,6 +126,15 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     } else if (n->op == IR_OP_ALIBI) {
         LLVMValueRef d = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, lj.i, pos, ""), c->f32, "");
         v = LLVMBuildFAdd(c->b, v, LLVMBuildFMul(c->b, slope, d, ""), "");
+    } else if (n->op == IR_OP_SCORE_MOD || n->op == IR_OP_MASK_MOD) {
+        /* the expressions on scalars: i32 positions and head */
+        LLVMValueRef hg = LLVMBuildAdd(c->b, h, cg_i64(c, cg_expr_head0(c)), "");
+        cg_expr_at at = {
+            v, LLVMBuildTrunc(c->b, pos, c->i32, ""), LLVMBuildTrunc(c->b, lj.i, c->i32, ""),
+            LLVMBuildTrunc(c->b, hg, c->i32, ""), ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+        bool mask = n->op == IR_OP_MASK_MOD;
+        LLVMValueRef e = cg_expr(c, cg_expr_of(c, mask), &at);
+        v = mask ? LLVMBuildSelect(c->b, e, v, cg_f32(c, -INFINITY), "") : e;
     } else if (n->op == IR_OP_MASK) {
         LLVMValueRef hidden = LLVMBuildICmp(c->b, LLVMIntSGT, lj.i, pos, "");
         if (first) /* window, chunk */
@@ -139,6 +152,9 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     cg_for_end(c, &lj);
     if (n->op == IR_OP_SOFTMAX) {
         LLVMValueRef total = LLVMBuildLoad2(c->b, c->f32, sum, "sum");
+        if (empty) /* no key seen: weights 0 (0 / inf), as the reference */
+            total = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, total, cg_f32(c, 0), ""),
+                                    cg_f32(c, INFINITY), total, "");
         cg_loop lk = cg_for(c, c->jlo, c->T, "j");
         LLVMValueRef ki[3] = {lk.i, s, h};
         LLVMValueRef p = cg_addr(c, n, ki);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "codegen/cg_build.h"
 
 static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v);
@@ -793,6 +795,48 @@ LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
     LLVMValueRef two_n =
         LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, bits, iconst(ity, 23), ""), ty, "");
     return LLVMBuildSelect(c->b, under, fconst(ty, 0.0), LLVMBuildFMul(c->b, p, two_n, ""), "exp");
+}
+
+LLVMValueRef cg_log(cg *c, LLVMValueRef x) {
+    /* x = m 2^e, m in [sqrt(1/2), sqrt(2)): ln x = e ln 2 + ln m, ln m by
+     * the minimax polynomial of Cephes' logf in m - 1 (ln 2 in two parts) */
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMValueRef tiny = LLVMBuildFCmp(c->b, LLVMRealOLT, x, fconst(ty, 1.17549435e-38), "");
+    LLVMValueRef xs = LLVMBuildSelect(c->b, tiny, LLVMBuildFMul(c->b, x, fconst(ty, 8388608.0), ""),
+                                      x, ""); /* subnormals: times 2^23 */
+    LLVMValueRef bits = LLVMBuildBitCast(c->b, xs, ity, "");
+    LLVMValueRef e =
+        LLVMBuildSub(c->b, LLVMBuildLShr(c->b, bits, iconst(ity, 23), ""), iconst(ity, 126), "");
+    e = LLVMBuildSelect(c->b, tiny, LLVMBuildSub(c->b, e, iconst(ity, 23), ""), e, "");
+    /* m in [0.5, 1) */
+    LLVMValueRef m =
+        LLVMBuildBitCast(c->b,
+                         LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, iconst(ity, 0x007FFFFFu), ""),
+                                     iconst(ity, 0x3F000000u), ""),
+                         ty, "");
+    LLVMValueRef small = LLVMBuildFCmp(c->b, LLVMRealOLT, m, fconst(ty, 0.707106781186547524), "");
+    e = LLVMBuildSelect(c->b, small, LLVMBuildSub(c->b, e, iconst(ity, 1), ""), e, "");
+    LLVMValueRef r =
+        LLVMBuildFSub(c->b, LLVMBuildSelect(c->b, small, LLVMBuildFAdd(c->b, m, m, ""), m, ""),
+                      fconst(ty, 1.0), "");
+    static const double p[] = {7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
+                               -1.2420140846E-1, 1.4249322787E-1,  -1.6668057665E-1,
+                               2.0000714765E-1,  -2.4999993993E-1, 3.3333331174E-1};
+    LLVMValueRef z = LLVMBuildFMul(c->b, r, r, ""), y = fconst(ty, p[0]);
+    for (int i = 1; i < 9; i++)
+        y = cg_fma(c, y, r, fconst(ty, p[i]));
+    y = LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, y, r, ""), z, "");
+    LLVMValueRef ef = LLVMBuildSIToFP(c->b, e, ty, "");
+    y = cg_fma(c, ef, fconst(ty, -2.12194440e-4), y);
+    y = cg_fma(c, z, fconst(ty, -0.5), y);
+    LLVMValueRef l = cg_fma(c, ef, fconst(ty, 0.693359375), LLVMBuildFAdd(c->b, r, y, ""));
+    /* 0: -inf; below 0 or NaN: NaN; inf: inf */
+    l = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, x, fconst(ty, 0.0), ""),
+                        fconst(ty, -INFINITY), l, "");
+    l = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealULT, x, fconst(ty, 0.0), ""),
+                        fconst(ty, NAN), l, "");
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, x, fconst(ty, INFINITY), ""), x,
+                           l, "log");
 }
 
 LLVMValueRef cg_tanh(cg *c, LLVMValueRef x) {

@@ -49,6 +49,9 @@ typedef struct cg {
     LLVMValueRef jlo, Tk;                      /* first visible key and T - jlo (sequence phase) */
     LLVMValueRef base[ATTN_MAX_BUFFERS];       /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T;                      /* i64 */
+    /* the config's score_mod and mask_mod, parsed at their first use
+     * (cg_expr_of); freed with the module's builder */
+    struct attn_expr *score_mod, *mask_mod;
 } cg;
 
 typedef struct cg_loop {
@@ -211,6 +214,9 @@ ATTNC_HIDDEN LLVMValueRef cg_exp(cg *c, LLVMValueRef x);
  * relative error 8.3e-8 over [-87, 0]. */
 ATTNC_HIDDEN LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x);
 ATTNC_HIDDEN LLVMValueRef cg_tanh(cg *c, LLVMValueRef x);
+/* ln x (f32 scalar or vector), Cephes' logf polynomial: -inf at 0, NaN
+ * below, inf and NaN through; subnormals scaled first. */
+ATTNC_HIDDEN LLVMValueRef cg_log(cg *c, LLVMValueRef x);
 /* Calls an overloaded LLVM intrinsic on one or two values of type ty. */
 ATTNC_HIDDEN LLVMValueRef cg_intrinsic(cg *c, const char *name, LLVMTypeRef ty, LLVMValueRef a,
                                        LLVMValueRef b);
@@ -253,11 +259,20 @@ ATTNC_HIDDEN LLVMValueRef cg_tree_bits(cg *c, LLVMValueRef t);
  * same lanes) hide. */
 ATTNC_HIDDEN LLVMValueRef cg_tree_hidden(cg *c, LLVMValueRef keys, LLVMValueRef bits);
 /* What the flash kernels share (cg_mask.c). i1 lanes: keys (i32 vector)
- * hidden from rows at positions pos (i32 vector) by n's causal mask and
- * window, by the rows' tree bits (i64 vector; NULL: none), or already
- * by `beyond`. */
+ * hidden from rows at positions pos (i32 vector) of query heads `heads`
+ * (i32 vector, among the block's all; read by mask_mod only, else may be
+ * NULL) by n's causal mask, window and mask_mod, by the rows' tree bits
+ * (i64 vector; NULL: none), or already by `beyond`. */
 ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys,
-                                         LLVMValueRef pos, LLVMValueRef bits, LLVMValueRef beyond);
+                                         LLVMValueRef pos, LLVMValueRef heads, LLVMValueRef bits,
+                                         LLVMValueRef beyond);
+/* s (f32 vector) through n's score_mod, or s without one; keys, pos and
+ * heads as for cg_keys_hidden. */
+ATTNC_HIDDEN LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, LLVMValueRef keys,
+                                       LLVMValueRef pos, LLVMValueRef heads);
+/* The first of the block's query heads among all of the model's (a
+ * shard's offset; 0 for a whole block): what h reads in expressions. */
+ATTNC_HIDDEN int64_t cg_expr_head0(cg *c);
 /* Whether the key tile [j0, jlast] is cut for rows at positions
  * pmin..pmax: keys at or past jend, or some key a row's mask or window
  * hides (p.v must then skip weight-0 keys). */
@@ -269,6 +284,19 @@ ATTNC_HIDDEN LLVMValueRef cg_alibi_add(cg *c, LLVMValueRef s, LLVMValueRef slope
                                        LLVMValueRef pos);
 /* cap * tanh(s / cap) with n's softcap, or s without one (vectors). */
 ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
+
+/* score_mod and mask_mod (cg_expr.c). What an expression reads, all of
+ * one shape (i32 scalars or vectors of one lane count): the query's
+ * position q, the key's kv, the query head h (among all of the block's)
+ * and score (f32, score_mod only); g = h / group. */
+typedef struct cg_expr_at {
+    LLVMValueRef score, q, kv, h;
+    int64_t group;
+} cg_expr_at;
+/* The expression's value at `at`: i1, i32 or f32 of at->kv's shape. */
+ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const struct attn_expr *e, const cg_expr_at *at);
+/* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
+ATTNC_HIDDEN const struct attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted
  * inside the flash kernel for calls of at most split_tokens new tokens,
  * and the kernel merging them; the size of the partials buffer. */

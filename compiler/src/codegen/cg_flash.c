@@ -39,6 +39,7 @@ typedef struct flash {
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
     LLVMValueRef tb;               /* the rows' tree bits [rows] (i64; cg_tree_bits), or NULL */
+    LLVMValueRef hv;     /* score_mod, mask_mod: the rows' heads [rows] (i32, cg_expr_head0 on) */
     LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
     /* the rows' q or output rows [rows] (ptr), which are inside [rows]
      * (i32), 1 / l [rows]; where rows past the item store to [vd + 2] */
@@ -71,6 +72,15 @@ static LLVMValueRef row_tree_bits(cg *c, const flash *f, int v) {
     LLVMValueRef p = cg_gep(c, c->i64, cg_opaque_ptr(c, f->tb), cg_i64(c, (int64_t)v * f->lanes));
     LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i64, (unsigned)f->lanes), p, "bits");
     LLVMSetAlignment(x, 8);
+    return x;
+}
+
+static LLVMValueRef row_head(cg *c, const flash *f, int v) {
+    if (!f->hv)
+        return NULL;
+    LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, f->hv), cg_i64(c, (int64_t)v * f->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "headv");
+    LLVMSetAlignment(x, 4);
     return x;
 }
 
@@ -229,12 +239,15 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
         next[i] = cg_scale_sum(c, f->n, next[i]);
     for (int j = 0; j < f->bks; j++) {
         LLVMValueRef keyv = NULL;
-        if (f->n->alibi)
+        if (f->n->alibi || f->n->score_mod)
             keyv = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, key0, cg_i64(c, j0 + j), ""),
                                               c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef x = cg_softcap(c, f->n, next[j * f->rv + v]);
-            if (keyv)
+            LLVMValueRef x = next[j * f->rv + v];
+            if (f->n->score_mod)
+                x = cg_score_mod(c, f->n, x, keyv, row_pos(c, f, v), row_head(c, f, v));
+            x = cg_softcap(c, f->n, x);
+            if (f->n->alibi)
                 x = cg_alibi_add(c, x, row_slope(c, f, v), keyv, row_pos(c, f, v));
             cg_vstore(c, ATTN_DTYPE_F32, x, line_ptr(c, f, f->pb, cg_i64(c, j0 + j), v));
         }
@@ -253,7 +266,8 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
         LLVMValueRef keyv = cg_splat(c, LLVMBuildTrunc(c->b, key, c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef bits = f->tb ? row_tree_bits(c, f, v) : NULL;
-            LLVMValueRef hidden = cg_keys_hidden(c, f->n, keyv, posv[v], bits, beyond);
+            LLVMValueRef hidden =
+                cg_keys_hidden(c, f->n, keyv, posv[v], row_head(c, f, v), bits, beyond);
             LLVMValueRef at = line_ptr(c, f, f->pb, cg_i64(c, j), v);
             cg_vstore(c, ATTN_DTYPE_F32,
                       LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY),
@@ -647,6 +661,10 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.tb = cg_slot(c, LLVMArrayType2(c->i64, (uint64_t)f.rows), NULL);
         LLVMSetAlignment(f.tb, 64);
     }
+    if (n->score_mod || n->mask_mod) {
+        f.hv = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+        LLVMSetAlignment(f.hv, 64);
+    }
     f.rowp = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)f.rows), NULL);
     f.rowok = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
     f.inv = cg_slot(c, rowt, NULL);
@@ -684,7 +702,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash *alt[2] = {&few, &sp};
     for (int i = 0; i < 2; i++) {
         alt[i]->qt = f.qt, alt[i]->ot = f.ot, alt[i]->pb = f.pb, alt[i]->m = f.m, alt[i]->l = f.l;
-        alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->tb = f.tb, alt[i]->kf = f.kf;
+        alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->tb = f.tb, alt[i]->hv = f.hv,
+        alt[i]->kf = f.kf;
         alt[i]->vf = f.vf;
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
         alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp;
@@ -839,6 +858,12 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     LLVMBuildStore(c->b, l0, at_f32(c, f->l, lr.i));
     if (n->alibi)
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f->sl, lr.i));
+    if (f->hv)
+        LLVMBuildStore(c->b,
+                       LLVMBuildTrunc(c->b,
+                                      LLVMBuildAdd(c->b, safe_h, cg_i64(c, cg_expr_head0(c)), ""),
+                                      c->i32, ""),
+                       cg_gep(c, c->i32, f->hv, lr.i));
     cg_for_end(c, &lr);
     rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false, f->q->dt);
     if (f->pairs) { /* qt as pairs (d, d + 1), in place: pair i is written over d = i */
@@ -924,10 +949,11 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
     int64_t ob = in_blocks(c, f, dst, f->vd);
     cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
     row_of(c, f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
-    LLVMValueRef inv =
-        split ? NULL
-              : LLVMBuildFDiv(c->b, cg_f32(c, 1),
-                              LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""), "");
+    LLVMValueRef lsum = LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), "");
+    LLVMValueRef inv = split ? NULL : LLVMBuildFDiv(c->b, cg_f32(c, 1), lsum, "");
+    if (inv && n->mask_mod) /* a row that saw no key (mask_mod hid all): 0, as the reference */
+        inv = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, lsum, cg_f32(c, 0), ""), inv,
+                              cg_f32(c, 0), "");
     LLVMValueRef row =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, ir_cfg_heads(c->g)), ""), hh, "row");
     if (ob) { /* a row past the item stores its blocks to the dummy */

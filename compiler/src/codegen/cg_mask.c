@@ -1,13 +1,30 @@
 /* cg_mask.c: the score rules the flash kernel (cg_flash.c) and its split
  * decode path (cg_split.c) share, on vectors: which keys a row's causal
- * mask, window, chunk or draft tree hides, whether a key tile is cut by them, ALiBi's
- * bias and the softcap. Here so that neither kernel file calls into the
- * other for them. */
+ * mask, window, chunk, mask_mod or draft tree hides, whether a key tile
+ * is cut by them, score_mod, ALiBi's bias and the softcap. Here so that
+ * neither kernel file calls into the other for them. */
 #include "codegen/cg_build.h"
 
+int64_t cg_expr_head0(cg *c) {
+    return ir_cfg_shard_count(c->g) > 1 ? ir_cfg_heads(c->g) * ir_cfg_shard_index(c->g) : 0;
+}
+
+LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, LLVMValueRef keys,
+                          LLVMValueRef pos, LLVMValueRef heads) {
+    if (!n->score_mod)
+        return s;
+    cg_expr_at at = {s, pos, keys, heads, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+    return cg_expr(c, cg_expr_of(c, false), &at);
+}
+
 LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValueRef pos,
-                            LLVMValueRef bits, LLVMValueRef beyond) {
+                            LLVMValueRef heads, LLVMValueRef bits, LLVMValueRef beyond) {
     LLVMValueRef hidden = beyond;
+    if (n->mask_mod) {
+        cg_expr_at at = {NULL, pos, keys, heads, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+        hidden = LLVMBuildOr(c->b, hidden,
+                             LLVMBuildNot(c->b, cg_expr(c, cg_expr_of(c, true), &at), ""), "");
+    }
     if (bits)
         hidden = LLVMBuildOr(c->b, hidden, cg_tree_hidden(c, keys, bits), "");
     if (n->causal) {
@@ -23,6 +40,8 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
 LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                          LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax) {
     LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (n->mask_mod) /* every tile through the mask (no tile is proven whole yet) */
+        return LLVMConstInt(LLVMInt1TypeInContext(c->llctx), 1, false);
     if (ir_cfg_tree(c->g)) { /* a tree call: a tile with keys of the call */
         LLVMValueRef tree = LLVMBuildICmp(c->b, LLVMIntNE, c->tree, LLVMConstNull(c->ptr), "");
         cut = LLVMBuildOr(

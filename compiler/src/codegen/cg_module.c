@@ -6,6 +6,7 @@
  * all of them (objects), or one each on several threads (the JIT). */
 #include <llvm-c/Analysis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_build.h"
@@ -35,6 +36,8 @@ static void emit_node(cg *c, const ir_node *n, const char *name) {
     case IR_OP_SOFTCAP:
     case IR_OP_ALIBI:
     case IR_OP_MASK:
+    case IR_OP_SCORE_MOD:
+    case IR_OP_MASK_MOD:
     case IR_OP_SOFTMAX: cg_emit_rowwise(c, n, name); break;
     case IR_OP_INPUT:
     case IR_OP_MEMORY:
@@ -168,6 +171,8 @@ LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n, LLVMCo
     for (int i = 0; i < n; i++)
         emit_unit(&c, r, &r->units[which[i]]);
     LLVMDisposeBuilder(c.b);
+    free(c.score_mod);
+    free(c.mask_mod);
     *why = NULL;
     if (LLVMVerifyModule(c.mod, LLVMReturnStatusAction, why)) {
         LLVMDisposeModule(c.mod);

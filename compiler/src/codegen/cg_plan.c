@@ -214,6 +214,8 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
     case IR_OP_SOFTCAP:
     case IR_OP_ALIBI:
     case IR_OP_MASK:
+    case IR_OP_SCORE_MOD:
+    case IR_OP_MASK_MOD:
     case IR_OP_SOFTMAX:
         if (n->args[0]->n_uses == 1 && p->buffers[a->buf].role == ATTN_BUF_SCRATCH)
             *v = *a; /* in place */

@@ -562,15 +562,20 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
             acc[i][0] = tot[i];
         LLVMValueRef posv =
             cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, c->P, w->tok[i], ""), c->i32, ""));
-        LLVMValueRef sc = cg_softcap(c, s->n, cg_scale_sum(c, s->n, acc[i][0]));
-        if (s->n->alibi) {
-            LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, ir_cfg_heads(c->g)), "");
+        LLVMValueRef head = LLVMBuildSRem(c->b, w->r[i], cg_i64(c, ir_cfg_heads(c->g)), "");
+        LLVMValueRef headv = NULL; /* among the block's all: what expressions read */
+        if (s->n->score_mod || s->n->mask_mod)
+            headv = cg_splat(
+                c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, head, cg_i64(c, cg_expr_head0(c)), ""),
+                                  c->i32, ""));
+        LLVMValueRef sc = cg_scale_sum(c, s->n, acc[i][0]);
+        sc = cg_softcap(c, s->n, cg_score_mod(c, s->n, sc, t->keys, posv, headv));
+        if (s->n->alibi)
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
-        }
         LLVMValueRef bits = cg_tree_bits(c, w->tok[i]);
         if (bits)
             bits = cg_splat(c, bits);
-        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, bits, t->past),
+        x[i] = LLVMBuildSelect(c->b, cg_keys_hidden(c, s->n, t->keys, posv, headv, bits, t->past),
                                cg_vf32(c, -INFINITY), sc, "");
     }
 }
@@ -912,8 +917,11 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""),
                    lslot);
     cg_for_end(c, &lc2);
-    LLVMValueRef inv =
-        LLVMBuildFDiv(c->b, cg_f32(c, 1), LLVMBuildLoad2(c->b, c->f32, lslot, ""), "");
+    LLVMValueRef lsum = LLVMBuildLoad2(c->b, c->f32, lslot, "");
+    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), lsum, "");
+    if (n->mask_mod) /* a row that saw no key (mask_mod hid all): 0, as the reference */
+        inv = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, lsum, cg_f32(c, 0), ""), inv,
+                              cg_f32(c, 0), "");
     LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""),
                           LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
     LLVMValueRef orow = cg_addr(c, n, oi);

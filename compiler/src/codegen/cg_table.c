@@ -49,6 +49,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     memset(&cfg, 0, sizeof cfg);
     const attn_config *c = &g->cfg; /* the one reader of every field */
 #define COPY_NAME(f) memcpy(cfg.f, c->f, strnlen(c->f, ATTN_NAME_MAX - 1))
+#define COPY_EXPR(f) memcpy(cfg.f, c->f, strnlen(c->f, ATTN_EXPR_TEXT_MAX - 1))
 #define ATTN_FIELD(k, f, key) COPY_##k(f);
 #define ATTN_PLAIN(k, f, key, token, def, lo, hi) COPY_##k(f);
 #define COPY_I64(f) cfg.f = c->f

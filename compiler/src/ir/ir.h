@@ -18,7 +18,8 @@ enum { IR_SPLIT_CHUNKS = 16 };
 /* The attributes of an op (ir_ops.def's last column), by the ir_node
  * fields they name: WEIGHT weight; CACHE cache; SLICE offset, cols; SCALE
  * scale; SCALE_COLS scale_cols; EPILOGUE rope_cols, to_cache, cache_col;
- * FUSED fused; SOFTCAP softcap; MASKS causal, alibi; SPLIT split_tokens;
+ * FUSED fused; SOFTCAP softcap; MASKS causal, alibi, score_mod, mask_mod;
+ * SPLIT split_tokens;
  * TOKENS tokens. Every op that computes may also have a gate. */
 enum {
     IR_A_WEIGHT = 1 << 0,
@@ -78,6 +79,8 @@ struct ir_node {
     bool causal;          /* FLASH: mask keys after each query (and outside the window or
                              chunk) */
     bool alibi;           /* FLASH: add ALiBi's -slope_h * (p - j) to the scores */
+    bool score_mod;       /* FLASH: the config's score_mod replaces each score (before softcap) */
+    bool mask_mod;        /* FLASH: keys where the config's mask_mod is false are hidden */
     int64_t split_tokens; /* FLASH: calls with at most this many new tokens split the keys
                              into chunks computed apart and merged (decode_split); 0 = never */
     int64_t tokens;       /* BY_PREFILL: prefills of at least this many tokens take operand 1 */
@@ -110,6 +113,7 @@ typedef struct ir_graph {
         return g->cfg.f;                                                                           \
     }
 #define IR_CFG_NAME(f) IR_CFG_GET(const char *, f)
+#define IR_CFG_EXPR(f) IR_CFG_GET(const char *, f)
 #define IR_CFG_I64(f) IR_CFG_GET(int64_t, f)
 #define IR_CFG_I32(f) IR_CFG_GET(int32_t, f)
 #define IR_CFG_F64(f) IR_CFG_GET(double, f)

@@ -53,6 +53,8 @@ static ir_node *attend(ir_graph *g, ir_node *q, ir_node *k, ir_node *v) {
             sc->scale = cfg->scale;
         s = ir_insert(g, sc, NULL);
     }
+    if (cfg->score_mod[0])
+        s = unary(g, IR_OP_SCORE_MOD, s, L[SPEC_K_SCORE_MOD]);
     if (s && cfg->softcap > 0) {
         ir_node *cap = ir_new(g, IR_OP_SOFTCAP, &s, 1, L[SPEC_K_SOFTCAP]);
         if (cap)
@@ -66,6 +68,8 @@ static ir_node *attend(ir_graph *g, ir_node *q, ir_node *k, ir_node *v) {
                   L[cfg->chunk            ? SPEC_K_CHUNKED
                     : cfg->sliding_window ? SPEC_K_SLIDING_WINDOW
                                           : SPEC_K_CAUSAL]);
+    if (cfg->mask_mod[0])
+        s = unary(g, IR_OP_MASK_MOD, s, L[SPEC_K_MASK_MOD]);
     if (s && cfg->sinks) {
         ir_node *sm[2] = {s, weight(g, ATTN_W_SINKS, L[SPEC_K_SINKS])};
         s = sm[1] ? ir_add(g, IR_OP_SOFTMAX, sm, 2, L[SPEC_K_SINKS]) : NULL;

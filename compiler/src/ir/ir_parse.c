@@ -191,6 +191,10 @@ static bool attribute(ir_node *n, const char *w, size_t len) {
             return (n->causal = true);
         if (word_is(w, len, "alibi"))
             return (n->alibi = true);
+        if (word_is(w, len, "score_mod"))
+            return (n->score_mod = true);
+        if (word_is(w, len, "mask_mod"))
+            return (n->mask_mod = true);
         return value_of(w, len, "window") || value_of(w, len, "chunk") || value_of(w, len, "group");
     case IR_OP_QK:
     case IR_OP_PV: return value_of(w, len, "group") != NULL;
@@ -231,6 +235,12 @@ static attnc_status config_line(parser *p, const char *line, attn_config *c, boo
     const char *s = skip_spaces(skip_spaces(line) + 6);
     while (*s) {
         size_t len = word_len(s), eq = strcspn(s, "=");
+        if (eq < len && s[eq + 1] == '"') { /* an expression: "text", spaces inside */
+            const char *close = strchr(s + eq + 2, '"');
+            if (!close)
+                return fail(p, s + eq + 1, line, "expected the closing '\"'");
+            len = (size_t)(close + 1 - s);
+        }
         if (eq >= len)
             return fail(p, s, line, "expected FIELD=VALUE, found '%.*s'", (int)len, s);
         size_t i = 0;
@@ -253,7 +263,15 @@ static attnc_status config_line(parser *p, const char *line, attn_config *c, boo
         char *at = (char *)c + f[i].offset;
         bool ok = vl > 0 && vl < 95;
         errno = 0;
+        if (f[i].kind == ATTN_KIND_EXPR) /* "text": no other limit than the field's */
+            ok = vl >= 2 && v[0] == '"' && v[vl - 1] == '"' && vl - 2 < ATTN_EXPR_TEXT_MAX;
         switch (f[i].kind) {
+        case ATTN_KIND_EXPR:
+            if (ok) {
+                memset(at, 0, ATTN_EXPR_TEXT_MAX);
+                memcpy(at, v + 1, vl - 2);
+            }
+            break;
         case ATTN_KIND_NAME:
             ok = ok && vl < ATTN_NAME_MAX;
             if (ok) {
@@ -447,8 +465,8 @@ attnc_status ir_parse(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
             if (strncmp(s, "graph ", 6) != 0)
                 return fail(&p, s, line, "expected 'config ...' lines or 'graph NAME' first");
             if (config_at) { /* the text's own config: whole, valid, the spec's if given */
-                for (size_t i = 0; i < nf; i++)
-                    if (!seen[i])
+                for (size_t i = 0; i < nf; i++) /* an expression not given is none */
+                    if (!seen[i] && attn_config_fields(NULL)[i].kind != ATTN_KIND_EXPR)
                         return fail(&p, s, line, "the config lines lack %s",
                                     attn_config_fields(NULL)[i].name);
                 attn_msg m;

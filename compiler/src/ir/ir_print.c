@@ -110,6 +110,10 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
             put_mask(t, c);
         if (n->alibi)
             put(t, " alibi");
+        if (n->score_mod)
+            put(t, " score_mod");
+        if (n->mask_mod)
+            put(t, " mask_mod");
         if (n->args[1]->ne[1].c != c->heads)
             put(t, " group=%lld", (long long)(c->heads / n->args[1]->ne[1].c));
         if (n->split_tokens)
@@ -142,6 +146,8 @@ static void put_attrs(text *t, const ir_graph *g, const ir_node *n) {
     case IR_OP_GQA_EXPAND:
     case IR_OP_SOFTMAX:
     case IR_OP_ALIBI:
+    case IR_OP_SCORE_MOD: /* the expressions are the config lines' */
+    case IR_OP_MASK_MOD:
     case IR_OP_MERGE_HEADS:
     case IR_OP_RMS_NORM:
     case IR_OP_MLA_LATENT:
@@ -166,9 +172,12 @@ static void put_config(text *t, const attn_config *c) {
     const attn_config_field *f = attn_config_fields(&n);
     for (size_t i = 0; i < n; i++) {
         const char *p = (const char *)c + f[i].offset;
-        char v[64], item[160];
+        char v[ATTN_EXPR_TEXT_MAX + 2], item[ATTN_EXPR_TEXT_MAX + 96];
         int32_t e;
+        if (f[i].kind == ATTN_KIND_EXPR && !p[0])
+            continue; /* no expression: the field is not printed (ir_parse: "") */
         switch (f[i].kind) {
+        case ATTN_KIND_EXPR: snprintf(v, sizeof v, "\"%s\"", p); break;
         case ATTN_KIND_NAME: snprintf(v, sizeof v, "%s", p); break;
         case ATTN_KIND_I64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)p); break;
         case ATTN_KIND_I32: snprintf(v, sizeof v, "%d", (int)*(const int32_t *)p); break;

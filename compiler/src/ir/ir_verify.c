@@ -33,7 +33,8 @@ static bool bad_attribute(const ir_node *n, char *why, size_t size) {
          "epilogue"},
         {IR_A_FUSED, n->fused, "fused"},
         {IR_A_SOFTCAP, n->softcap != 0, "softcap"},
-        {IR_A_MASKS, n->causal || n->alibi, "causal/alibi"},
+        {IR_A_MASKS, n->causal || n->alibi || n->score_mod || n->mask_mod,
+         "causal/alibi/score_mod/mask_mod"},
         {IR_A_SPLIT, n->split_tokens != 0, "split_tokens"},
         {IR_A_TOKENS, n->tokens != 0, "tokens"},
     };

@@ -48,6 +48,8 @@ typedef enum spec_key {
     SPEC_K_MLA,
     SPEC_K_COMPUTE,
     SPEC_K_ACTIVATIONS,
+    SPEC_K_SCORE_MOD,
+    SPEC_K_MASK_MOD,
     SPEC_K_FIRST_PLAIN,
     SPEC_K_BEFORE_PLAIN = SPEC_K_FIRST_PLAIN - 1,
 #define ATTN_FIELD(kind, field, key)

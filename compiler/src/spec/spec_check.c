@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "spec/spec.h"
 
 /* ---- keys of each mapping ------------------------------------------------ */
@@ -32,6 +33,8 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     [SPEC_K_MLA] = "mla",
     [SPEC_K_COMPUTE] = "compute",
     [SPEC_K_ACTIVATIONS] = "activations",
+    [SPEC_K_SCORE_MOD] = "score_mod",
+    [SPEC_K_MASK_MOD] = "mask_mod",
 #define ATTN_FIELD(kind, field, key)
 #define ATTN_PLAIN(kind, field, key, token, def, lo, hi) [SPEC_K_##token] = key,
 #include "attn_config.def"
@@ -717,6 +720,56 @@ static const ynode *locate_at(const toplevel *t, const char *path) {
     return NULL;
 }
 
+/* Where byte `at` of scalar v's text is in the file: on its line, past
+ * a quote; the scalar's start where the text runs over lines or holds
+ * escapes (no column in the file is then that byte's). */
+static attnc_loc loc_inside(const ynode *v, int32_t at) {
+    attnc_loc loc = v->loc;
+    bool escapes = !v->plain && memchr(v->str, '\\', v->len) != NULL;
+    if (at < 0 || (size_t)at > v->len || memchr(v->str, '\n', (size_t)at) || escapes)
+        return loc;
+    loc.col += (uint32_t)at + (v->plain ? 0 : 1);
+    return loc;
+}
+
+/* score_mod and mask_mod: parsed and checked (attn_expr.h), errors
+ * pointing inside the string; the config keeps their canonical text. */
+static void check_exprs(checker *ck, toplevel *t, attn_config *c) {
+    const struct {
+        int key;
+        const char *name;
+        attn_expr_kind kind;
+        char *dst;
+    } x[2] = {{SPEC_K_SCORE_MOD, "score_mod", ATTN_EXPR_SCORE_MOD, c->score_mod},
+              {SPEC_K_MASK_MOD, "mask_mod", ATTN_EXPR_MASK_MOD, c->mask_mod}};
+    char buf[128];
+    for (int i = 0; i < 2; i++) {
+        const ynode *v = t->val[x[i].key];
+        if (!v)
+            continue;
+        if (v->kind != YNODE_SCALAR || strlen(v->str) != v->len) {
+            err(ck, v->loc, "%s: expected an expression in a string, found %s", x[i].name,
+                found(v, buf, sizeof buf));
+            continue;
+        }
+        attn_expr *e = malloc(sizeof *e);
+        if (!e) {
+            err(ck, v->loc, "%s: out of memory", x[i].name);
+            continue;
+        }
+        attn_msg m;
+        int32_t at;
+        if (attn_expr_parse(v->str, x[i].kind, NULL, 0, e, &m, &at) != ATTN_OK) {
+            err(ck, loc_inside(v, at), "%s: %s", x[i].name, m.text);
+        } else if (attn_expr_print(e, NULL, x[i].dst, ATTN_EXPR_TEXT_MAX) >= ATTN_EXPR_TEXT_MAX) {
+            err(ck, v->loc, "%s: the expression is too long (at most %d bytes as attnc prints it)",
+                x[i].name, ATTN_EXPR_TEXT_MAX - 1);
+            x[i].dst[0] = 0;
+        }
+        free(e);
+    }
+}
+
 /* name, heads, head_dim (or mla's), kv_groups (or kv_heads) and d_model. */
 static void check_dims(checker *ck, toplevel *t, attn_config *c) {
     char buf[128];
@@ -923,6 +976,7 @@ attnc_status spec_check(attnc_ctx *ctx, const char *file, const ynode *root, att
     check_scale_dtype(ck, &t, &c);
     check_sections(ck, &t, &c);
     check_modes(ck, &t, &c);
+    check_exprs(ck, &t, &c);
 
     /* the rules between fields are the runtime's (attn_config_problems),
      * each reported at its key; they read fields that must be valid first */

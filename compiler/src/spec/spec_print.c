@@ -159,6 +159,12 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         attn_layout_name(c->weights_layout) ? attn_layout_name(c->weights_layout) : "?");
     put(&o, "kv_cache:\n  dtype: %s\n  block_tokens: %lld\n  max_tokens: %lld\n",
         attn_dtype_name(c->kv_dtype), (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
+    /* expressions in canonical text, only when set (no quote or backslash
+     * is in one: YAML reads it back as printed) */
+    if (c->score_mod[0])
+        put(&o, "score_mod: \"%s\"\n", c->score_mod);
+    if (c->mask_mod[0])
+        put(&o, "mask_mod: \"%s\"\n", c->mask_mod);
     for (int k = SPEC_K_FIRST_PLAIN; k < SPEC_K_COUNT; k++) /* keys with no place above */
         if (!done[k])
             plain(&o, c, (spec_key)k, done);

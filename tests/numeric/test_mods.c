@@ -1,0 +1,204 @@
+/* test_mods.c: score_mod and mask_mod compiled into the kernels: JIT ==
+ * reference for a set of expressions over the randomized sweep's configs
+ * (prefill, chunked and one-token decode through the split path, every
+ * cache dtype, causal and not, AVX2 code on AVX-512 hosts), thread counts
+ * bitwise, the expression forms of the built-in window and softcap
+ * against the built-ins, rows that see no key, and every pass disabled
+ * (the unfused score_mod / mask_mod ops). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+/* Each continuous in score (a floor or comparison of score would let a
+ * rounding step of the kernels' sums flip a result). */
+static const struct {
+    const char *score, *mask;
+} exprs[] = {
+    {"", "q - kv < 5"},
+    {"30 * tanh(score / 30)", ""},
+    {"", "kv < 2 or q - kv < 6"},
+    {"", "(q - kv) % 3 == 0"},
+    {"score - 0.125 * abs(q - kv) * (h + 1)", ""},
+    {"where(kv % 4 == 0, score + 1.5, score)", "g == 0 or kv >= q // 2"},
+    {"score * exp(-0.01 * (q - kv)) + log(kv + 1) * 0.1 - sqrt(h + 1.0)", ""},
+    {"", "h % 2 == 0 or q // 8 == kv // 8"},
+    {"clamp(score, -2.5, 2.5) + min(kv, 3) * 0.25", "kv != 1 and not (kv > q + 3)"},
+    {"score / (1 + abs(floor((q - kv) / 7.0)))", "max(q - kv, kv - q) < 40"},
+};
+enum { N_EXPRS = sizeof exprs / sizeof exprs[0] };
+
+static attn_config with_exprs(attn_config c, int i) {
+    snprintf(c.score_mod, sizeof c.score_mod, "%s", exprs[i].score);
+    snprintf(c.mask_mod, sizeof c.mask_mod, "%s", exprs[i].mask);
+    attn_msg m;
+    if (attn_config_check(&c, &m) != ATTN_OK)
+        fail_msg("expression %d: %s", i, m.text);
+    return c;
+}
+
+/* This host runs x86-64-v3 (AVX2) code beside its own AVX-512. */
+static bool host_avx512_and_v3(void) {
+    uint32_t v3 = ATTN_CPU_AVX | ATTN_CPU_AVX2 | ATTN_CPU_FMA | ATTN_CPU_F16C | ATTN_CPU_BMI2;
+    uint32_t f = attn_cpu_features();
+    return (f & v3) == v3 && (f & ATTN_CPU_AVX512F);
+}
+
+static void jit_equals_reference_over_expressions_and_sweep(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t s = 4242;
+    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 30;
+    bool avx2 = host_avx512_and_v3();
+    for (int i = 0; i < n; i++) {
+        int64_t T, chunk;
+        attn_config c = sweep_config(i, &s, &T, &chunk);
+        if (c.memory_dim > 0)
+            continue;
+        c = with_exprs(c, i % N_EXPRS);
+        const char *path = write_spec(dir, &c, "mods.yaml");
+        attnc_options o = attnc_options_default();
+        o.cpu = avx2 && i % 3 == 1 ? "x86-64-v3" : NULL;
+        /* every fourth run one token a call: the split decode path */
+        int64_t ch = i % 4 == 3 && c.causal ? 1 : chunk; /* not causal: one call */
+        double e = jit_vs_ref(path, &o, T, ch, 1 + i % 3, (uint64_t)i);
+        if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
+            fail_msg("config %d (cpu %s, heads %lld/%lld hd %lld T %lld chunk %lld causal %d "
+                     "window %lld kv %s, score_mod '%s', mask_mod '%s'): relative error %g",
+                     i, o.cpu ? o.cpu : "host", (long long)c.heads, (long long)c.kv_groups,
+                     (long long)c.head_dim, (long long)T, (long long)ch, c.causal,
+                     (long long)c.sliding_window, attn_dtype_name(c.kv_dtype), c.score_mod,
+                     c.mask_mod, e);
+    }
+    tmpdir_remove(dir);
+}
+
+/* y of T tokens through spec at path, chunk tokens a call, on threads. */
+static float *run_spec(const char *path, const attnc_options *o, int64_t T, int64_t chunk,
+                       int threads, float **want) {
+    attn_config c = load_spec_file(path);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 77, &w, NULL), ATTN_OK);
+    size_t n = (size_t)(T * c.d_model);
+    float *x = random_floats(n, 78), *y = malloc(n * sizeof *y);
+    attnc_jit *jit = jit_or_fail(path, o);
+    run_jit(jit, w, T, x, y, chunk, threads);
+    if (want) {
+        *want = malloc(n * sizeof **want);
+        run_ref(w, T, x, *want);
+    }
+    attnc_jit_free(jit);
+    attn_weights_free(w);
+    free(x);
+    return y;
+}
+
+static void threads_give_the_same_bits(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = with_exprs(load_spec_file(spec_path("seed")), 5);
+    const char *path = write_spec(dir, &c, "mods.yaml");
+    for (int64_t chunk = 1; chunk <= 150; chunk += 149) { /* split decode, then flash */
+        float *y1 = run_spec(path, NULL, 150, chunk, 1, NULL);
+        for (int t = 2; t <= 3; t++) {
+            float *yt = run_spec(path, NULL, 150, chunk, t, NULL);
+            if (memcmp(y1, yt, 150 * (size_t)c.d_model * sizeof *y1) != 0)
+                fail_msg("%d threads, chunks of %lld: not the bits of 1 thread", t,
+                         (long long)chunk);
+            free(yt);
+        }
+        free(y1);
+    }
+    tmpdir_remove(dir);
+}
+
+/* mask_mod "q - kv < W" is the window W; score_mod "c * tanh(score / c)"
+ * the softcap c (both kernels' arithmetic, their order may differ). */
+static void expression_forms_of_built_ins(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config base = load_spec_file(spec_path("mistral_7b"));
+    base.kv_max_tokens = 512;
+    attn_config win = base, wexpr = base, cap = base, cexpr = base;
+    win.sliding_window = 37;
+    snprintf(wexpr.mask_mod, sizeof wexpr.mask_mod, "q - kv < 37");
+    cap.softcap = 2;
+    snprintf(cexpr.score_mod, sizeof cexpr.score_mod, "2 * tanh(score / 2)");
+    const attn_config *pairs[2][2] = {{&win, &wexpr}, {&cap, &cexpr}};
+    for (int p = 0; p < 2; p++)
+        for (int64_t chunk = 1; chunk <= 200; chunk += 199) {
+            const char *a = write_spec(dir, pairs[p][0], "builtin.yaml");
+            float *ya = run_spec(a, NULL, 200, chunk, 2, NULL);
+            const char *b = write_spec(dir, pairs[p][1], "expr.yaml");
+            float *yb = run_spec(b, NULL, 200, chunk, 2, NULL);
+            double e = rel_err(yb, ya, 200 * (size_t)base.d_model);
+            if (!(e <= 1e-5))
+                fail_msg("%s, chunks of %lld: relative error %g against the built-in",
+                         p ? "softcap" : "window", (long long)chunk, e);
+            free(ya);
+            free(yb);
+        }
+    tmpdir_remove(dir);
+}
+
+/* A head whose mask hides every key: its attention is 0 (the block's
+ * output is what the other heads give), in the kernels as in the
+ * reference; unfused too. */
+static void rows_that_see_no_key_are_zero(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = load_spec_file(spec_path("seed"));
+    snprintf(c.mask_mod, sizeof c.mask_mod, "h != 3 and (h != 5 or kv > 1000)");
+    const char *path = write_spec(dir, &c, "empty.yaml");
+    const char *all[16];
+    attnc_options none = options_without_passes(all);
+    for (int64_t chunk = 1; chunk <= 40; chunk += 39)
+        for (int k = 0; k < 2; k++) {
+            float *want, *y = run_spec(path, k ? &none : NULL, 40, chunk, 2, &want);
+            double e = rel_err(y, want, 40 * (size_t)c.d_model);
+            for (size_t i = 0; i < 40 * (size_t)c.d_model; i++)
+                if (y[i] != y[i])
+                    fail_msg("chunks of %lld%s: NaN at %zu", (long long)chunk, k ? ", unfused" : "",
+                             i);
+            if (!(e <= 1e-4))
+                fail_msg("chunks of %lld%s: relative error %g", (long long)chunk,
+                         k ? ", unfused" : "", e);
+            free(y);
+            free(want);
+        }
+    tmpdir_remove(dir);
+}
+
+/* Each pass disabled (and all): the unfused rowwise ops evaluate the
+ * same expressions. */
+static void every_pass_disabled(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = with_exprs(load_spec_file(spec_path("seed")), 5);
+    const char *path = write_spec(dir, &c, "mods.yaml");
+    for (int p = 0; attnc_pass_name(p); p += sanitized_step(3)) {
+        const char *off[] = {attnc_pass_name(p)};
+        attnc_options o = attnc_options_default();
+        o.disabled_passes = off;
+        o.n_disabled_passes = 1;
+        double e = jit_vs_ref(path, &o, 30, 7, 2, 5);
+        if (!(e <= 1e-4))
+            fail_msg("without %s: relative error %g", off[0], e);
+    }
+    const char *all[16];
+    attnc_options o = options_without_passes(all);
+    assert_true(jit_vs_ref(path, &o, 30, 7, 2, 5) <= 1e-4);
+    tmpdir_remove(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
+        cmocka_unit_test(threads_give_the_same_bits),
+        cmocka_unit_test(expression_forms_of_built_ins),
+        cmocka_unit_test(rows_that_see_no_key_are_zero),
+        cmocka_unit_test(every_pass_disabled),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
