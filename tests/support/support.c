@@ -395,6 +395,10 @@ const char *const shipped_specs[] = {
     "deepseek_v2_lite",
     "deepseek_v3",
     "kimi_k2",
+    "streaming_llm",
+    "dilated_window",
+    "softcap_expr",
+    "alibi_expr",
 };
 const size_t n_shipped_specs = sizeof shipped_specs / sizeof shipped_specs[0];
 
