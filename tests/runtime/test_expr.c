@@ -4,6 +4,7 @@
  * clamped indices), constant folding, canonical printing that reads back
  * as the same expression, and every kind of error at its offset. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn_expr.h"
@@ -222,46 +223,47 @@ static void errors_say_what_and_where(void **state) {
     }
 }
 
-/* Limits: nesting, length, and arguments that are no expression. */
-static void limits_are_errors_not_crashes(void **state) {
-    (void)state;
-    char deep[512] = "";
-    for (int i = 0; i < 100; i++)
-        strcat(deep, "(");
-    strcat(deep, "q");
-    for (int i = 0; i < 100; i++)
-        strcat(deep, ")");
+/* head, then unit n times, then tail, into buf (2048 bytes). */
+static const char *repeated(char *buf, const char *head, const char *unit, int n,
+                            const char *tail) {
+    snprintf(buf, 2048, "%s", head);
+    for (int i = 0; i < n; i++)
+        strcat(buf, unit);
+    strcat(buf, tail);
+    return buf;
+}
+
+/* text fails to parse as kind with a message holding want. */
+static void parse_fails(const char *text, attn_expr_kind kind, const char *want) {
     attn_expr e;
     attn_msg m = {{0}};
     int32_t at;
-    assert_int_equal(attn_expr_parse(deep, ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at),
-                     ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "nested too deeply"));
-    char nots[1024] = "";
-    for (int i = 0; i < 200; i++)
-        strcat(nots, "not ");
-    strcat(nots, "q < kv");
-    assert_int_equal(attn_expr_parse(nots, ATTN_EXPR_MASK_MOD, NULL, 0, &e, &m, &at),
-                     ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "nested too deeply"));
-    char longx[2048] = "score";
-    for (int i = 0; i < 200; i++)
-        strcat(longx, " + q");
-    assert_int_equal(attn_expr_parse(longx, ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at),
-                     ATTN_E_INVALID);
-    assert_non_null(strstr(m.text, "expression too long"));
-    /* the same length of constants folds as it goes: fine */
-    char folded[2048] = "score";
-    for (int i = 0; i < 200; i++)
-        strcat(folded, " + 1");
-    assert_int_equal(attn_expr_parse(folded, ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at),
-                     ATTN_E_INVALID); /* left-assoc: score + 1 is no constant */
-    char right[2048] = "score + (1";
-    for (int i = 0; i < 50; i++)
-        strcat(right, " + 1");
-    strcat(right, ")");
-    assert_int_equal(attn_expr_parse(right, ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at), ATTN_OK);
+    assert_int_equal(attn_expr_parse(text, kind, NULL, 0, &e, &m, &at), ATTN_E_INVALID);
+    if (!strstr(m.text, want))
+        fail_msg("'%.40s...': '%s', want '%s'", text, m.text, want);
+}
+
+/* Limits: nesting, length, and arguments that are no expression. */
+static void limits_are_errors_not_crashes(void **state) {
+    (void)state;
+    char buf[2048], open[256];
+    repeated(open, "", "(", 100, "q");
+    parse_fails(repeated(buf, open, ")", 100, ""), ATTN_EXPR_SCORE_MOD, "nested too deeply");
+    parse_fails(repeated(buf, "", "not ", 200, "q < kv"), ATTN_EXPR_MASK_MOD, "nested too deeply");
+    parse_fails(repeated(buf, "score", " + q", 200, ""), ATTN_EXPR_SCORE_MOD,
+                "expression too long");
+    /* left-associative: each + 1 adds to score, no constant subtree */
+    parse_fails(repeated(buf, "score", " + 1", 200, ""), ATTN_EXPR_SCORE_MOD,
+                "expression too long");
+    /* a constant subtree folds as it is built: score, 201, + */
+    attn_expr e;
+    attn_msg m;
+    int32_t at;
+    assert_int_equal(attn_expr_parse(repeated(buf, "score + (1", " + 1", 200, ")"),
+                                     ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at),
+                     ATTN_OK);
     assert_int_equal(e.n_nodes, 3);
+    assert_true(e.node[1].f == 201.0f);
     assert_int_equal(attn_expr_parse(NULL, ATTN_EXPR_SCORE_MOD, NULL, 0, &e, &m, &at),
                      ATTN_E_INVALID);
     attn_expr_input bad = {"w", ATTN_INPUT_WEIGHT, 3, {1, 1}};
