@@ -3,8 +3,8 @@
  * (prefill, chunked and one-token decode through the split path, every
  * cache dtype, causal and not, AVX2 code on AVX-512 hosts), thread counts
  * bitwise, the expression forms of the built-in window and softcap
- * against the built-ins, rows that see no key, and every pass disabled
- * (the unfused score_mod / mask_mod ops). */
+ * against the built-ins, rows that see no key, every pass disabled (the
+ * unfused score_mod / mask_mod ops) and MLA's absorbed form. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +192,21 @@ static void every_pass_disabled(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Multi-head latent attention: its absorbed flash node takes the
+ * expressions as any other (prefill, chunks, one-token decode). */
+static void mla_blocks(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = with_exprs(load_spec_file(spec_path("deepseek_v2_lite")), 5);
+    const char *path = write_spec(dir, &c, "mla.yaml");
+    for (int64_t chunk = 1; chunk <= 30; chunk += 29) {
+        double e = jit_vs_ref(path, NULL, 30, chunk, 2, 9);
+        if (!(e <= 1e-4))
+            fail_msg("chunks of %lld: relative error %g", (long long)chunk, e);
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
@@ -199,6 +214,7 @@ int main(void) {
         cmocka_unit_test(expression_forms_of_built_ins),
         cmocka_unit_test(rows_that_see_no_key_are_zero),
         cmocka_unit_test(every_pass_disabled),
+        cmocka_unit_test(mla_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
