@@ -1,5 +1,5 @@
-/* test_cg.c: codegen helpers checked one by one in generated code: the exp
- * and tanh polynomials against libm over their whole range (this measures
+/* test_cg.c: codegen helpers checked one by one in generated code: the exp,
+ * tanh and log polynomials against libm over their whole range (this measures
  * the max error the docs state), and f16/bf16 stores and loads against the
  * runtime's conversions, ties and NaN included. Probe kernels are built
  * with the same helpers the kernel families use, optimized and JIT-run. */
@@ -16,9 +16,9 @@
 #include "rt.h"
 #include "support.h"
 
-enum { PROBE_EXP, PROBE_EXP_NONPOS, PROBE_TANH, PROBE_F16, PROBE_BF16, PROBE_COUNT };
+enum { PROBE_EXP, PROBE_EXP_NONPOS, PROBE_TANH, PROBE_LOG, PROBE_F16, PROBE_BF16, PROBE_COUNT };
 static const char *const probe_names[PROBE_COUNT] = {"probe_exp", "probe_exp_nonpos", "probe_tanh",
-                                                     "probe_f16", "probe_bf16"};
+                                                     "probe_log", "probe_f16",        "probe_bf16"};
 
 typedef struct probes {
     LLVMOrcLLJITRef jit;
@@ -39,6 +39,8 @@ static void build_probe(cg *c, int which) {
         y = cg_exp_nonpos(c, x);
     } else if (which == PROBE_TANH) {
         y = cg_tanh(c, x);
+    } else if (which == PROBE_LOG) {
+        y = cg_log(c, x);
     } else {
         attn_dtype dt = which == PROBE_F16 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
         LLVMValueRef p = cg_buf_elem(c, 2, dt, l.i);
@@ -173,6 +175,30 @@ static void tanh_is_within_2e7_absolute(void **state) {
     free(y);
 }
 
+/* score_mod's log: within 3e-7 of libm's, relative (absolute where |ln x|
+ * < 1), from subnormals to the largest float; its edges as logf's. */
+static void log_is_within_3e7(void **state) {
+    const int64_t n = 1000001;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++) /* log-spaced over [1e-44, 3e38] */
+        x[i] = (float)exp(-101.3 + (101.3 + 88.7) * (double)i / (double)(n - 1));
+    run_probe(*state, PROBE_LOG, x, y, n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = log((double)x[i]);
+        worst = fmax(worst, fabs((double)y[i] - want) / fmax(1.0, fabs(want)));
+    }
+    print_message("log: max error %.3g over [1e-44, 3e38]\n", worst);
+    assert_true(worst < 3e-7);
+    float edge[6] = {0.0f, -0.0f, -1.0f, INFINITY, NAN, 1.0f}, out[6];
+    run_probe(*state, PROBE_LOG, edge, out, 6);
+    assert_true(out[0] == -INFINITY && out[1] == -INFINITY);
+    assert_true(isnan(out[2]) && isnan(out[4]));
+    assert_true(out[3] == INFINITY && out[5] == 0.0f);
+    free(x);
+    free(y);
+}
+
 static void stores_round_like_the_runtime(void **state) {
     const int64_t n = 1 << 20;
     float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
@@ -213,6 +239,7 @@ int main(void) {
         cmocka_unit_test(exp_polynomial_is_within_2e7_relative),
         cmocka_unit_test(exp_nonpos_is_within_2e7_relative),
         cmocka_unit_test(tanh_is_within_2e7_absolute),
+        cmocka_unit_test(log_is_within_3e7),
         cmocka_unit_test(stores_round_like_the_runtime),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
