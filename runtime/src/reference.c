@@ -191,15 +191,10 @@ typedef struct ref_exprs {
     attn_expr *score, *mask;
 } ref_exprs;
 
-static attn_expr *parse_expr(const char *text, attn_expr_kind kind) {
-    if (!text[0])
-        return NULL;
-    attn_expr *e = malloc(sizeof *e);
-    /* attn_config_check has parsed it; a failure here is out of memory,
-     * where NULL reads as no expression: abort rather than ignore it */
-    if (!e || attn_expr_parse(text, kind, NULL, 0, e, NULL, NULL) != ATTN_OK)
-        abort();
-    return e;
+/* text parsed into *e (on the caller's stack: 9 KB each), or NULL for no
+ * expression; attn_config_check has parsed it already. */
+static attn_expr *parse_expr(const char *text, attn_expr_kind kind, attn_expr *e) {
+    return text[0] && attn_expr_parse(text, kind, NULL, 0, e, NULL, NULL) == ATTN_OK ? e : NULL;
 }
 
 /* The expressions at query position pos, key j, head h (global) of group
@@ -228,8 +223,9 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
     int64_t hd = c->head_dim, vd = attn_v_head_dim(c), group = c->heads / c->kv_groups;
     /* the head and group the expressions see: among all of the block's */
     int64_t h0 = c->shard_count > 1 ? c->heads * c->shard_index : 0;
-    ref_exprs x = {parse_expr(c->score_mod, ATTN_EXPR_SCORE_MOD),
-                   parse_expr(c->mask_mod, ATTN_EXPR_MASK_MOD)};
+    attn_expr se, me;
+    ref_exprs x = {parse_expr(c->score_mod, ATTN_EXPR_SCORE_MOD, &se),
+                   parse_expr(c->mask_mod, ATTN_EXPR_MASK_MOD, &me)};
     double slopes[ATTN_MAX_HEADS];
     if (c->alibi)
         attn_alibi_slopes(c, slopes);
@@ -286,8 +282,6 @@ void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv
         for (int64_t d = 0; bf16 && d < vd; d++)
             oh[d] /= sum;
     }
-    free(x.score);
-    free(x.mask);
 }
 
 /* activations q8_0: y[n_out] = W . x + b with x (as f32) quantized to

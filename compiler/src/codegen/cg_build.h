@@ -4,6 +4,7 @@
 #ifndef ATTNC_CG_BUILD_H
 #define ATTNC_CG_BUILD_H
 
+#include "attn_expr.h"
 #include "codegen/cg.h"
 
 /* The register-blocked GEMM of a linear: y[S, N] = x[S, K] . W^T. W is
@@ -49,9 +50,10 @@ typedef struct cg {
     LLVMValueRef jlo, Tk;                      /* first visible key and T - jlo (sequence phase) */
     LLVMValueRef base[ATTN_MAX_BUFFERS];       /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T;                      /* i64 */
-    /* the config's score_mod and mask_mod, parsed at their first use
-     * (cg_expr_of); freed with the module's builder */
-    struct attn_expr *score_mod, *mask_mod;
+    /* the config's score_mod (0) and mask_mod (1), parsed at their first
+     * use (cg_expr_of) */
+    attn_expr expr[2];
+    bool expr_parsed[2];
 } cg;
 
 typedef struct cg_loop {
@@ -294,9 +296,9 @@ typedef struct cg_expr_at {
     int64_t group;
 } cg_expr_at;
 /* The expression's value at `at`: i1, i32 or f32 of at->kv's shape. */
-ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const struct attn_expr *e, const cg_expr_at *at);
+ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at);
 /* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
-ATTNC_HIDDEN const struct attn_expr *cg_expr_of(cg *c, bool mask);
+ATTNC_HIDDEN const attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted
  * inside the flash kernel for calls of at most split_tokens new tokens,
  * and the kernel merging them; the size of the partials buffer. */

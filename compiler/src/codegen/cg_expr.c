@@ -183,15 +183,15 @@ LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
 }
 
 const attn_expr *cg_expr_of(cg *c, bool mask) {
-    attn_expr **slot = mask ? &c->mask_mod : &c->score_mod;
     const char *text = mask ? ir_cfg_mask_mod(c->g) : ir_cfg_score_mod(c->g);
-    if (!*slot && text[0]) {
-        *slot = malloc(sizeof **slot);
-        ATTNC_ASSERT(*slot);
+    if (!text[0])
+        return NULL;
+    if (!c->expr_parsed[mask]) {
         /* the config was checked: its text parses */
         attn_status st = attn_expr_parse(text, mask ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD,
-                                         NULL, 0, *slot, NULL, NULL);
+                                         NULL, 0, &c->expr[mask], NULL, NULL);
         ATTNC_ASSERT(st == ATTN_OK);
+        c->expr_parsed[mask] = true;
     }
-    return *slot;
+    return &c->expr[mask];
 }

@@ -171,8 +171,6 @@ LLVMModuleRef cg_units_build(const cg_result *r, const int *which, int n, LLVMCo
     for (int i = 0; i < n; i++)
         emit_unit(&c, r, &r->units[which[i]]);
     LLVMDisposeBuilder(c.b);
-    free(c.score_mod);
-    free(c.mask_mod);
     *why = NULL;
     if (LLVMVerifyModule(c.mod, LLVMReturnStatusAction, why)) {
         LLVMDisposeModule(c.mod);
