@@ -178,7 +178,9 @@ typedef struct attn_config_field {
 /* Every field of attn_config in layout order; *n gets their count. */
 ATTN_API const attn_config_field *attn_config_fields(size_t *n);
 /* The first field (its C name) in which a and b differ, NULL if none:
- * names compared as strings, numbers as values (0.0 equals -0.0). */
+ * names compared as strings, expressions by their canonical text
+ * ("q-kv<4" equals "((q - kv) < 4)"), numbers as values (0.0 equals
+ * -0.0). */
 ATTN_API const char *attn_config_differs(const attn_config *a, const attn_config *b);
 
 /* The dims of one head's value and attention output: v_head_dim with

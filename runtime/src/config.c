@@ -520,13 +520,33 @@ int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *
     return r.n;
 }
 
+/* Texts x and y of the expression field `field` (score_mod or mask_mod)
+ * parse to the same canonical text: "q-kv<4" is "((q - kv) < 4)". */
+static bool same_expr(const char *x, const char *y, size_t field) {
+    attn_expr_kind kind =
+        strcmp(fields[field].name, "mask_mod") == 0 ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD;
+    const char *t[2] = {x, y};
+    char canon[2][ATTN_EXPR_TEXT_MAX];
+    attn_expr *e = malloc(sizeof *e);
+    bool ok = e != NULL;
+    for (int k = 0; ok && k < 2; k++) {
+        ok = strnlen(t[k], ATTN_EXPR_TEXT_MAX) < ATTN_EXPR_TEXT_MAX &&
+             attn_expr_parse(t[k], kind, NULL, 0, e, NULL, NULL) == ATTN_OK;
+        ok = ok && attn_expr_print(e, NULL, canon[k], sizeof canon[k]) < sizeof canon[k];
+    }
+    free(e);
+    return ok && strcmp(canon[0], canon[1]) == 0;
+}
+
 const char *attn_config_differs(const attn_config *a, const attn_config *b) {
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const attn_config_field *f = &fields[i];
         const char *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
         bool same;
-        if (f->kind == ATTN_KIND_NAME || f->kind == ATTN_KIND_EXPR) { /* as strings */
+        if (f->kind == ATTN_KIND_NAME) { /* as strings */
             same = strncmp(x, y, f->size) == 0;
+        } else if (f->kind == ATTN_KIND_EXPR) { /* as expressions: their canonical texts */
+            same = strncmp(x, y, f->size) == 0 || same_expr(x, y, i);
         } else if (f->kind == ATTN_KIND_F64) { /* as values: 0.0 == -0.0 */
             double u, v;
             memcpy(&u, x, sizeof u);

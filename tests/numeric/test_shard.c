@@ -101,6 +101,10 @@ static attn_config shard_sweep_config(int i, uint64_t *rs, int64_t *n) {
     }
     if (i % 5 == 4)
         c.dtype = ATTN_DTYPE_BF16;
+    if (i % 4 == 1 && c.memory_dim == 0) { /* expressions read the head among all */
+        snprintf(c.score_mod, sizeof c.score_mod, "score - 0.05 * (h + 1) * (q - kv)");
+        snprintf(c.mask_mod, sizeof c.mask_mod, "h %% 3 == 0 or g == 1 or q - kv < 4");
+    }
     attn_msg m;
     if (attn_config_check(&c, &m) != ATTN_OK)
         fail_msg("sweep config %d: %s", i, m.text);

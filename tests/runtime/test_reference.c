@@ -796,6 +796,15 @@ static void reference_expressions(void **state) {
     free(x);
     free(y1);
     free(y2);
+    /* configs compare expressions by their canonical text */
+    attn_config p1 = config_small(4, 2, 8, 32), p2 = p1;
+    snprintf(p1.mask_mod, sizeof p1.mask_mod, "q-kv<4 and not(h==2)");
+    snprintf(p2.mask_mod, sizeof p2.mask_mod, "(((q - kv) < 4) and (not (h == 2)))");
+    assert_null(attn_config_differs(&p1, &p2));
+    snprintf(p2.mask_mod, sizeof p2.mask_mod, "q - kv < 5 and not (h == 2)");
+    assert_string_equal(attn_config_differs(&p1, &p2), "mask_mod");
+    p2.mask_mod[0] = 0;
+    assert_string_equal(attn_config_differs(&p1, &p2), "mask_mod");
     /* a broken expression: attn_config_check says which key and why */
     snprintf(b.mask_mod, sizeof b.mask_mod, "q - kv");
     assert_int_equal(attn_config_check(&b, &m), ATTN_E_INVALID);
