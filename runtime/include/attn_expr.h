@@ -144,6 +144,15 @@ ATTN_API float attn_expr_eval(const attn_expr *e, const attn_expr_input *inputs,
 ATTN_API size_t attn_expr_print(const attn_expr *e, const attn_expr_input *inputs, char *buf,
                                 size_t n);
 
+/* src parsed and checked as by attn_expr_parse, then its canonical text
+ * (attn_expr_print) into buf of n bytes: what a config holds. On error
+ * buf is "" and the status, msg and *at are attn_expr_parse's, or
+ * ATTN_E_INVALID "the expression is too long" (*at 0) where the text
+ * does not fit, or ATTN_E_NOMEM. */
+ATTN_API attn_status attn_expr_canonical(const char *src, attn_expr_kind kind,
+                                         const attn_expr_input *inputs, int n_inputs, char *buf,
+                                         size_t n, attn_msg *msg, int32_t *at);
+
 /* The name of a type ("bool", "int", "f32"). */
 ATTN_API const char *attn_expr_type_name(attn_expr_type t);
 

@@ -527,15 +527,11 @@ static bool same_expr(const char *x, const char *y, size_t field) {
         strcmp(fields[field].name, "mask_mod") == 0 ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD;
     const char *t[2] = {x, y};
     char canon[2][ATTN_EXPR_TEXT_MAX];
-    attn_expr *e = malloc(sizeof *e);
-    bool ok = e != NULL;
-    for (int k = 0; ok && k < 2; k++) {
-        ok = strnlen(t[k], ATTN_EXPR_TEXT_MAX) < ATTN_EXPR_TEXT_MAX &&
-             attn_expr_parse(t[k], kind, NULL, 0, e, NULL, NULL) == ATTN_OK;
-        ok = ok && attn_expr_print(e, NULL, canon[k], sizeof canon[k]) < sizeof canon[k];
-    }
-    free(e);
-    return ok && strcmp(canon[0], canon[1]) == 0;
+    for (int k = 0; k < 2; k++) /* a field may hold no NUL: an invalid config */
+        if (strnlen(t[k], ATTN_EXPR_TEXT_MAX) == ATTN_EXPR_TEXT_MAX ||
+            attn_expr_canonical(t[k], kind, NULL, 0, canon[k], sizeof canon[k], NULL, NULL))
+            return false;
+    return strcmp(canon[0], canon[1]) == 0;
 }
 
 const char *attn_config_differs(const attn_config *a, const attn_config *b) {

@@ -1008,3 +1008,23 @@ size_t attn_expr_print(const attn_expr *e, const attn_expr_input *inputs, char *
         buf[o.len < n ? o.len : n - 1] = 0;
     return o.len;
 }
+
+attn_status attn_expr_canonical(const char *src, attn_expr_kind kind, const attn_expr_input *inputs,
+                                int n_inputs, char *buf, size_t n, attn_msg *msg, int32_t *at) {
+    if (at)
+        *at = 0;
+    if (!buf || n == 0)
+        return rt_fail(msg, ATTN_E_INVALID, "attn_expr_canonical: no buffer");
+    buf[0] = 0;
+    attn_expr *e = malloc(sizeof *e); /* 9 KB: not on a caller's stack */
+    if (!e)
+        return rt_fail(msg, ATTN_E_NOMEM, "out of memory");
+    attn_status st = attn_expr_parse(src, kind, inputs, n_inputs, e, msg, at);
+    if (st == ATTN_OK && attn_expr_print(e, inputs, buf, n) >= n) {
+        buf[0] = 0;
+        st = rt_fail(msg, ATTN_E_INVALID,
+                     "the expression is too long (at most %zu bytes as attnc prints it)", n - 1);
+    }
+    free(e);
+    return st;
+}

@@ -162,6 +162,25 @@ static void printing_reads_back(void **state) {
     char t[128];
     attn_expr_print(&e, inputs, t, sizeof t);
     assert_string_equal(t, "(((q - kv) < 4096) and (not (kv < 4)))");
+    /* attn_expr_canonical: the text a config holds, or the parse error, or
+     * "too long" where it does not fit; "" on error */
+    char canon[64], tiny[16];
+    assert_int_equal(attn_expr_canonical("q-kv<4096 and not(kv<4)", ATTN_EXPR_MASK_MOD, inputs,
+                                         N_INPUTS, canon, sizeof canon, NULL, NULL),
+                     ATTN_OK);
+    assert_string_equal(canon, t);
+    attn_msg m;
+    int32_t at;
+    assert_int_equal(attn_expr_canonical("q-kv<4096 and not(kv<4)", ATTN_EXPR_MASK_MOD, inputs,
+                                         N_INPUTS, tiny, sizeof tiny, &m, &at),
+                     ATTN_E_INVALID);
+    assert_string_equal(tiny, "");
+    assert_non_null(strstr(m.text, "too long (at most 15 bytes"));
+    assert_int_equal(attn_expr_canonical("q < kv and 1", ATTN_EXPR_MASK_MOD, inputs, N_INPUTS,
+                                         canon, sizeof canon, &m, &at),
+                     ATTN_E_INVALID);
+    assert_string_equal(canon, "");
+    assert_int_equal(at, 7);
     /* a short buffer: truncated, NUL-terminated, the full length returned */
     char small[8];
     assert_int_equal(attn_expr_print(&e, inputs, small, sizeof small), strlen(t));

@@ -129,9 +129,9 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
     } else if (n->op == IR_OP_SCORE_MOD || n->op == IR_OP_MASK_MOD) {
         /* the expressions on scalars: i32 positions and head */
         LLVMValueRef hg = LLVMBuildAdd(c->b, h, cg_i64(c, cg_expr_head0(c)), "");
-        cg_expr_at at = {
-            v, LLVMBuildTrunc(c->b, pos, c->i32, ""), LLVMBuildTrunc(c->b, lj.i, c->i32, ""),
-            LLVMBuildTrunc(c->b, hg, c->i32, ""), ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+        cg_expr_at at = {v, LLVMBuildTrunc(c->b, pos, c->i32, ""),
+                         LLVMBuildTrunc(c->b, lj.i, c->i32, ""),
+                         LLVMBuildTrunc(c->b, hg, c->i32, "")};
         bool mask = n->op == IR_OP_MASK_MOD;
         LLVMValueRef e = cg_expr(c, cg_expr_of(c, mask), &at);
         v = mask ? LLVMBuildSelect(c->b, e, v, cg_f32(c, -INFINITY), "") : e;

@@ -1,15 +1,13 @@
 /* cg_base.c: what every kernel family builds with: kernel entry, loops,
  * thread shares, addressing through views, dtype loads and stores, and
  * exp/tanh as polynomials in the IR. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <math.h>
 
 #include "codegen/cg_build.h"
 
 static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v);
-static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem);
 
 unsigned cg_elem_bytes(attn_dtype dt) {
     return attn_dtype_block(dt) > 1 ? 1 : (unsigned)attn_dtype_size(dt);
@@ -294,7 +292,7 @@ static LLVMValueRef block_off(cg *c, LLVMValueRef blk, LLVMValueRef o, int64_t t
 LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     int64_t bt = ir_cfg_kv_block_tokens(c->g), data = bt * ir_cfg_cache_columns(c->g, 0),
             bb = cache_block_elems(c->g);
-    LLVMTypeRef pty = LLVMTypeOf(p), ity = like(pty, c->i64);
+    LLVMTypeRef pty = LLVMTypeOf(p), ity = cg_like(pty, c->i64);
     bool vec = LLVMGetTypeKind(pty) == LLVMVectorTypeKind;
     LLVMValueRef base = c->base[buf];
     LLVMValueRef b0 = LLVMBuildPtrToInt(c->b, base, c->i64, "");
@@ -398,10 +396,10 @@ LLVMValueRef cg_load(cg *c, attn_dtype dt, LLVMValueRef p) {
 }
 
 void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
-    LLVMTypeRef ty = LLVMTypeOf(v), ity = like(ty, c->i32);
+    LLVMTypeRef ty = LLVMTypeOf(v), ity = cg_like(ty, c->i32);
     switch (dt) {
     case ATTN_DTYPE_F32: break;
-    case ATTN_DTYPE_F16: v = LLVMBuildFPTrunc(c->b, v, like(ty, c->f16), ""); break;
+    case ATTN_DTYPE_F16: v = LLVMBuildFPTrunc(c->b, v, cg_like(ty, c->f16), ""); break;
     case ATTN_DTYPE_BF16: {
         /* round to nearest even; NaN stays a quiet NaN (as the runtime) */
         LLVMValueRef u = LLVMBuildBitCast(c->b, v, ity, "");
@@ -414,7 +412,7 @@ void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
         LLVMValueRef qnan = LLVMBuildOr(c->b, u, iconst(ity, 0x00400000), "");
         v = LLVMBuildTrunc(c->b,
                            LLVMBuildLShr(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), k16, ""),
-                           like(ty, c->i16), "");
+                           cg_like(ty, c->i16), "");
         break;
     }
     case ATTN_DTYPE_Q8_0: /* blocks: cg_gemm.c reads them itself */
@@ -426,31 +424,31 @@ void cg_store(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     LLVMSetAlignment(st, cg_elem_bytes(dt));
 }
 
-/* A constant of type ty (scalar or vector) with every element v. */
-static LLVMValueRef fconst(LLVMTypeRef ty, double v) {
+LLVMValueRef cg_const_splat(LLVMTypeRef ty, LLVMValueRef one) {
     if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
-        return LLVMConstReal(ty, v);
+        return one;
     unsigned n = LLVMGetVectorSize(ty);
-    LLVMValueRef e[64], one = LLVMConstReal(LLVMGetElementType(ty), v);
+    LLVMValueRef e[64];
     ATTNC_ASSERT(n <= 64);
     for (unsigned i = 0; i < n; i++)
         e[i] = one;
     return LLVMConstVector(e, n);
+}
+
+static LLVMTypeRef elem_of(LLVMTypeRef ty) {
+    return LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? LLVMGetElementType(ty) : ty;
+}
+
+/* A constant of type ty (scalar or vector) with every element v. */
+static LLVMValueRef fconst(LLVMTypeRef ty, double v) {
+    return cg_const_splat(ty, LLVMConstReal(elem_of(ty), v));
 }
 
 static LLVMValueRef iconst(LLVMTypeRef ty, unsigned long long v) {
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
-        return LLVMConstInt(ty, v, false);
-    unsigned n = LLVMGetVectorSize(ty);
-    LLVMValueRef e[64], one = LLVMConstInt(LLVMGetElementType(ty), v, false);
-    ATTNC_ASSERT(n <= 64);
-    for (unsigned i = 0; i < n; i++)
-        e[i] = one;
-    return LLVMConstVector(e, n);
+    return cg_const_splat(ty, LLVMConstInt(elem_of(ty), v, false));
 }
 
-/* ty with its element type replaced by elem (same lane count). */
-static LLVMTypeRef like(LLVMTypeRef ty, LLVMTypeRef elem) {
+LLVMTypeRef cg_like(LLVMTypeRef ty, LLVMTypeRef elem) {
     return LLVMGetTypeKind(ty) == LLVMVectorTypeKind ? LLVMVectorType(elem, LLVMGetVectorSize(ty))
                                                      : elem;
 }
@@ -734,7 +732,7 @@ static const double exp_poly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073
 LLVMValueRef cg_exp(cg *c, LLVMValueRef x) {
     /* exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 split in two
      * parts (Cody-Waite), p the minimax polynomial of Cephes' expf. */
-    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = cg_like(ty, c->i32);
     LLVMValueRef lo = fconst(ty, -87.33654), hi = fconst(ty, 88.72283);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
     LLVMValueRef xc =
@@ -776,7 +774,7 @@ LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
      * ln 2 + 1.5 * 2^23 (no floor, no conversion; 2^n from t's bits), the
      * multiply-adds fused, and no select for NaN: it passes through every
      * step (t's bits are integers, never poison). */
-    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = cg_like(ty, c->i32);
     LLVMValueRef lo = fconst(ty, -87.33654), magic = fconst(ty, 12582912.0);
     LLVMValueRef under = LLVMBuildFCmp(c->b, LLVMRealOLT, x, lo, "");
     LLVMValueRef xc = LLVMBuildSelect(c->b, under, lo, x, ""); /* NaN stays NaN */
@@ -800,7 +798,7 @@ LLVMValueRef cg_exp_nonpos(cg *c, LLVMValueRef x) {
 LLVMValueRef cg_log(cg *c, LLVMValueRef x) {
     /* x = m 2^e, m in [sqrt(1/2), sqrt(2)): ln x = e ln 2 + ln m, ln m by
      * the minimax polynomial of Cephes' logf in m - 1 (ln 2 in two parts) */
-    LLVMTypeRef ty = LLVMTypeOf(x), ity = like(ty, c->i32);
+    LLVMTypeRef ty = LLVMTypeOf(x), ity = cg_like(ty, c->i32);
     LLVMValueRef tiny = LLVMBuildFCmp(c->b, LLVMRealOLT, x, fconst(ty, 1.17549435e-38), "");
     LLVMValueRef xs = LLVMBuildSelect(c->b, tiny, LLVMBuildFMul(c->b, x, fconst(ty, 8388608.0), ""),
                                       x, ""); /* subnormals: times 2^23 */

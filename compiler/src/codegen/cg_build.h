@@ -158,6 +158,11 @@ ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
 
 /* Vectors of c->target.lanes f32 (or i32) lanes. */
 ATTNC_HIDDEN LLVMValueRef cg_splat(cg *c, LLVMValueRef scalar);
+/* The constant of type ty (a scalar, or a vector of any lane count) with
+ * every element `one` (a scalar constant). */
+ATTNC_HIDDEN LLVMValueRef cg_const_splat(LLVMTypeRef ty, LLVMValueRef one);
+/* ty with its element type replaced by elem (the same lanes, or a scalar). */
+ATTNC_HIDDEN LLVMTypeRef cg_like(LLVMTypeRef ty, LLVMTypeRef elem);
 ATTNC_HIDDEN LLVMValueRef cg_vf32(cg *c, double v);
 ATTNC_HIDDEN LLVMValueRef cg_lane_ids(cg *c); /* <0, 1, .., lanes-1> i32 */
 ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p);          /* -> f32 */
@@ -275,6 +280,9 @@ ATTNC_HIDDEN LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, 
 /* The first of the block's query heads among all of the model's (a
  * shard's offset; 0 for a whole block): what h reads in expressions. */
 ATTNC_HIDDEN int64_t cg_expr_head0(cg *c);
+/* 1 / l of a row's softmax sum l (f32); in a block with a mask_mod, 0
+ * where l is 0 (the row saw no key: its output is 0, as the reference's). */
+ATTNC_HIDDEN LLVMValueRef cg_inv_sum(cg *c, const ir_node *n, LLVMValueRef l);
 /* Whether the key tile [j0, jlast] is cut for rows at positions
  * pmin..pmax: keys at or past jend, or some key a row's mask or window
  * hides (p.v must then skip weight-0 keys). */
@@ -290,10 +298,9 @@ ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
 /* score_mod and mask_mod (cg_expr.c). What an expression reads, all of
  * one shape (i32 scalars or vectors of one lane count): the query's
  * position q, the key's kv, the query head h (among all of the block's)
- * and score (f32, score_mod only); g = h / group. */
+ * and score (f32, score_mod only); g = h / (heads / kv_groups). */
 typedef struct cg_expr_at {
     LLVMValueRef score, q, kv, h;
-    int64_t group;
 } cg_expr_at;
 /* The expression's value at `at`: i1, i32 or f32 of at->kv's shape. */
 ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at);

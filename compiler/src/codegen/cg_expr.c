@@ -5,31 +5,14 @@
  * take a safe divisor and select the defined result; floor saturates
  * through llvm.fptosi.sat (NaN 0); exp, log and tanh are polynomials
  * (cg_exp, cg_log, cg_tanh), within a few ulps of the C library's. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "attn_expr.h"
 #include "codegen/cg_build.h"
 
-static LLVMTypeRef shaped(LLVMTypeRef like, LLVMTypeRef elem) {
-    return LLVMGetTypeKind(like) == LLVMVectorTypeKind
-               ? LLVMVectorType(elem, LLVMGetVectorSize(like))
-               : elem;
-}
-
-static LLVMValueRef splat_const(LLVMTypeRef ty, LLVMValueRef one) {
-    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
-        return one;
-    unsigned n = LLVMGetVectorSize(ty);
-    LLVMValueRef e[64];
-    ATTNC_ASSERT(n <= 64);
-    for (unsigned i = 0; i < n; i++)
-        e[i] = one;
-    return LLVMConstVector(e, n);
-}
-
 static LLVMValueRef int_const(cg *c, LLVMTypeRef shape, int64_t v) {
-    return splat_const(shaped(shape, c->i32), LLVMConstInt(c->i32, (unsigned long long)v, true));
+    return cg_const_splat(cg_like(shape, c->i32),
+                          LLVMConstInt(c->i32, (unsigned long long)v, true));
 }
 
 /* a // b and a % b, floored, 0 where b is 0 (and b = -1 without overflow). */
@@ -55,7 +38,7 @@ static LLVMValueRef floor_div_mod(cg *c, LLVMTypeRef shape, LLVMValueRef a, LLVM
 }
 
 static LLVMValueRef floor_to_int(cg *c, LLVMValueRef x) {
-    LLVMTypeRef fty = LLVMTypeOf(x), ity = shaped(fty, c->i32);
+    LLVMTypeRef fty = LLVMTypeOf(x), ity = cg_like(fty, c->i32);
     LLVMValueRef f = cg_intrinsic(c, "llvm.floor", fty, x, NULL);
     const char *name = "llvm.fptosi.sat";
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
@@ -89,7 +72,7 @@ static LLVMIntPredicate int_pred(attn_expr_op op) {
 
 LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
     LLVMTypeRef shape = LLVMTypeOf(at->kv);
-    LLVMTypeRef fty = shaped(shape, c->f32), bty = shaped(shape, LLVMInt1TypeInContext(c->llctx));
+    LLVMTypeRef fty = cg_like(shape, c->f32), bty = cg_like(shape, LLVMInt1TypeInContext(c->llctx));
     LLVMValueRef v[ATTN_EXPR_MAX_NODES];
     for (int k = 0; k < e->n_nodes; k++) {
         const attn_expr_node *x = &e->node[k];
@@ -100,10 +83,10 @@ LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
         LLVMValueRef r = NULL;
         switch (x->op) {
         case ATTN_EXPR_LIT:
-            r = f ? splat_const(fty, LLVMConstReal(c->f32, x->f))
+            r = f ? cg_const_splat(fty, LLVMConstReal(c->f32, x->f))
                 : x->type == ATTN_EXPR_BOOL
-                    ? splat_const(bty, LLVMConstInt(LLVMInt1TypeInContext(c->llctx),
-                                                    (unsigned long long)(x->i != 0), false))
+                    ? cg_const_splat(bty, LLVMConstInt(LLVMInt1TypeInContext(c->llctx),
+                                                       (unsigned long long)(x->i != 0), false))
                     : int_const(c, shape, x->i);
             break;
         case ATTN_EXPR_SCORE:
@@ -114,7 +97,8 @@ LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
         case ATTN_EXPR_KV: r = at->kv; break;
         case ATTN_EXPR_HEAD: r = at->h; break;
         case ATTN_EXPR_GROUP: /* heads are >= 0 */
-            r = LLVMBuildUDiv(c->b, at->h, int_const(c, shape, at->group), "");
+            r = LLVMBuildUDiv(c->b, at->h,
+                              int_const(c, shape, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)), "");
             break;
         case ATTN_EXPR_INPUT: ATTNC_ASSERT(!"expression inputs are not compiled"); break;
         case ATTN_EXPR_TO_F32: r = LLVMBuildSIToFP(c->b, a, fty, ""); break;

@@ -57,15 +57,19 @@ static LLVMValueRef line_ptr(cg *c, const flash *f, LLVMValueRef a, LLVMValueRef
                                cg_i64(c, (int64_t)v * f->lanes), ""));
 }
 
-/* Vector v of the rows' positions (i32) or ALiBi slopes, read where it
+/* Vector v of the rows' positions or heads (i32), or ALiBi slopes, read where it
  * is used through a pointer the optimizer cannot follow: kept in
  * registers across the tile, rv of them took registers the score and
  * p.v loops need (test_spills). */
-static LLVMValueRef row_pos(cg *c, const flash *f, int v) {
-    LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, f->pos), cg_i64(c, (int64_t)v * f->lanes));
-    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "posv");
+static LLVMValueRef row_i32(cg *c, const flash *f, LLVMValueRef a, int v) {
+    LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, a), cg_i64(c, (int64_t)v * f->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "");
     LLVMSetAlignment(x, 4);
     return x;
+}
+
+static LLVMValueRef row_pos(cg *c, const flash *f, int v) {
+    return row_i32(c, f, f->pos, v);
 }
 
 static LLVMValueRef row_tree_bits(cg *c, const flash *f, int v) {
@@ -76,12 +80,7 @@ static LLVMValueRef row_tree_bits(cg *c, const flash *f, int v) {
 }
 
 static LLVMValueRef row_head(cg *c, const flash *f, int v) {
-    if (!f->hv)
-        return NULL;
-    LLVMValueRef p = cg_gep(c, c->i32, cg_opaque_ptr(c, f->hv), cg_i64(c, (int64_t)v * f->lanes));
-    LLVMValueRef x = LLVMBuildLoad2(c->b, LLVMVectorType(c->i32, (unsigned)f->lanes), p, "headv");
-    LLVMSetAlignment(x, 4);
-    return x;
+    return f->hv ? row_i32(c, f, f->hv, v) : NULL;
 }
 
 static LLVMValueRef row_slope(cg *c, const flash *f, int v) {
@@ -949,11 +948,8 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
     int64_t ob = in_blocks(c, f, dst, f->vd);
     cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
     row_of(c, f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
-    LLVMValueRef lsum = LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), "");
-    LLVMValueRef inv = split ? NULL : LLVMBuildFDiv(c->b, cg_f32(c, 1), lsum, "");
-    if (inv && n->mask_mod) /* a row that saw no key (mask_mod hid all): 0, as the reference */
-        inv = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, lsum, cg_f32(c, 0), ""), inv,
-                              cg_f32(c, 0), "");
+    LLVMValueRef inv =
+        split ? NULL : cg_inv_sum(c, n, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""));
     LLVMValueRef row =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, ir_cfg_heads(c->g)), ""), hh, "row");
     if (ob) { /* a row past the item stores its blocks to the dummy */

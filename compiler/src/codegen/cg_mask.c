@@ -13,7 +13,7 @@ LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, LLVMValueRef 
                           LLVMValueRef pos, LLVMValueRef heads) {
     if (!n->score_mod)
         return s;
-    cg_expr_at at = {s, pos, keys, heads, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+    cg_expr_at at = {s, pos, keys, heads};
     return cg_expr(c, cg_expr_of(c, false), &at);
 }
 
@@ -21,7 +21,7 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
                             LLVMValueRef heads, LLVMValueRef bits, LLVMValueRef beyond) {
     LLVMValueRef hidden = beyond;
     if (n->mask_mod) {
-        cg_expr_at at = {NULL, pos, keys, heads, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)};
+        cg_expr_at at = {NULL, pos, keys, heads};
         hidden = LLVMBuildOr(c->b, hidden,
                              LLVMBuildNot(c->b, cg_expr(c, cg_expr_of(c, true), &at), ""), "");
     }
@@ -37,11 +37,19 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
     return hidden;
 }
 
+LLVMValueRef cg_inv_sum(cg *c, const ir_node *n, LLVMValueRef l) {
+    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), l, "");
+    if (!n->mask_mod)
+        return inv;
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, l, cg_f32(c, 0), ""), inv,
+                           cg_f32(c, 0), "");
+}
+
 LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                          LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax) {
-    LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
     if (n->mask_mod) /* every tile through the mask (no tile is proven whole yet) */
         return LLVMConstInt(LLVMInt1TypeInContext(c->llctx), 1, false);
+    LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
     if (ir_cfg_tree(c->g)) { /* a tree call: a tile with keys of the call */
         LLVMValueRef tree = LLVMBuildICmp(c->b, LLVMIntNE, c->tree, LLVMConstNull(c->ptr), "");
         cut = LLVMBuildOr(

@@ -6,7 +6,6 @@
  * all of them (objects), or one each on several threads (the JIT). */
 #include <llvm-c/Analysis.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_build.h"

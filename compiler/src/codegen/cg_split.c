@@ -917,11 +917,7 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""),
                    lslot);
     cg_for_end(c, &lc2);
-    LLVMValueRef lsum = LLVMBuildLoad2(c->b, c->f32, lslot, "");
-    LLVMValueRef inv = LLVMBuildFDiv(c->b, cg_f32(c, 1), lsum, "");
-    if (n->mask_mod) /* a row that saw no key (mask_mod hid all): 0, as the reference */
-        inv = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, lsum, cg_f32(c, 0), ""), inv,
-                              cg_f32(c, 0), "");
+    LLVMValueRef inv = cg_inv_sum(c, n, LLVMBuildLoad2(c->b, c->f32, lslot, ""));
     LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""),
                           LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
     LLVMValueRef orow = cg_addr(c, n, oi);

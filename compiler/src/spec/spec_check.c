@@ -752,21 +752,11 @@ static void check_exprs(checker *ck, toplevel *t, attn_config *c) {
                 found(v, buf, sizeof buf));
             continue;
         }
-        attn_expr *e = malloc(sizeof *e);
-        if (!e) {
-            err(ck, v->loc, "%s: out of memory", x[i].name);
-            continue;
-        }
         attn_msg m;
         int32_t at;
-        if (attn_expr_parse(v->str, x[i].kind, NULL, 0, e, &m, &at) != ATTN_OK) {
+        if (attn_expr_canonical(v->str, x[i].kind, NULL, 0, x[i].dst, ATTN_EXPR_TEXT_MAX, &m,
+                                &at) != ATTN_OK)
             err(ck, loc_inside(v, at), "%s: %s", x[i].name, m.text);
-        } else if (attn_expr_print(e, NULL, x[i].dst, ATTN_EXPR_TEXT_MAX) >= ATTN_EXPR_TEXT_MAX) {
-            err(ck, v->loc, "%s: the expression is too long (at most %d bytes as attnc prints it)",
-                x[i].name, ATTN_EXPR_TEXT_MAX - 1);
-            x[i].dst[0] = 0;
-        }
-        free(e);
     }
 }
 
