@@ -239,6 +239,52 @@ static void amx_kernels_run_or_are_refused(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The AMX kernels' code with its tile instructions emulated
+ * ($ATTNC_AMX_EMULATE, cg_amx.c): their packing, tile strides and
+ * epilogues on a host with AVX512-BF16 and no AMX, against the
+ * reference; the shapes of the test above, and sweep configurations. */
+static void amx_code_emulated_equals_reference(void **state) {
+    (void)state;
+    if (host_has(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16)) {
+        print_message("skipped: this host has AMX: the test above runs the tiles themselves\n");
+        skip();
+    }
+    if (!host_has(ATTN_CPU_AVX512F | ATTN_CPU_AVX512BF16)) {
+        print_message("skipped: this host has no AVX512-BF16, which the emulation uses\n");
+        skip();
+    }
+    char *dir = tmpdir_new();
+    setenv("ATTNC_AMX_EMULATE", "1", 1);
+    static const int64_t d_models[2] = {200, 4096}, rows[3] = {75, 33, 7};
+    for (int i = 0; i < 2; i++) {
+        attn_config c = config_small(4, 2, 64, d_models[i]);
+        c.compute = ATTN_DTYPE_BF16;
+        c.kv_max_tokens = 512;
+        attnc_options o = attnc_options_default();
+        for (int k = 0; k < 3; k++) {
+            double e = jit_vs_ref(write_spec(dir, &c, "amx.yaml"), &o, rows[k], rows[k], 2,
+                                  (uint64_t)(10 + k));
+            if (!(e <= BF16_TOL))
+                fail_msg("AMX emulated, d_model %lld, %lld rows: relative error %g",
+                         (long long)c.d_model, (long long)rows[k], e);
+        }
+    }
+    uint64_t s = 7;
+    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) / 2 : 8;
+    for (int i = 0; i < n; i++) {
+        int64_t T, chunk;
+        attn_config c = bf16_config(i, &s, &T, &chunk);
+        attnc_options o = attnc_options_default();
+        double e =
+            jit_vs_ref(write_spec(dir, &c, "amx.yaml"), &o, T, chunk, 1 + i % 3, (uint64_t)i);
+        if (!(e <= BF16_TOL))
+            fail_msg("AMX emulated, sweep %d (T %lld chunk %lld weights %s): relative error %g", i,
+                     (long long)T, (long long)chunk, attn_dtype_name(c.dtype), e);
+    }
+    unsetenv("ATTNC_AMX_EMULATE");
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_is_near_f32_and_not_equal),
@@ -246,6 +292,7 @@ int main(void) {
         cmocka_unit_test(bf16_results_do_not_depend_on_thread_count),
         cmocka_unit_test(bf16_decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(amx_kernels_run_or_are_refused),
+        cmocka_unit_test(amx_code_emulated_equals_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,7 @@ typedef struct cg_target {
     bool fma_bcast;        /* an FMA takes a broadcast element from memory (AVX-512) */
     bool bf16_dot;         /* vdpbf16ps (AVX512-BF16): compute bf16's products in pairs */
     bool amx;              /* AMX tiles (amx-tile, amx-bf16): compute bf16's GEMM */
+    bool amx_emulated;     /* amx, the tile instructions emulated ($ATTNC_AMX_EMULATE) */
     bool vnni;             /* vpdpbusd on the target's vectors: activations q8_0's products */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */

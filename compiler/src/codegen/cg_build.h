@@ -200,6 +200,16 @@ ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
  * high halves' product added first, then the low ones', each product
  * exact in f32 and each sum rounded to nearest even. */
 ATTNC_HIDDEN LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w);
+/* AMX tiles (target.amx): 16 rows of 64 bytes. A tile's type (x86_amx,
+ * or a pointer where target.amx_emulated: cg_amx.c); a tile of zeros;
+ * one loaded from p (i8 *), its rows stride (i64) bytes apart; stored
+ * there; acc + a . b, acc 16 x 16 f32, a 16 rows x 16 bf16 pairs, b 16
+ * rows (pair j of the reduction) x 16 columns' pairs (tdpbf16ps). */
+ATTNC_HIDDEN LLVMTypeRef cg_tile_type(cg *c);
+ATTNC_HIDDEN LLVMValueRef cg_tile_zero(cg *c);
+ATTNC_HIDDEN LLVMValueRef cg_tile_load(cg *c, LLVMValueRef p, LLVMValueRef stride);
+ATTNC_HIDDEN void cg_tile_store(cg *c, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef t);
+ATTNC_HIDDEN LLVMValueRef cg_tile_dp_bf16(cg *c, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b);
 /* Where a q.k node's scale goes: compute f32 multiplies the staged
  * queries by it (cg_query_scale gives it, cg_scale_sum leaves the sum
  * alone); compute bf16 rounds the queries unscaled (cg_query_scale gives

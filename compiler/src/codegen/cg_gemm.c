@@ -964,6 +964,36 @@ static void emit_gemv(cg *c, const gemm_ctx *g, LLVMTypeRef micro_ty, LLVMValueR
     LLVMPositionBuilderAtEnd(c->b, gemm_bb);
 }
 
+/* The 16 bf16 pairs of x[xrow + k .. xrow + k + 32) as i32 words (two
+ * vectors deinterleaved into the pairs' first and second halves), zero
+ * from k + kreal on. */
+static LLVMValueRef pairs_at(cg *c, const gemm_ctx *gc, LLVMValueRef xrow, LLVMValueRef k,
+                             LLVMValueRef kreal) {
+    int L = gc->gm.lanes;
+    ATTNC_ASSERT(L == 16);
+    LLVMValueRef x[2];
+    for (int h = 0; h < 2; h++) {
+        LLVMValueRef kh = LLVMBuildAdd(c->b, k, cg_i64(c, h * L), "");
+        LLVMValueRef in =
+            LLVMBuildICmp(c->b, LLVMIntSLT,
+                          LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, kh, c->i32, "")),
+                                       cg_lane_ids(c), ""),
+                          cg_splat(c, LLVMBuildTrunc(c->b, kreal, c->i32, "")), "");
+        x[h] = cg_vload_masked(
+            c, ATTN_DTYPE_F32,
+            cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, kh, "")), in);
+    }
+    LLVMValueRef e[32];
+    for (int i = 0; i < 2 * L; i++)
+        e[i] = LLVMConstInt(c->i32, (unsigned long long)i, false);
+    LLVMValueRef both =
+        LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(e, (unsigned)(2 * L)), "");
+    int even[16], odd[16];
+    for (int i = 0; i < L; i++)
+        even[i] = 2 * i, odd[i] = 2 * i + 1;
+    return cg_bf16_pair(c, cg_shuffle(c, both, even, L), cg_shuffle(c, both, odd, L));
+}
+
 /* Rows [mb, mend) of x, k's [kb, kb + kn), into this thread's block ap:
  * [tile of mr rows][k][mr]. */
 static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, LLVMValueRef mend,
@@ -975,30 +1005,30 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
     LLVMValueRef in_tile = LLVMBuildSRem(c->b, rl, cg_i64(c, gc.gm.mr), "");
     LLVMValueRef xrow =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
-    if (gc.gm.pairs) { /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero */
-        LLVMValueRef np =
-            LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 1), ""), cg_i64(c, 2), "");
-        cg_loop lp = cg_for(c, cg_i64(c, 0), np, "pack_pair");
-        LLVMValueRef k = LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
-        LLVMValueRef k1 = LLVMBuildAdd(c->b, k, cg_i64(c, 1), "");
-        LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntSLT, k1, kn, "");
-        LLVMValueRef lo =
-            cg_load(c, ATTN_DTYPE_F32,
-                    cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, k, "")));
-        LLVMValueRef hi = cg_load(
-            c, ATTN_DTYPE_F32,
-            cg_buf_elem(c, gc.x_buf, ATTN_DTYPE_F32,
-                        LLVMBuildAdd(c->b, xrow, LLVMBuildSelect(c->b, in, k1, k, ""), "")));
-        hi = LLVMBuildSelect(c->b, in, hi, cg_f32(c, 0), "");
+    if (gc.gm.pairs) {
+        /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero: 32 k a step
+         * (pairs_at), each pair stored to its place (one pair a step:
+         * llama3_8b prefill 2048 block, compute bf16, Zen 5, 2 threads:
+         * see the commit that made this) */
+        ATTNC_ASSERT(gc.gm.kc % 32 == 0);
+        LLVMValueRef steps =
+            LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");
+        cg_loop ls = cg_for(c, cg_i64(c, 0), steps, "pack_step");
+        LLVMValueRef pair = pairs_at(c, &gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 32), ""), kn);
         LLVMValueRef to = LLVMBuildAdd(
             c->b,
-            LLVMBuildMul(
-                c->b,
-                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc / 2), ""), lp.i, ""),
-                cg_i64(c, gc.gm.mr), ""),
+            LLVMBuildMul(c->b,
+                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc / 2), ""),
+                                      LLVMBuildMul(c->b, ls.i, cg_i64(c, 16), ""), ""),
+                         cg_i64(c, gc.gm.mr), ""),
             in_tile, "");
-        LLVMBuildStore(c->b, cg_bf16_pair(c, lo, hi), cg_gep(c, c->i32, ap, to));
-        cg_for_end(c, &lp);
+        for (int j = 0; j < 16; j++)
+            LLVMBuildStore(
+                c->b,
+                LLVMBuildExtractElement(c->b, pair,
+                                        LLVMConstInt(c->i32, (unsigned long long)j, false), ""),
+                cg_gep(c, c->i32, ap, LLVMBuildAdd(c->b, to, cg_i64(c, j * gc.gm.mr), "")));
+        cg_for_end(c, &ls);
         cg_for_end(c, &lr);
         return;
     }
@@ -1019,45 +1049,30 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
 
 /* AMX: rows [mb, mb + mc) of x (zero from mend), k's [kb, kb + kn)
  * rounded up to 32 (zero past kn), into ap as tiles' A: [row][kc/2] i32
- * pairs of bf16, row-major. */
+ * pairs of bf16, row-major; 32 k a step. (One element a step cost more
+ * than the tiles' products at 16 threads: every thread packs the whole
+ * block, and each packs it for its share of the panels alone.) */
 static void pack_x_amx(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb,
                        LLVMValueRef mend, LLVMValueRef kb, LLVMValueRef kn) {
     const cg_gemm *gm = &gc->gm;
-    LLVMValueRef np = LLVMBuildMul(
-        c->b, LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), ""),
-        cg_i64(c, 16), "");
+    LLVMValueRef steps =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");
     cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, gm->mc), "pack_row");
     LLVMValueRef row = LLVMBuildAdd(c->b, mb, lr.i, "");
     LLVMValueRef real = LLVMBuildICmp(c->b, LLVMIntSLT, row, mend, "");
+    /* rows past mend read as zeros (no lane of theirs is loaded) */
+    LLVMValueRef kreal = LLVMBuildSelect(c->b, real, kn, cg_i64(c, 0), "");
     LLVMValueRef xrow = LLVMBuildAdd(
         c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, real, row, mb, ""), cg_i64(c, gm->k), ""),
         kb, "");
-    cg_loop lp = cg_for(c, cg_i64(c, 0), np, "pack_pair");
-    LLVMValueRef k = LLVMBuildMul(c->b, lp.i, cg_i64(c, 2), "");
-    LLVMValueRef x[2];
-    for (int h = 0; h < 2; h++) {
-        LLVMValueRef kh = LLVMBuildAdd(c->b, k, cg_i64(c, h), "");
-        LLVMValueRef in = LLVMBuildAnd(c->b, real, LLVMBuildICmp(c->b, LLVMIntSLT, kh, kn, ""), "");
-        LLVMValueRef v =
-            cg_load(c, ATTN_DTYPE_F32,
-                    cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32,
-                                LLVMBuildAdd(c->b, xrow,
-                                             LLVMBuildSelect(c->b, in, kh, cg_i64(c, 0), ""), "")));
-        x[h] = LLVMBuildSelect(c->b, in, v, cg_f32(c, 0), "");
-    }
-    LLVMValueRef to =
-        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gm->kc / 2), ""), lp.i, "");
-    LLVMBuildStore(c->b, cg_bf16_pair(c, x[0], x[1]), cg_gep(c, c->i32, ap, to));
-    cg_for_end(c, &lp);
+    cg_loop ls = cg_for(c, cg_i64(c, 0), steps, "pack_step");
+    LLVMValueRef pair = pairs_at(c, gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 32), ""), kreal);
+    LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gm->kc / 2), ""),
+                                   LLVMBuildMul(c->b, ls.i, cg_i64(c, 16), ""), "");
+    LLVMValueRef st = LLVMBuildStore(c->b, pair, cg_gep(c, c->i32, ap, to));
+    LLVMSetAlignment(st, 64);
+    cg_for_end(c, &ls);
     cg_for_end(c, &lr);
-}
-
-/* One AMX intrinsic (llvm.x86.*.internal: shapes in bytes, i16). */
-static LLVMValueRef amx_call(cg *c, const char *name, LLVMValueRef *args, unsigned n) {
-    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-    ATTNC_ASSERT(id != 0);
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0);
-    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0), fn, args, n, "");
 }
 
 /* void amx(args, m, p, kb, a, R): rows m..m+R-1 (R <= 32) of panel p,
@@ -1075,9 +1090,7 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
     LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
     LLVMValueRef a = LLVMGetParam(fn, 4), R = LLVMGetParam(fn, 5);
-    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx), i16 = LLVMInt16TypeInContext(c->llctx);
-    LLVMTypeRef amx = LLVMX86AMXTypeInContext(c->llctx);
-    LLVMValueRef r16 = LLVMConstInt(i16, 16, false), b64 = LLVMConstInt(i16, 64, false);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
     LLVMValueRef steps =
@@ -1088,36 +1101,27 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     LLVMValueRef wb = fpanel_at(c, gc, p, kb); /* the panel's pairs from kb: B's rows */
     LLVMValueRef astride = cg_i64(c, gm->kc * 2), bstride = cg_i64(c, gm->nr * 4);
     LLVMValueRef init[4], next[4];
-    for (int i = 0; i < 4; i++) {
-        LLVMValueRef z[2] = {r16, b64};
-        init[i] = amx_call(c, "llvm.x86.tilezero.internal", z, 2);
-    }
+    for (int i = 0; i < 4; i++)
+        init[i] = cg_tile_zero(c);
     cg_acc_loop l;
-    cg_acc_loop_begin(c, &l, "ktile", amx, 4);
+    cg_acc_loop_begin(c, &l, "ktile", cg_tile_type(c), 4);
     LLVMValueRef A[2], B[2];
     for (int h = 0; h < 2; h++) {
         LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 64), ""),
                                        cg_i64(c, h * 16 * gm->kc * 2), "");
-        LLVMValueRef la[4] = {r16, b64, cg_gep(c, i8, a, at), astride};
-        A[h] = amx_call(c, "llvm.x86.tileloadd64.internal", la, 4);
+        A[h] = cg_tile_load(c, cg_gep(c, i8, a, at), astride);
         LLVMValueRef bt = LLVMBuildAdd(
             c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 16 * gm->nr * 4), ""), cg_i64(c, h * 64), "");
-        LLVMValueRef lb[4] = {r16, b64, cg_gep(c, i8, wb, bt), bstride};
-        B[h] = amx_call(c, "llvm.x86.tileloadd64.internal", lb, 4);
+        B[h] = cg_tile_load(c, cg_gep(c, i8, wb, bt), bstride);
     }
-    for (int i = 0; i < 4; i++) { /* tile i: rows half i / 2, columns half i % 2 */
-        LLVMValueRef d[6] = {r16, b64, b64, l.acc[i], A[i / 2], B[i % 2]};
-        next[i] = amx_call(c, "llvm.x86.tdpbf16ps.internal", d, 6);
-    }
+    for (int i = 0; i < 4; i++) /* tile i: rows half i / 2, columns half i % 2 */
+        next[i] = cg_tile_dp_bf16(c, l.acc[i], A[i / 2], B[i % 2]);
     cg_acc_loop_end(c, &l, steps, init, next);
     LLVMValueRef sc = cg_slot(c, LLVMArrayType2(c->f32, 32 * 32), NULL);
     LLVMSetAlignment(sc, 64);
-    for (int i = 0; i < 4; i++) {
-        LLVMValueRef st[5] = {r16, b64,
-                              cg_gep(c, i8, sc, cg_i64(c, (i / 2) * 16 * 128 + (i % 2) * 64)),
-                              cg_i64(c, 128), next[i]};
-        amx_call(c, "llvm.x86.tilestored64.internal", st, 5);
-    }
+    for (int i = 0; i < 4; i++)
+        cg_tile_store(c, cg_gep(c, i8, sc, cg_i64(c, (i / 2) * 16 * 128 + (i % 2) * 64)),
+                      cg_i64(c, 128), next[i]);
     LLVMValueRef col[2], inside[2];
     for (int j = 0; j < 2; j++) {
         col[j] = map_field(c, gc->map, p, j ? MAP_C1 : MAP_C0);

@@ -252,7 +252,7 @@ LLVMModuleRef cg_probe_build(LLVMContextRef ctx, const cg_target *t, cg_probe_wo
     work->bf16 = work->amx = work->int8 = 0;
     if (t->bf16_dot)
         bf16_probe(ctx, mod, b, t, &work->bf16);
-    if (t->amx)
+    if (t->amx && !t->amx_emulated)
         amx_probe(ctx, mod, b, &work->amx);
     if (t->vnni)
         int8_probe(ctx, mod, b, t, &work->int8);

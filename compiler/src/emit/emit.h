@@ -24,6 +24,9 @@ ATTNC_HIDDEN cg_target emit_target_shape(LLVMTargetMachineRef tm);
 /* The ATTN_CPU_* features (attn_kernels.h) code for tm may use, as LLVM
  * selects instructions for tm (emit_target.c). */
 ATTNC_HIDDEN uint32_t emit_cpu_features(LLVMTargetMachineRef tm);
+/* $ATTNC_AMX_EMULATE is 1: a target with AVX512-BF16 and no AMX takes the
+ * AMX kernels, their tile instructions emulated (cg_amx.c; for tests). */
+ATTNC_HIDDEN bool emit_amx_emulated(void);
 /* Sets the module's triple and data layout from tm and runs default<O3>
  * (the probes). */
 ATTNC_HIDDEN attnc_status emit_optimize(attnc_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm);

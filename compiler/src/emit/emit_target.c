@@ -328,6 +328,11 @@ static bool target_has_amx(LLVMTargetMachineRef tm) {
     return yes;
 }
 
+bool emit_amx_emulated(void) {
+    const char *e = getenv("ATTNC_AMX_EMULATE");
+    return e && strcmp(e, "1") == 0;
+}
+
 uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
     uint32_t bits = probed_features(tm);
     if ((bits & ATTN_CPU_AVX512BF16) && target_has_amx(tm))
@@ -376,6 +381,8 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     t.cpu_features = emit_cpu_features(tm);
     t.bf16_dot = lanes == 16 && (t.cpu_features & ATTN_CPU_AVX512BF16);
     t.amx = t.bf16_dot && (t.cpu_features & ATTN_CPU_AMX_BF16);
+    t.amx_emulated = !t.amx && t.bf16_dot && emit_amx_emulated();
+    t.amx = t.amx || t.amx_emulated;
     t.vnni = lanes == 16 ? (t.cpu_features & ATTN_CPU_AVX512VNNI) != 0
              : lanes == 8
                  ? (t.cpu_features & ATTN_CPU_AVXVNNI) || ((t.cpu_features & ATTN_CPU_AVX512VNNI) &&

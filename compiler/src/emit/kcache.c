@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "attnc_build_id.h"
+#include "emit/emit.h"
 #include "emit/kcache.h"
 
 enum { KC_FORMAT = 1, KC_MAX_BLOBS = 4096 };
@@ -93,8 +94,8 @@ char *kc_key(const attn_config *cfg, const attnc_options *opt, LLVMTargetMachine
         }
         fprintf(f, "attnc kernel cache %d\nattnc %s build %s\nllvm %u.%u.%u\nabi %d\n", KC_FORMAT,
                 ATTNC_VERSION, ATTNC_BUILD_ID, maj, min, patch, ATTN_KERNELS_ABI);
-        fprintf(f, "emit %s\ntriple %s\ncpu %s\nfeatures %s\ndisabled", what, triple, cpu,
-                features);
+        fprintf(f, "emit %s\ntriple %s\ncpu %s\nfeatures %s\namx emulated %d\ndisabled", what,
+                triple, cpu, features, emit_amx_emulated());
         for (int i = 0; i < nd; i++)
             if (i == 0 || strcmp(dis[i], dis[i - 1]) != 0)
                 fprintf(f, " %s", dis[i]);
