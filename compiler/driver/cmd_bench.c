@@ -824,9 +824,10 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
     /* the peak of the arithmetic the kernels run: for compute bf16 where
      * the CPU has them (the code compiled for it uses them) AMX tiles (the
      * block's projections: most of its FLOPs) or bf16 dot products (the
-     * attention core, and the block without AMX), else f32 FMAs; for
+     * attention core without AMX, and the block without AMX), else f32
+     * FMAs (the core on an AMX CPU: cg_flash.c says why); for
      * activations q8_0 the block's int8 dot products (its projections) */
-    bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16;
+    bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16 && !(rl->has_amx && b->core);
     bool amx = bf16 && rl->has_amx && !b->core;
     bool int8 = b->cfg.activations == ATTN_DTYPE_Q8_0 && rl->has_int8 && !b->core;
     double peak = int8   ? rl->int8.median
