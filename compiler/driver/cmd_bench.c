@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "attn_expr.h"
 #include "util.h"
 
 static const char roofline_usage[] =
@@ -105,7 +106,8 @@ static const char bench_usage[] =
     "D d_model, kv = kv_groups * hd; cross-attention: every query sees the N\n"
     "memory rows, and the block's projections are q and o only):\n"
     "  flops core  = 4 * hd * H * (keys each query sees, summed over queries):\n"
-    "                q.k and p.v; causal counts only the visible half of S x S\n"
+    "                q.k and p.v; causal counts only the visible half of S x S,\n"
+    "                a mask_mod the pairs it shows (evaluated pair by pair)\n"
     "  flops block = core + 2 * S * D * (H*hd + 2*kv) + 2 * S * H*hd * D\n"
     "  bytes core  = K and V of the visible keys once (cache dtype) + q and out\n"
     "  bytes block = core + weights (spec dtype; q8_0 34 and q4_0 18 bytes per 32) + x, y\n"
@@ -437,6 +439,42 @@ static double cache_token_bytes(const attn_config *c) {
            (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
 }
 
+/* The (query, key) pairs a mask_mod shows, summed over the S queries
+ * from position P and averaged over the heads, and (*keys) the keys some
+ * query of some head sees; -1 without a mask_mod. Each pair through
+ * attn_expr_eval, each head only where the mask reads h or g. */
+static double mask_mod_pairs(const attn_config *c, int64_t P, int64_t S, double *keys) {
+    attn_expr e;
+    if (!c->mask_mod[0] ||
+        attn_expr_parse(c->mask_mod, ATTN_EXPR_MASK_MOD, NULL, 0, &e, NULL, NULL) != ATTN_OK)
+        return -1;
+    bool by_head = false;
+    for (int i = 0; i < e.n_nodes; i++)
+        by_head |= e.node[i].op == ATTN_EXPR_HEAD || e.node[i].op == ATTN_EXPR_GROUP;
+    int64_t T = P + S, nh = by_head ? c->heads : 1, h0 = c->heads * c->shard_index;
+    unsigned char *seen = calloc((size_t)T, 1);
+    if (!seen)
+        return -1;
+    double pairs = 0;
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t pos = P; pos < T; pos++) {
+            int64_t lo = c->causal ? attn_first_key(c, pos) : 0, hi = c->causal ? pos : T - 1;
+            attn_expr_env env = {.q = (int32_t)pos,
+                                 .h = (int32_t)(h0 + h),
+                                 .g = (int32_t)((h0 + h) / (c->heads / c->kv_groups))};
+            for (int64_t j = lo; j <= hi; j++) {
+                env.kv = (int32_t)j;
+                if (attn_expr_eval(&e, NULL, &env) != 0)
+                    pairs += 1, seen[j] = 1;
+            }
+        }
+    *keys = 0;
+    for (int64_t j = 0; j < T; j++)
+        *keys += seen[j];
+    free(seen);
+    return pairs / (double)nh;
+}
+
 /* The useful work of one sequence's call (see the usage text); *wbytes
  * the weights' share of *bytes. */
 static void work_one(const bench *b, double *flops, double *bytes, double *wbytes) {
@@ -450,6 +488,9 @@ static void work_one(const bench *b, double *flops, double *bytes, double *wbyte
     double H = (double)c->heads, hd = (double)c->head_dim, D = (double)c->d_model;
     double qd = H * hd, kv = (double)(c->kv_groups * c->head_dim);
     double kv_keys = P + S - (double)attn_first_key(c, (int64_t)P); /* the keys read */
+    double masked = mask_mod_pairs(c, (int64_t)P, (int64_t)S, &kv_keys);
+    if (masked >= 0)
+        pairs = masked;
     if (b->memory) /* every query sees every memory row */
         pairs = S * (double)b->memory, kv_keys = (double)b->memory;
     *flops = 4 * hd * H * pairs;

@@ -216,6 +216,38 @@ static void bench_mla_rows(void **state) {
 /* --memory: a cross-attention block's rows count N keys per query, and
  * its block counts the q and o projections only (K/V were projected with
  * the memory); the usage errors of the option. */
+/* A mask_mod's work is the pairs it shows: a window written as an
+ * expression counts what the built-in window counts; a mask reading the
+ * head averages its heads' pairs. */
+static void bench_counts_the_pairs_a_mask_mod_shows(void **state) {
+    fixture *f = *state;
+    const char *base = "name: m\nheads: 4\nkv_groups: 2\nhead_dim: 32\nd_model: 128\n"
+                       "kv_cache:\n  max_tokens: 256\n";
+    const char *tails[3] = {"sliding_window: 8\n", "mask_mod: \"q - kv < 8\"\n",
+                            "mask_mod: \"h < 2 or kv == q\"\n"};
+    double work[3][2];
+    for (int i = 0; i < 3; i++) {
+        char yaml[512];
+        const char *spec = path_in(f->dir, "mask.yaml");
+        snprintf(yaml, sizeof yaml, "%s%s", base, tails[i]);
+        write_file(spec, yaml, strlen(yaml));
+        cJSON *r[16];
+        assert_int_equal(
+            ATTNC(f, "bench", spec, "--seq", "40", "--part", "core", "--json", "--runs", "5"), 0);
+        assert_int_equal(rows(f, r), 1);
+        work[i][0] = num(r[0], "flops");
+        work[i][1] = num(r[0], "bytes");
+        assert_consistent(r[0]);
+        cJSON_Delete(r[0]);
+        remove(spec);
+    }
+    /* 40 causal queries, a window of 8: 1 + 2 + .. + 8 + 32 * 8 pairs */
+    assert_true(work[0][0] == 4.0 * 32 * 4 * (36 + 32 * 8));
+    assert_true(work[1][0] == work[0][0] && work[1][1] == work[0][1]);
+    /* heads 0, 1 see 820 pairs, heads 2, 3 the 40 diagonal ones */
+    assert_true(work[2][0] == 4.0 * 32 * 4 * (820 + 40) / 2);
+}
+
 static void bench_cross_attention_rows(void **state) {
     fixture *f = *state;
     const char *spec = path_in(f->dir, "cross.yaml");
@@ -380,6 +412,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(bench_prefill_rows_count_the_documented_work,
                                         cli_fixture_setup, cli_fixture_teardown),
+        cmocka_unit_test_setup_teardown(bench_counts_the_pairs_a_mask_mod_shows, cli_fixture_setup,
+                                        cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_cross_attention_rows, cli_fixture_setup,
                                         cli_fixture_teardown),
         cmocka_unit_test_setup_teardown(bench_ablation_has_a_row_per_fusion_pass, cli_fixture_setup,

@@ -1,13 +1,15 @@
 /* test_cg.c: codegen helpers checked one by one in generated code: the exp,
  * tanh and log polynomials against libm over their whole range (this measures
  * the max error the docs state), and f16/bf16 stores and loads against the
- * runtime's conversions, ties and NaN included. Probe kernels are built
+ * runtime's conversions, ties and NaN included; the interval bounds of
+ * mask expressions against every point of random boxes. Probe kernels are built
  * with the same helpers the kernel families use, optimized and JIT-run. */
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,43 +54,58 @@ static void build_probe(cg *c, int which) {
     cg_kernel_end(c);
 }
 
-static int setup(void **state) {
-    probes *pr = calloc(1, sizeof *pr);
-    attnc_ctx *ctx = attnc_ctx_new();
-    ir_graph g = {.ctx = ctx};
-    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-    cg c = {.g = &g, .llctx = LLVMOrcThreadSafeContextGetContext(tsc), .n_buffers = 3};
-    c.mod = LLVMModuleCreateWithNameInContext("probes", c.llctx);
-    c.b = LLVMCreateBuilderInContext(c.llctx);
-    c.i16 = LLVMInt16TypeInContext(c.llctx);
-    c.i32 = LLVMInt32TypeInContext(c.llctx);
-    c.i64 = LLVMInt64TypeInContext(c.llctx);
-    c.f16 = LLVMHalfTypeInContext(c.llctx);
-    c.f32 = LLVMFloatTypeInContext(c.llctx);
-    c.f64 = LLVMDoubleTypeInContext(c.llctx);
-    c.ptr = LLVMPointerTypeInContext(c.llctx, 0);
-    LLVMTypeRef params[3] = {c.ptr, c.i32, c.i32};
-    c.kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(c.llctx), params, 3, false);
-    for (int i = 0; i < PROBE_COUNT; i++)
-        build_probe(&c, i);
-    LLVMDisposeBuilder(c.b);
+/* c's types, in a new context of tsc, for graph g. */
+static void cg_init(cg *c, ir_graph *g, LLVMOrcThreadSafeContextRef tsc, const char *name) {
+    *c = (cg){.g = g, .llctx = LLVMOrcThreadSafeContextGetContext(tsc), .n_buffers = 3};
+    c->mod = LLVMModuleCreateWithNameInContext(name, c->llctx);
+    c->b = LLVMCreateBuilderInContext(c->llctx);
+    c->i16 = LLVMInt16TypeInContext(c->llctx);
+    c->i32 = LLVMInt32TypeInContext(c->llctx);
+    c->i64 = LLVMInt64TypeInContext(c->llctx);
+    c->f16 = LLVMHalfTypeInContext(c->llctx);
+    c->f32 = LLVMFloatTypeInContext(c->llctx);
+    c->f64 = LLVMDoubleTypeInContext(c->llctx);
+    c->ptr = LLVMPointerTypeInContext(c->llctx, 0);
+    LLVMTypeRef params[3] = {c->ptr, c->i32, c->i32};
+    c->kernel_ty = LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), params, 3, false);
+}
+
+/* c's module optimized for the host and JIT-compiled (the builder and tsc
+ * are disposed of); *addr[i] = the address of names[i]. */
+static LLVMOrcLLJITRef jit_of(attnc_ctx *ctx, cg *c, LLVMOrcThreadSafeContextRef tsc,
+                              const char *const *names, int n, LLVMOrcJITTargetAddress *addr) {
+    LLVMDisposeBuilder(c->b);
     LLVMTargetMachineRef tm, jit_tm;
     assert_int_equal(emit_target_machine(ctx, NULL, &tm), ATTNC_OK);
-    assert_int_equal(emit_optimize(ctx, c.mod, tm), ATTNC_OK);
+    assert_int_equal(emit_optimize(ctx, c->mod, tm), ATTNC_OK);
     LLVMDisposeTargetMachine(tm);
     assert_int_equal(emit_target_machine(ctx, NULL, &jit_tm), ATTNC_OK);
     LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
         jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
-    assert_null(LLVMOrcCreateLLJIT(&pr->jit, jb));
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(c.mod, tsc);
+    LLVMOrcLLJITRef jit;
+    assert_null(LLVMOrcCreateLLJIT(&jit, jb));
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(c->mod, tsc);
     LLVMOrcDisposeThreadSafeContext(tsc);
-    assert_null(LLVMOrcLLJITAddLLVMIRModule(pr->jit, LLVMOrcLLJITGetMainJITDylib(pr->jit), tsm));
-    for (int i = 0; i < PROBE_COUNT; i++) {
-        LLVMOrcJITTargetAddress a;
-        assert_null(LLVMOrcLLJITLookup(pr->jit, &a, probe_names[i]));
-        pr->fn[i] = (attn_kernel_fn)(uintptr_t)a;
-    }
+    assert_null(LLVMOrcLLJITAddLLVMIRModule(jit, LLVMOrcLLJITGetMainJITDylib(jit), tsm));
+    for (int i = 0; i < n; i++)
+        assert_null(LLVMOrcLLJITLookup(jit, &addr[i], names[i]));
+    return jit;
+}
+
+static int setup(void **state) {
+    probes *pr = calloc(1, sizeof *pr);
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph g = {.ctx = ctx};
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    cg c;
+    cg_init(&c, &g, tsc, "probes");
+    for (int i = 0; i < PROBE_COUNT; i++)
+        build_probe(&c, i);
+    LLVMOrcJITTargetAddress a[PROBE_COUNT];
+    pr->jit = jit_of(ctx, &c, tsc, probe_names, PROBE_COUNT, a);
+    for (int i = 0; i < PROBE_COUNT; i++)
+        pr->fn[i] = (attn_kernel_fn)(uintptr_t)a[i];
     attnc_ctx_free(ctx);
     *state = pr;
     return 0;
@@ -234,6 +251,122 @@ static void stores_round_like_the_runtime(void **state) {
     free(y);
 }
 
+/* The masks bounded; exact: affine in q, kv and h, so that the bounds
+ * are exactly what the box holds (the others' only have to hold it). */
+static const struct {
+    const char *src;
+    bool exact;
+} bound_cases[] = {
+    {"q - kv < 4", true},
+    {"kv < 4 or q - kv < 1024", false}, /* both read kv: an or is not exact */
+    {"not (kv > q)", true},
+    {"q // 64 == kv // 64", true},
+    {"abs(q - kv) <= 16", true},
+    {"where(h < 4, q - kv < 8, kv < 2)", true},
+    {"min(q, 100) - kv >= 0", true},
+    {"q * 2 - kv * 3 > 5", false},
+    {"clamp(q - kv, 0, 10) == 10", true},
+    {"h % 2 == 0 and q >= kv", false},
+    {"g == 1 or kv == 0", true},
+    {"q != kv", true},
+    {"(q - kv) % 8 == 0", false},
+    {"(kv - q) // -3 > 2", false},
+    {"q * 30000000 > kv", false}, /* wraps: the whole int32 range */
+    {"q - kv < 4.5", false},      /* floats: either */
+    {"floor(q / 2) > kv", false},
+    {"true", true},
+    {"false", true},
+};
+
+/* A random integer in [0, n). */
+static int64_t below(uint64_t *s, int64_t n) {
+    int64_t v = (int64_t)((rnd_unit(s) + 1) / 2 * (double)n);
+    return v < n ? v : n - 1;
+}
+
+/* cg_expr_bounds against every point of random boxes (attn_expr_eval):
+ * where a point is true (false), the bounds say it may be; for the exact
+ * masks, they say so only then. */
+static void mask_bounds_hold_the_box(void **state) {
+    (void)state;
+    enum { N = sizeof bound_cases / sizeof bound_cases[0] };
+    attnc_ctx *ctx = attnc_ctx_new();
+    ir_graph g = {.ctx = ctx};
+    g.cfg.heads = 8;
+    g.cfg.kv_groups = 2;
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    cg c;
+    cg_init(&c, &g, tsc, "bounds");
+    static attn_expr e[N];
+    char names[N][16];
+    const char *name_of[N];
+    for (int i = 0; i < N; i++) {
+        attn_msg m;
+        if (attn_expr_parse(bound_cases[i].src, ATTN_EXPR_MASK_MOD, NULL, 0, &e[i], &m, NULL) !=
+            ATTN_OK)
+            fail_msg("%s: %s", bound_cases[i].src, m.text);
+        /* void bounds_i(const int64_t box[6], uint8_t out[2]) */
+        snprintf(names[i], sizeof names[i], "bounds_%d", i);
+        name_of[i] = names[i];
+        LLVMTypeRef params[2] = {c.ptr, c.ptr};
+        c.fn = LLVMAddFunction(c.mod, names[i],
+                               LLVMFunctionType(LLVMVoidTypeInContext(c.llctx), params, 2, false));
+        LLVMPositionBuilderAtEnd(c.b, LLVMAppendBasicBlockInContext(c.llctx, c.fn, "entry"));
+        LLVMValueRef v[6];
+        for (int k = 0; k < 6; k++)
+            v[k] = LLVMBuildLoad2(c.b, c.i64,
+                                  cg_gep(&c, c.i64, LLVMGetParam(c.fn, 0), cg_i64(&c, k)), "");
+        cg_expr_box box = {v[0], v[1], v[2], v[3], v[4], v[5]};
+        LLVMValueRef yes, no;
+        cg_expr_bounds(&c, &e[i], &box, &yes, &no);
+        LLVMTypeRef i8 = LLVMInt8TypeInContext(c.llctx);
+        LLVMBuildStore(c.b, LLVMBuildZExt(c.b, yes, i8, ""), LLVMGetParam(c.fn, 1));
+        LLVMBuildStore(c.b, LLVMBuildZExt(c.b, no, i8, ""),
+                       cg_gep(&c, i8, LLVMGetParam(c.fn, 1), cg_i64(&c, 1)));
+        LLVMBuildRetVoid(c.b);
+    }
+    LLVMOrcJITTargetAddress addr[N];
+    LLVMOrcLLJITRef jit = jit_of(ctx, &c, tsc, name_of, N, addr);
+    uint64_t s = 17;
+    int exact_hits = 0;
+    for (int i = 0; i < N; i++) {
+        void (*fn)(const int64_t *, uint8_t *) =
+            (void (*)(const int64_t *, uint8_t *))(uintptr_t)addr[i];
+        for (int t = 0; t < 300; t++) {
+            int64_t b[6];
+            b[0] = below(&s, 300), b[1] = b[0] + below(&s, 40);
+            b[2] = below(&s, 300), b[3] = b[2] + below(&s, 40);
+            b[4] = below(&s, 8), b[5] = b[4] + below(&s, 8 - b[4]);
+            bool any_true = false, any_false = false;
+            for (int64_t q = b[0]; q <= b[1]; q++)
+                for (int64_t kv = b[2]; kv <= b[3]; kv++)
+                    for (int64_t h = b[4]; h <= b[5]; h++) {
+                        attn_expr_env env = {.q = (int32_t)q,
+                                             .kv = (int32_t)kv,
+                                             .h = (int32_t)h,
+                                             .g = (int32_t)(h / 4)};
+                        if (attn_expr_eval(&e[i], NULL, &env) != 0)
+                            any_true = true;
+                        else
+                            any_false = true;
+                    }
+            uint8_t out[2];
+            fn(b, out);
+            if ((any_true && !out[0]) || (any_false && !out[1]) ||
+                (bound_cases[i].exact && (out[0] != any_true || out[1] != any_false)))
+                fail_msg("%s over q [%lld, %lld] kv [%lld, %lld] h [%lld, %lld]: the box "
+                         "holds true %d false %d, the bounds say %d %d",
+                         bound_cases[i].src, (long long)b[0], (long long)b[1], (long long)b[2],
+                         (long long)b[3], (long long)b[4], (long long)b[5], any_true, any_false,
+                         out[0], out[1]);
+            exact_hits += out[0] != out[1];
+        }
+    }
+    print_message("%d of %d boxes proven all true or all false\n", exact_hits, N * 300);
+    LLVMConsumeError(LLVMOrcDisposeLLJIT(jit));
+    attnc_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_polynomial_is_within_2e7_relative),
@@ -241,6 +374,7 @@ int main(void) {
         cmocka_unit_test(tanh_is_within_2e7_absolute),
         cmocka_unit_test(log_is_within_3e7),
         cmocka_unit_test(stores_round_like_the_runtime),
+        cmocka_unit_test(mask_bounds_hold_the_box),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -293,9 +293,18 @@ ATTNC_HIDDEN int64_t cg_expr_head0(cg *c);
 /* 1 / l of a row's softmax sum l (f32); in a block with a mask_mod, 0
  * where l is 0 (the row saw no key: its output is 0, as the reference's). */
 ATTNC_HIDDEN LLVMValueRef cg_inv_sum(cg *c, const ir_node *n, LLVMValueRef l);
+/* Whether n's mask_mod may show some key of [j0, jlast] to some row at
+ * positions pmin..pmax (i1); NULL without a mask_mod. A tile it proves
+ * hidden is skipped: no q.k, no K/V loads. */
+ATTNC_HIDDEN LLVMValueRef cg_tile_live(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
+                                       LLVMValueRef pmin, LLVMValueRef pmax);
+/* Code between cg_live_begin and cg_live_end runs only where live (i1)
+ * holds; always where live is NULL. */
+ATTNC_HIDDEN LLVMBasicBlockRef cg_live_begin(cg *c, LLVMValueRef live);
+ATTNC_HIDDEN void cg_live_end(cg *c, LLVMBasicBlockRef done);
 /* Whether the key tile [j0, jlast] is cut for rows at positions
- * pmin..pmax: keys at or past jend, or some key a row's mask or window
- * hides (p.v must then skip weight-0 keys). */
+ * pmin..pmax: keys at or past jend, or some key a row's mask, window or
+ * mask_mod may hide (p.v must then skip weight-0 keys). */
 ATTNC_HIDDEN LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                                       LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax);
 /* s + slope * (keys - pos) (ALiBi's -slope (p - j)): f32 vectors s and
@@ -314,6 +323,16 @@ typedef struct cg_expr_at {
 } cg_expr_at;
 /* The expression's value at `at`: i1, i32 or f32 of at->kv's shape. */
 ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at);
+/* A box of (query position, key position, head): i64 scalars, bounds
+ * included. What a boolean expression may be over it: *yes, it may be
+ * true somewhere in the box; *no, it may be false somewhere (i1; by
+ * interval arithmetic on the int nodes, so a mask affine in q and kv is
+ * bounded exactly; one reading inputs or floats may be either). */
+typedef struct cg_expr_box {
+    LLVMValueRef q0, q1, k0, k1, h0, h1;
+} cg_expr_box;
+ATTNC_HIDDEN void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box,
+                                 LLVMValueRef *yes, LLVMValueRef *no);
 /* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
 ATTNC_HIDDEN const attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted

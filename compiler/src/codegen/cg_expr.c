@@ -179,3 +179,228 @@ const attn_expr *cg_expr_of(cg *c, bool mask) {
     }
     return &c->expr[mask];
 }
+
+/* Interval bounds of the expression's int nodes (i64 scalars, within
+ * int32: a bound past it gives the whole int32 range, which every
+ * wrapped value lies in) and, for its boolean nodes, whether each may be
+ * true and may be false somewhere in the box (i1). Float nodes are not
+ * bounded: a comparison of floats may be either. */
+typedef struct bounds {
+    LLVMValueRef lo, hi;  /* int */
+    LLVMValueRef yes, no; /* bool: may be true, may be false */
+} bounds;
+
+static LLVMValueRef smin64(cg *c, LLVMValueRef a, LLVMValueRef b) {
+    return cg_intrinsic(c, "llvm.smin", c->i64, a, b);
+}
+
+static LLVMValueRef smax64(cg *c, LLVMValueRef a, LLVMValueRef b) {
+    return cg_intrinsic(c, "llvm.smax", c->i64, a, b);
+}
+
+static LLVMValueRef i1c(cg *c, bool v) {
+    return LLVMConstInt(LLVMInt1TypeInContext(c->llctx), v, false);
+}
+
+static bounds whole_int(cg *c) {
+    return (bounds){cg_i64(c, INT32_MIN), cg_i64(c, INT32_MAX), NULL, NULL};
+}
+
+/* [lo, hi], or the whole int32 range where it leaves it. */
+static bounds int_bounds(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMValueRef out =
+        LLVMBuildOr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, lo, cg_i64(c, INT32_MIN), ""),
+                    LLVMBuildICmp(c->b, LLVMIntSGT, hi, cg_i64(c, INT32_MAX), ""), "");
+    return (bounds){LLVMBuildSelect(c->b, out, cg_i64(c, INT32_MIN), lo, ""),
+                    LLVMBuildSelect(c->b, out, cg_i64(c, INT32_MAX), hi, ""), NULL, NULL};
+}
+
+/* floor(a / d) of an i64 a and a constant d other than 0. */
+static LLVMValueRef floor_div64(cg *c, LLVMValueRef a, int64_t d) {
+    LLVMValueRef q = LLVMBuildSDiv(c->b, a, cg_i64(c, d), ""),
+                 r = LLVMBuildSRem(c->b, a, cg_i64(c, d), "");
+    LLVMValueRef off =
+        LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntNE, r, cg_i64(c, 0), ""),
+                     LLVMBuildICmp(c->b, d > 0 ? LLVMIntSLT : LLVMIntSGT, r, cg_i64(c, 0), ""), "");
+    return LLVMBuildSub(c->b, q, LLVMBuildZExt(c->b, off, c->i64, ""), "");
+}
+
+/* a // d and a % d over a's bounds, for the literal divisor d. */
+static bounds div_bounds(cg *c, bounds a, int64_t d, bool mod) {
+    if (d == 0 || (mod && d == -1))
+        return (bounds){cg_i64(c, 0), cg_i64(c, 0), NULL, NULL};
+    if (d == -1) /* -a, wrapping at INT_MIN */
+        return int_bounds(c, LLVMBuildNeg(c->b, a.hi, ""), LLVMBuildNeg(c->b, a.lo, ""));
+    LLVMValueRef ql = floor_div64(c, a.lo, d), qh = floor_div64(c, a.hi, d);
+    if (!mod)
+        return d > 0 ? (bounds){ql, qh, NULL, NULL} : (bounds){qh, ql, NULL, NULL};
+    if (d < 0) /* (d, 0] */
+        return (bounds){cg_i64(c, d + 1), cg_i64(c, 0), NULL, NULL};
+    /* within one period: [a.lo mod d, a.hi mod d]; else [0, d) */
+    LLVMValueRef one = LLVMBuildICmp(c->b, LLVMIntEQ, ql, qh, "");
+    LLVMValueRef rl = LLVMBuildSub(c->b, a.lo, LLVMBuildMul(c->b, ql, cg_i64(c, d), ""), "");
+    LLVMValueRef rh = LLVMBuildSub(c->b, a.hi, LLVMBuildMul(c->b, qh, cg_i64(c, d), ""), "");
+    return (bounds){LLVMBuildSelect(c->b, one, rl, cg_i64(c, 0), ""),
+                    LLVMBuildSelect(c->b, one, rh, cg_i64(c, d - 1), ""), NULL, NULL};
+}
+
+/* The comparison op of int bounds a and b: may it be true, may it be false. */
+static bounds compare_bounds(cg *c, attn_expr_op op, bounds a, bounds b) {
+    LLVMValueRef yes, no;
+    switch (op) {
+    case ATTN_EXPR_LT:
+        yes = LLVMBuildICmp(c->b, LLVMIntSLT, a.lo, b.hi, "");
+        no = LLVMBuildICmp(c->b, LLVMIntSGE, a.hi, b.lo, "");
+        break;
+    case ATTN_EXPR_LE:
+        yes = LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, "");
+        no = LLVMBuildICmp(c->b, LLVMIntSGT, a.hi, b.lo, "");
+        break;
+    case ATTN_EXPR_GT:
+        yes = LLVMBuildICmp(c->b, LLVMIntSGT, a.hi, b.lo, "");
+        no = LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, "");
+        break;
+    case ATTN_EXPR_GE:
+        yes = LLVMBuildICmp(c->b, LLVMIntSGE, a.hi, b.lo, "");
+        no = LLVMBuildICmp(c->b, LLVMIntSLT, a.lo, b.hi, "");
+        break;
+    default: { /* == and !=: equal somewhere where they overlap; unequal
+                * somewhere unless both are the same single value */
+        LLVMValueRef overlap = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, ""),
+                                            LLVMBuildICmp(c->b, LLVMIntSLE, b.lo, a.hi, ""), "");
+        LLVMValueRef single =
+            LLVMBuildAnd(c->b,
+                         LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, a.hi, ""),
+                                      LLVMBuildICmp(c->b, LLVMIntEQ, b.lo, b.hi, ""), ""),
+                         LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, b.lo, ""), "");
+        LLVMValueRef differ = LLVMBuildNot(c->b, single, "");
+        yes = op == ATTN_EXPR_EQ ? overlap : differ;
+        no = op == ATTN_EXPR_EQ ? differ : overlap;
+    }
+    }
+    return (bounds){NULL, NULL, yes, no};
+}
+
+void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box, LLVMValueRef *yes,
+                    LLVMValueRef *no) {
+    bounds v[ATTN_EXPR_MAX_NODES];
+    int64_t hpg = ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g);
+    for (int k = 0; k < e->n_nodes; k++) {
+        const attn_expr_node *x = &e->node[k];
+        bounds a = x->a >= 0 ? v[x->a] : (bounds){0}, b = x->b >= 0 ? v[x->b] : (bounds){0},
+               cc = x->c >= 0 ? v[x->c] : (bounds){0};
+        bool fo = x->a >= 0 && e->node[x->a].type == ATTN_EXPR_F32;
+        bounds r = x->type == ATTN_EXPR_BOOL ? (bounds){NULL, NULL, i1c(c, 1), i1c(c, 1)}
+                                             : whole_int(c); /* floats: unbounded */
+        switch (x->op) {
+        case ATTN_EXPR_LIT:
+            if (x->type == ATTN_EXPR_BOOL)
+                r = (bounds){NULL, NULL, i1c(c, x->i != 0), i1c(c, x->i == 0)};
+            else if (x->type == ATTN_EXPR_INT)
+                r = (bounds){cg_i64(c, x->i), cg_i64(c, x->i), NULL, NULL};
+            break;
+        case ATTN_EXPR_Q: r = (bounds){box->q0, box->q1, NULL, NULL}; break;
+        case ATTN_EXPR_KV: r = (bounds){box->k0, box->k1, NULL, NULL}; break;
+        case ATTN_EXPR_HEAD: r = (bounds){box->h0, box->h1, NULL, NULL}; break;
+        case ATTN_EXPR_GROUP: /* heads are >= 0 */
+            r = (bounds){LLVMBuildSDiv(c->b, box->h0, cg_i64(c, hpg), ""),
+                         LLVMBuildSDiv(c->b, box->h1, cg_i64(c, hpg), ""), NULL, NULL};
+            break;
+        case ATTN_EXPR_NEG:
+            if (x->type == ATTN_EXPR_INT)
+                r = int_bounds(c, LLVMBuildNeg(c->b, a.hi, ""), LLVMBuildNeg(c->b, a.lo, ""));
+            break;
+        case ATTN_EXPR_NOT: r = (bounds){NULL, NULL, a.no, a.yes}; break;
+        case ATTN_EXPR_ADD:
+            if (x->type == ATTN_EXPR_INT)
+                r = int_bounds(c, LLVMBuildAdd(c->b, a.lo, b.lo, ""),
+                               LLVMBuildAdd(c->b, a.hi, b.hi, ""));
+            break;
+        case ATTN_EXPR_SUB:
+            if (x->type == ATTN_EXPR_INT)
+                r = int_bounds(c, LLVMBuildSub(c->b, a.lo, b.hi, ""),
+                               LLVMBuildSub(c->b, a.hi, b.lo, ""));
+            break;
+        case ATTN_EXPR_MUL:
+            if (x->type == ATTN_EXPR_INT) { /* |products| < 2^62 */
+                LLVMValueRef p[4] = {
+                    LLVMBuildMul(c->b, a.lo, b.lo, ""), LLVMBuildMul(c->b, a.lo, b.hi, ""),
+                    LLVMBuildMul(c->b, a.hi, b.lo, ""), LLVMBuildMul(c->b, a.hi, b.hi, "")};
+                r = int_bounds(c, smin64(c, smin64(c, p[0], p[1]), smin64(c, p[2], p[3])),
+                               smax64(c, smax64(c, p[0], p[1]), smax64(c, p[2], p[3])));
+            }
+            break;
+        case ATTN_EXPR_IDIV:
+        case ATTN_EXPR_MOD:
+            if (e->node[x->b].op == ATTN_EXPR_LIT) /* else: any int */
+                r = div_bounds(c, a, e->node[x->b].i, x->op == ATTN_EXPR_MOD);
+            break;
+        case ATTN_EXPR_LT:
+        case ATTN_EXPR_LE:
+        case ATTN_EXPR_GT:
+        case ATTN_EXPR_GE:
+        case ATTN_EXPR_EQ:
+        case ATTN_EXPR_NE:
+            if (!fo)
+                r = compare_bounds(c, x->op, a, b);
+            break;
+        case ATTN_EXPR_AND:
+            r = (bounds){NULL, NULL, LLVMBuildAnd(c->b, a.yes, b.yes, ""),
+                         LLVMBuildOr(c->b, a.no, b.no, "")};
+            break;
+        case ATTN_EXPR_OR:
+            r = (bounds){NULL, NULL, LLVMBuildOr(c->b, a.yes, b.yes, ""),
+                         LLVMBuildAnd(c->b, a.no, b.no, "")};
+            break;
+        case ATTN_EXPR_WHERE: { /* b where a may be true, cc where it may be false */
+            if (x->type == ATTN_EXPR_F32)
+                break;
+            LLVMValueRef only_b = LLVMBuildNot(c->b, a.no, ""),
+                         only_c = LLVMBuildNot(c->b, a.yes, "");
+            LLVMValueRef fields[2][3] = {{b.lo, cc.lo, NULL}, {b.hi, cc.hi, NULL}};
+            if (x->type == ATTN_EXPR_BOOL)
+                fields[0][0] = b.yes, fields[0][1] = cc.yes, fields[1][0] = b.no,
+                fields[1][1] = cc.no;
+            LLVMValueRef out[2];
+            for (int i = 0; i < 2; i++) {
+                LLVMValueRef both = x->type == ATTN_EXPR_BOOL
+                                        ? LLVMBuildOr(c->b, fields[i][0], fields[i][1], "")
+                                        : (i == 0 ? smin64 : smax64)(c, fields[i][0], fields[i][1]);
+                out[i] = LLVMBuildSelect(c->b, only_b, fields[i][0],
+                                         LLVMBuildSelect(c->b, only_c, fields[i][1], both, ""), "");
+            }
+            r = x->type == ATTN_EXPR_BOOL ? (bounds){NULL, NULL, out[0], out[1]}
+                                          : (bounds){out[0], out[1], NULL, NULL};
+            break;
+        }
+        case ATTN_EXPR_MIN:
+            if (x->type == ATTN_EXPR_INT)
+                r = (bounds){smin64(c, a.lo, b.lo), smin64(c, a.hi, b.hi), NULL, NULL};
+            break;
+        case ATTN_EXPR_MAX:
+            if (x->type == ATTN_EXPR_INT)
+                r = (bounds){smax64(c, a.lo, b.lo), smax64(c, a.hi, b.hi), NULL, NULL};
+            break;
+        case ATTN_EXPR_CLAMP: /* min(max(a, b), c) */
+            if (x->type == ATTN_EXPR_INT)
+                r = (bounds){smin64(c, smax64(c, a.lo, b.lo), cc.lo),
+                             smin64(c, smax64(c, a.hi, b.hi), cc.hi), NULL, NULL};
+            break;
+        case ATTN_EXPR_ABS:
+            if (x->type == ATTN_EXPR_INT) { /* |INT_MIN| wraps: int_bounds */
+                LLVMValueRef neg = LLVMBuildICmp(c->b, LLVMIntSLE, a.hi, cg_i64(c, 0), "");
+                LLVMValueRef pos = LLVMBuildICmp(c->b, LLVMIntSGE, a.lo, cg_i64(c, 0), "");
+                LLVMValueRef lo = LLVMBuildSelect(
+                    c->b, pos, a.lo,
+                    LLVMBuildSelect(c->b, neg, LLVMBuildNeg(c->b, a.hi, ""), cg_i64(c, 0), ""), "");
+                LLVMValueRef hi = smax64(c, LLVMBuildNeg(c->b, a.lo, ""), a.hi);
+                r = int_bounds(c, lo, hi);
+            }
+            break;
+        default: break; /* score, inputs, floats, floor: unbounded */
+        }
+        v[k] = r;
+    }
+    *yes = v[e->n_nodes - 1].yes;
+    *no = v[e->n_nodes - 1].no;
+}

@@ -935,7 +935,10 @@ static void item_keys(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef s0, 
     LLVMValueRef jlast = LLVMBuildAdd(c->b, j0, cg_i64(c, f->bk - 1), "");
     /* some key of the tile is hidden from some row: guard p.v */
     LLVMValueRef partial = cg_tile_cut(c, n, j0, jlast, jend, pmin, pmax);
+    /* a tile mask_mod hides from every row: skipped */
+    LLVMBasicBlockRef done = cg_live_begin(c, cg_tile_live(c, n, j0, jlast, pmin, pmax));
     key_tile(c, f, kvh, j0, jend, partial);
+    cg_live_end(c, done);
     cg_for_end(c, &lt);
 }
 

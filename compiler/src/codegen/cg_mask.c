@@ -45,11 +45,50 @@ LLVMValueRef cg_inv_sum(cg *c, const ir_node *n, LLVMValueRef l) {
                            cg_f32(c, 0), "");
 }
 
+/* What n's mask_mod may be for rows at positions [pmin, pmax] of any
+ * head and keys [j0, jlast]: true somewhere (*yes), false somewhere (*no). */
+static void mask_mod_bounds(cg *c, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef pmin,
+                            LLVMValueRef pmax, LLVMValueRef *yes, LLVMValueRef *no) {
+    int64_t h0 = cg_expr_head0(c);
+    cg_expr_box box = {pmin,  pmax,          j0,
+                       jlast, cg_i64(c, h0), cg_i64(c, h0 + ir_cfg_heads(c->g) - 1)};
+    cg_expr_bounds(c, cg_expr_of(c, true), &box, yes, no);
+}
+
+LLVMValueRef cg_tile_live(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
+                          LLVMValueRef pmin, LLVMValueRef pmax) {
+    if (!n->mask_mod)
+        return NULL;
+    LLVMValueRef yes, no;
+    mask_mod_bounds(c, j0, jlast, pmin, pmax, &yes, &no);
+    return yes;
+}
+
+LLVMBasicBlockRef cg_live_begin(cg *c, LLVMValueRef live) {
+    if (!live)
+        return NULL;
+    LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "live_tile");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "tile_done");
+    LLVMBuildCondBr(c->b, live, run, done);
+    LLVMPositionBuilderAtEnd(c->b, run);
+    return done;
+}
+
+void cg_live_end(cg *c, LLVMBasicBlockRef done) {
+    if (!done)
+        return;
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+}
+
 LLVMValueRef cg_tile_cut(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,
                          LLVMValueRef jend, LLVMValueRef pmin, LLVMValueRef pmax) {
-    if (n->mask_mod) /* every tile through the mask (no tile is proven whole yet) */
-        return LLVMConstInt(LLVMInt1TypeInContext(c->llctx), 1, false);
     LLVMValueRef cut = LLVMBuildICmp(c->b, LLVMIntSGE, jlast, jend, "");
+    if (n->mask_mod) { /* a tile the mask may hide a key of */
+        LLVMValueRef yes, no;
+        mask_mod_bounds(c, j0, jlast, pmin, pmax, &yes, &no);
+        cut = LLVMBuildOr(c->b, cut, no, "");
+    }
     if (ir_cfg_tree(c->g)) { /* a tree call: a tile with keys of the call */
         LLVMValueRef tree = LLVMBuildICmp(c->b, LLVMIntNE, c->tree, LLVMConstNull(c->ptr), "");
         cut = LLVMBuildOr(

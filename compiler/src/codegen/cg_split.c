@@ -118,6 +118,32 @@ static split split_of(cg *c, const ir_node *n) {
  * one tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at
  * most SPLIT_CHUNKS). Shared by the partials and the merge, so they
  * agree. */
+/* From key j, by step keys (+-tk) a tile at a time while the tile of tk
+ * keys from j (step > 0) or before j (step < 0) is hidden from every row
+ * of the call by the mask_mod and j has not reached stop: the key reached. */
+static LLVMValueRef skip_hidden(cg *c, const ir_node *n, LLVMValueRef j, LLVMValueRef stop,
+                                int64_t step) {
+    int64_t tk = step > 0 ? step : -step;
+    LLVMValueRef slot = cg_slot(c, c->i64, j);
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_test");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_tile");
+    LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_done");
+    LLVMBuildBr(c->b, head);
+    LLVMPositionBuilderAtEnd(c->b, head);
+    LLVMValueRef at = LLVMBuildLoad2(c->b, c->i64, slot, "");
+    LLVMValueRef lo = step > 0 ? at : LLVMBuildSub(c->b, at, cg_i64(c, tk), "");
+    LLVMValueRef live =
+        cg_tile_live(c, n, lo, LLVMBuildAdd(c->b, lo, cg_i64(c, tk - 1), ""), c->P, pmax);
+    LLVMValueRef more = LLVMBuildICmp(c->b, step > 0 ? LLVMIntSLT : LLVMIntSGT, at, stop, "");
+    LLVMBuildCondBr(c->b, LLVMBuildAnd(c->b, more, LLVMBuildNot(c->b, live, ""), ""), body, out);
+    LLVMPositionBuilderAtEnd(c->b, body);
+    LLVMBuildStore(c->b, LLVMBuildAdd(c->b, at, cg_i64(c, step), ""), slot);
+    LLVMBuildBr(c->b, head);
+    LLVMPositionBuilderAtEnd(c->b, out);
+    return at;
+}
+
 void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     int64_t tk = tile_keys(c);
     k->jfirst = c->jlo;
@@ -125,6 +151,16 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     LLVMValueRef first = n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
     if (first)
         k->jfirst = cg_intrinsic(c, "llvm.smax", c->i64, k->jfirst, first);
+    if (n->mask_mod) {
+        /* tiles the mask_mod hides from every row, at either end, are not
+         * shared out (a window written as an expression splits its keys
+         * among the threads as the built-in window does); the partials
+         * and the merge see the same chunks */
+        k->jfirst = cg_intrinsic(c, "llvm.smin", c->i64, skip_hidden(c, n, k->jfirst, k->jend, tk),
+                                 k->jend);
+        k->jend = cg_intrinsic(c, "llvm.smax", c->i64, skip_hidden(c, n, k->jend, k->jfirst, -tk),
+                               k->jfirst);
+    }
     k->jbeg =
         LLVMBuildSub(c->b, k->jfirst, LLVMBuildSRem(c->b, k->jfirst, cg_i64(c, tk), ""), "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, k->jend, k->jbeg, "");
@@ -134,6 +170,8 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, k->nt, cg_i64(c, min_tiles - 1), ""),
                                       cg_i64(c, min_tiles), "");
     k->nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
+    if (n->mask_mod) /* every key hidden: one empty chunk */
+        k->nc = cg_intrinsic(c, "llvm.smax", c->i64, k->nc, cg_i64(c, 1));
 }
 
 /* The first key of chunk ch: tile nt * ch / nc, so the chunks' sizes
@@ -850,6 +888,8 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef nrows = LLVMBuildMul(c->b, c->S, cg_i64(c, s.group), "");
     LLVMValueRef nblk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nrows, cg_i64(c, s.rb - 1), ""),
                                       cg_i64(c, s.rb), "");
+    /* a tile mask_mod hides from every row: skipped */
+    LLVMBasicBlockRef done = cg_live_begin(c, cg_tile_live(c, n, j0, jlast, c->P, pmax));
     cg_loop lu = cg_for(c, cg_i64(c, 0), LLVMBuildMul(c->b, nblk, cg_i64(c, s.hk), ""), "unit");
     unit w = unit_of(c, &s, lu.i, nblk, nrows, os);
     LLVMValueRef x[SPLIT_ROWS];
@@ -857,6 +897,7 @@ static void emit_partials(cg *c, const ir_node *n) {
     unit_softmax(c, &s, &w, x, ms, ls, ps);
     unit_pv(c, &s, &t, &w, ps, pd, &av);
     cg_for_end(c, &lu);
+    cg_live_end(c, done);
     cg_for_end(c, &lt);
 
     store_partials(c, &s, chunk, rows, ms, ls, os);
