@@ -348,6 +348,7 @@ ATTNC_HIDDEN bool cg_split_by_flash(const ir_graph *g);
 /* A call's keys [jfirst, jend) as nc chunks of nt tiles from jbeg. */
 typedef struct cg_chunks {
     LLVMValueRef jfirst, jbeg, jend, nt, nc;
+    LLVMValueRef bnd; /* with a mask_mod: [nc + 1] i64, chunk c's first key (else NULL) */
 } cg_chunks;
 ATTNC_HIDDEN void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k);
 /* The first key of chunk ch (ch = nc: jend). */

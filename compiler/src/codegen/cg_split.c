@@ -144,8 +144,61 @@ static LLVMValueRef skip_hidden(cg *c, const ir_node *n, LLVMValueRef j, LLVMVal
     return at;
 }
 
+/* Whether the mask_mod may show a key of tile t (of tk keys from jbeg)
+ * to a row of the call. */
+static LLVMValueRef tile_may_show(cg *c, const ir_node *n, LLVMValueRef jbeg, LLVMValueRef t,
+                                  int64_t tk) {
+    LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, t, cg_i64(c, tk), ""), "");
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
+    return cg_tile_live(c, n, j0, LLVMBuildAdd(c->b, j0, cg_i64(c, tk - 1), ""), c->P, pmax);
+}
+
+/* With a mask_mod: the chunks cut so that each holds as many of the
+ * tiles the mask may show as the others, give or take one (StreamingLLM's
+ * sinks and window: the window's tiles shared out, not the range between),
+ * and no more chunks than such tiles. Two passes over the tiles. */
+static void cut_shown(cg *c, const ir_node *n, cg_chunks *k, int64_t tk) {
+    LLVMValueRef count = cg_slot(c, c->i64, cg_i64(c, 0));
+    cg_loop l1 = cg_for(c, cg_i64(c, 0), k->nt, "count_shown");
+    LLVMBuildStore(
+        c->b,
+        LLVMBuildAdd(c->b, LLVMBuildLoad2(c->b, c->i64, count, ""),
+                     LLVMBuildZExt(c->b, tile_may_show(c, n, k->jbeg, l1.i, tk), c->i64, ""), ""),
+        count);
+    cg_for_end(c, &l1);
+    LLVMValueRef shown = LLVMBuildLoad2(c->b, c->i64, count, "shown");
+    k->nc = cg_intrinsic(c, "llvm.smax", c->i64, cg_i64(c, 1),
+                         cg_intrinsic(c, "llvm.smin", c->i64, k->nc, shown));
+    k->bnd = cg_slot(c, LLVMArrayType2(c->i64, SPLIT_CHUNKS + 1), NULL);
+    LLVMBuildStore(c->b, k->jbeg, k->bnd);
+    cg_loop lb = cg_for(c, cg_i64(c, 1), LLVMBuildAdd(c->b, k->nc, cg_i64(c, 1), ""), "bnd");
+    LLVMBuildStore(c->b, k->jend, cg_gep(c, c->i64, k->bnd, lb.i));
+    cg_for_end(c, &lb);
+    /* chunk `next` starts at the tile before which shown * next / nc
+     * shown tiles lie (nc <= shown: one chunk start a tile at most) */
+    LLVMValueRef next = cg_slot(c, c->i64, cg_i64(c, 1));
+    LLVMBuildStore(c->b, cg_i64(c, 0), count);
+    cg_loop l2 = cg_for(c, cg_i64(c, 0), k->nt, "cut_shown");
+    LLVMBasicBlockRef done = cg_live_begin(c, tile_may_show(c, n, k->jbeg, l2.i, tk));
+    LLVMValueRef nx = LLVMBuildLoad2(c->b, c->i64, next, ""),
+                 cnt = LLVMBuildLoad2(c->b, c->i64, count, "");
+    LLVMValueRef due = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, shown, nx, ""), k->nc, "");
+    LLVMValueRef cut = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, nx, k->nc, ""),
+                                    LLVMBuildICmp(c->b, LLVMIntEQ, cnt, due, ""), "");
+    LLVMBasicBlockRef cut_done = cg_live_begin(c, cut);
+    LLVMBuildStore(c->b,
+                   LLVMBuildAdd(c->b, k->jbeg, LLVMBuildMul(c->b, l2.i, cg_i64(c, tk), ""), ""),
+                   cg_gep(c, c->i64, k->bnd, nx));
+    LLVMBuildStore(c->b, LLVMBuildAdd(c->b, nx, cg_i64(c, 1), ""), next);
+    cg_live_end(c, cut_done);
+    LLVMBuildStore(c->b, LLVMBuildAdd(c->b, cnt, cg_i64(c, 1), ""), count);
+    cg_live_end(c, done);
+    cg_for_end(c, &l2);
+}
+
 void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     int64_t tk = tile_keys(c);
+    k->bnd = NULL;
     k->jfirst = c->jlo;
     k->jend = c->T;
     LLVMValueRef first = n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
@@ -170,8 +223,8 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     LLVMValueRef want = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, k->nt, cg_i64(c, min_tiles - 1), ""),
                                       cg_i64(c, min_tiles), "");
     k->nc = cg_intrinsic(c, "llvm.smin", c->i64, want, cg_i64(c, SPLIT_CHUNKS));
-    if (n->mask_mod) /* every key hidden: one empty chunk */
-        k->nc = cg_intrinsic(c, "llvm.smax", c->i64, k->nc, cg_i64(c, 1));
+    if (n->mask_mod)
+        cut_shown(c, n, k, tk);
 }
 
 /* The first key of chunk ch: tile nt * ch / nc, so the chunks' sizes
@@ -179,6 +232,8 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
  * size left the last one short: with two threads one took up to an
  * eighth more keys than the other); past the last, jend. */
 LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValueRef ch) {
+    if (k->bnd)
+        return LLVMBuildLoad2(c->b, c->i64, cg_gep(c, c->i64, k->bnd, ch), "");
     LLVMValueRef tile = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, k->nt, ch, ""), k->nc, "");
     LLVMValueRef j =
         LLVMBuildAdd(c->b, k->jbeg, LLVMBuildMul(c->b, tile, cg_i64(c, tile_keys(c)), ""), "");
