@@ -246,39 +246,29 @@ static bounds div_bounds(cg *c, bounds a, int64_t d, bool mod) {
 
 /* The comparison op of int bounds a and b: may it be true, may it be false. */
 static bounds compare_bounds(cg *c, attn_expr_op op, bounds a, bounds b) {
-    LLVMValueRef yes, no;
-    switch (op) {
-    case ATTN_EXPR_LT:
-        yes = LLVMBuildICmp(c->b, LLVMIntSLT, a.lo, b.hi, "");
-        no = LLVMBuildICmp(c->b, LLVMIntSGE, a.hi, b.lo, "");
-        break;
-    case ATTN_EXPR_LE:
-        yes = LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, "");
-        no = LLVMBuildICmp(c->b, LLVMIntSGT, a.hi, b.lo, "");
-        break;
-    case ATTN_EXPR_GT:
-        yes = LLVMBuildICmp(c->b, LLVMIntSGT, a.hi, b.lo, "");
-        no = LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, "");
-        break;
-    case ATTN_EXPR_GE:
-        yes = LLVMBuildICmp(c->b, LLVMIntSGE, a.hi, b.lo, "");
-        no = LLVMBuildICmp(c->b, LLVMIntSLT, a.lo, b.hi, "");
-        break;
-    default: { /* == and !=: equal somewhere where they overlap; unequal
-                * somewhere unless both are the same single value */
-        LLVMValueRef overlap = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, ""),
-                                            LLVMBuildICmp(c->b, LLVMIntSLE, b.lo, a.hi, ""), "");
-        LLVMValueRef single =
-            LLVMBuildAnd(c->b,
-                         LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, a.hi, ""),
-                                      LLVMBuildICmp(c->b, LLVMIntEQ, b.lo, b.hi, ""), ""),
-                         LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, b.lo, ""), "");
-        LLVMValueRef differ = LLVMBuildNot(c->b, single, "");
-        yes = op == ATTN_EXPR_EQ ? overlap : differ;
-        no = op == ATTN_EXPR_EQ ? differ : overlap;
+    if (op == ATTN_EXPR_GT || op == ATTN_EXPR_GE) { /* a > b is b < a */
+        bounds t = a;
+        a = b, b = t;
+        op = op == ATTN_EXPR_GT ? ATTN_EXPR_LT : ATTN_EXPR_LE;
     }
+    if (op == ATTN_EXPR_LT || op == ATTN_EXPR_LE) {
+        bool strict = op == ATTN_EXPR_LT;
+        return (bounds){NULL, NULL,
+                        LLVMBuildICmp(c->b, strict ? LLVMIntSLT : LLVMIntSLE, a.lo, b.hi, ""),
+                        LLVMBuildICmp(c->b, strict ? LLVMIntSGE : LLVMIntSGT, a.hi, b.lo, "")};
     }
-    return (bounds){NULL, NULL, yes, no};
+    /* == and !=: equal somewhere where they overlap; unequal somewhere
+     * unless both are the same single value */
+    LLVMValueRef overlap = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSLE, a.lo, b.hi, ""),
+                                        LLVMBuildICmp(c->b, LLVMIntSLE, b.lo, a.hi, ""), "");
+    LLVMValueRef single =
+        LLVMBuildAnd(c->b,
+                     LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, a.hi, ""),
+                                  LLVMBuildICmp(c->b, LLVMIntEQ, b.lo, b.hi, ""), ""),
+                     LLVMBuildICmp(c->b, LLVMIntEQ, a.lo, b.lo, ""), "");
+    LLVMValueRef differ = LLVMBuildNot(c->b, single, "");
+    return op == ATTN_EXPR_EQ ? (bounds){NULL, NULL, overlap, differ}
+                              : (bounds){NULL, NULL, differ, overlap};
 }
 
 void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box, LLVMValueRef *yes,
