@@ -114,28 +114,38 @@ static void threads_give_the_same_bits(void **state) {
 }
 
 /* mask_mod "q - kv < W" is the window W; score_mod "c * tanh(score / c)"
- * the softcap c (both kernels' arithmetic, their order may differ). */
+ * the softcap c; "score - exp(-c * (h + 1)) * (q - kv)" ALiBi of 32 heads
+ * (slopes 2^(-(h + 1) / 4); the exp is a row part computed once per row,
+ * cg_expr_row_parts) (both kernels' arithmetic, their order may differ). */
 static void expression_forms_of_built_ins(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     attn_config base = load_spec_file(spec_path("mistral_7b"));
     base.kv_max_tokens = 512;
     attn_config win = base, wexpr = base, cap = base, cexpr = base;
+    attn_config ali = load_spec_file(spec_path("bloom_7b1")); /* ALiBi, no RoPE */
+    ali.kv_max_tokens = 512;
+    attn_config aexpr = ali;
     win.sliding_window = 37;
     snprintf(wexpr.mask_mod, sizeof wexpr.mask_mod, "q - kv < 37");
     cap.softcap = 2;
     snprintf(cexpr.score_mod, sizeof cexpr.score_mod, "2 * tanh(score / 2)");
-    const attn_config *pairs[2][2] = {{&win, &wexpr}, {&cap, &cexpr}};
-    for (int p = 0; p < 2; p++)
+    assert_true(ali.alibi && ali.heads == 32);
+    aexpr.alibi = false;
+    snprintf(aexpr.score_mod, sizeof aexpr.score_mod,
+             "score - exp(-0.17328679514 * (h + 1)) * (q - kv)");
+    const attn_config *pairs[3][2] = {{&win, &wexpr}, {&cap, &cexpr}, {&ali, &aexpr}};
+    static const char *const names[3] = {"window", "softcap", "alibi"};
+    for (int p = 0; p < 3; p++)
         for (int64_t chunk = 1; chunk <= 200; chunk += 199) {
             const char *a = write_spec(dir, pairs[p][0], "builtin.yaml");
             float *ya = run_spec(a, NULL, 200, chunk, 2, NULL);
             const char *b = write_spec(dir, pairs[p][1], "expr.yaml");
             float *yb = run_spec(b, NULL, 200, chunk, 2, NULL);
-            double e = rel_err(yb, ya, 200 * (size_t)base.d_model);
+            double e = rel_err(yb, ya, 200 * (size_t)pairs[p][0]->d_model);
             if (!(e <= 1e-5))
-                fail_msg("%s, chunks of %lld: relative error %g against the built-in",
-                         p ? "softcap" : "window", (long long)chunk, e);
+                fail_msg("%s, chunks of %lld: relative error %g against the built-in", names[p],
+                         (long long)chunk, e);
             free(ya);
             free(yb);
         }

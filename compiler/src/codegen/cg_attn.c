@@ -131,7 +131,7 @@ void cg_emit_rowwise(cg *c, const ir_node *n, const char *name) {
         LLVMValueRef hg = LLVMBuildAdd(c->b, h, cg_i64(c, cg_expr_head0(c)), "");
         cg_expr_at at = {v, LLVMBuildTrunc(c->b, pos, c->i32, ""),
                          LLVMBuildTrunc(c->b, lj.i, c->i32, ""),
-                         LLVMBuildTrunc(c->b, hg, c->i32, "")};
+                         LLVMBuildTrunc(c->b, hg, c->i32, ""), NULL};
         bool mask = n->op == IR_OP_MASK_MOD;
         LLVMValueRef e = cg_expr(c, cg_expr_of(c, mask), &at);
         v = mask ? LLVMBuildSelect(c->b, e, v, cg_f32(c, -INFINITY), "") : e;

@@ -284,9 +284,10 @@ ATTNC_HIDDEN LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef k
                                          LLVMValueRef pos, LLVMValueRef heads, LLVMValueRef bits,
                                          LLVMValueRef beyond);
 /* s (f32 vector) through n's score_mod, or s without one; keys, pos and
- * heads as for cg_keys_hidden. */
+ * heads as for cg_keys_hidden; pre: cg_expr_at's (or NULL). */
 ATTNC_HIDDEN LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, LLVMValueRef keys,
-                                       LLVMValueRef pos, LLVMValueRef heads);
+                                       LLVMValueRef pos, LLVMValueRef heads,
+                                       const LLVMValueRef *pre);
 /* The first of the block's query heads among all of the model's (a
  * shard's offset; 0 for a whole block): what h reads in expressions. */
 ATTNC_HIDDEN int64_t cg_expr_head0(cg *c);
@@ -320,9 +321,12 @@ ATTNC_HIDDEN LLVMValueRef cg_softcap(cg *c, const ir_node *n, LLVMValueRef s);
  * and score (f32, score_mod only); g = h / (heads / kv_groups). */
 typedef struct cg_expr_at {
     LLVMValueRef score, q, kv, h;
+    const LLVMValueRef *pre; /* [n_nodes]: a node's value computed before, or NULL (or pre NULL) */
 } cg_expr_at;
-/* The expression's value at `at`: i1, i32 or f32 of at->kv's shape. */
+/* The expression's value at `at`: i1, i32 or f32 of at->kv's shape; and
+ * every node's, into v[0..n_nodes). */
 ATTNC_HIDDEN LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at);
+ATTNC_HIDDEN void cg_expr_values(cg *c, const attn_expr *e, const cg_expr_at *at, LLVMValueRef *v);
 /* A box of (query position, key position, head): i64 scalars, bounds
  * included. What a boolean expression may be over it: *yes, it may be
  * true somewhere in the box; *no, it may be false somewhere (i1; by
@@ -333,6 +337,11 @@ typedef struct cg_expr_box {
 } cg_expr_box;
 ATTNC_HIDDEN void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box,
                                  LLVMValueRef *yes, LLVMValueRef *no);
+/* The float nodes of e worth computing once per row rather than per key:
+ * the largest parts that read only q, h, g and literals and are not
+ * literals themselves (ALiBi's slope exp(-c * (h + 1))). Their indices
+ * into node[0..max), how many. */
+ATTNC_HIDDEN int cg_expr_row_parts(const attn_expr *e, int *node, int max);
 /* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
 ATTNC_HIDDEN const attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted

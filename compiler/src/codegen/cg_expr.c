@@ -71,17 +71,22 @@ static LLVMIntPredicate int_pred(attn_expr_op op) {
 }
 
 LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
+    LLVMValueRef v[ATTN_EXPR_MAX_NODES];
+    cg_expr_values(c, e, at, v);
+    return v[e->n_nodes - 1];
+}
+
+void cg_expr_values(cg *c, const attn_expr *e, const cg_expr_at *at, LLVMValueRef *v) {
     LLVMTypeRef shape = LLVMTypeOf(at->kv);
     LLVMTypeRef fty = cg_like(shape, c->f32), bty = cg_like(shape, LLVMInt1TypeInContext(c->llctx));
-    LLVMValueRef v[ATTN_EXPR_MAX_NODES];
     for (int k = 0; k < e->n_nodes; k++) {
         const attn_expr_node *x = &e->node[k];
         LLVMValueRef a = x->a >= 0 ? v[x->a] : NULL, b = x->b >= 0 ? v[x->b] : NULL,
                      cc = x->c >= 0 ? v[x->c] : NULL;
         bool f = x->type == ATTN_EXPR_F32;
         bool fo = x->a >= 0 && e->node[x->a].type == ATTN_EXPR_F32; /* the operands' type */
-        LLVMValueRef r = NULL;
-        switch (x->op) {
+        LLVMValueRef r = at->pre ? at->pre[k] : NULL; /* (its operands, unused, fold away) */
+        switch (r ? ATTN_EXPR_OP_COUNT : x->op) {
         case ATTN_EXPR_LIT:
             r = f ? cg_const_splat(fty, LLVMConstReal(c->f32, x->f))
                 : x->type == ATTN_EXPR_BOOL
@@ -163,7 +168,30 @@ LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
         ATTNC_ASSERT(r);
         v[k] = r;
     }
-    return v[e->n_nodes - 1];
+}
+
+int cg_expr_row_parts(const attn_expr *e, int *node, int max) {
+    bool row[ATTN_EXPR_MAX_NODES], used_by_key[ATTN_EXPR_MAX_NODES] = {false};
+    for (int k = 0; k < e->n_nodes; k++) {
+        const attn_expr_node *x = &e->node[k];
+        int kids[3] = {x->a, x->b, x->c};
+        row[k] = x->op == ATTN_EXPR_LIT || x->op == ATTN_EXPR_Q || x->op == ATTN_EXPR_HEAD ||
+                 x->op == ATTN_EXPR_GROUP ||
+                 (x->op != ATTN_EXPR_SCORE && x->op != ATTN_EXPR_KV && x->op != ATTN_EXPR_INPUT &&
+                  x->a >= 0);
+        for (int i = 0; i < 3; i++)
+            if (kids[i] >= 0)
+                row[k] = row[k] && row[kids[i]];
+        for (int i = 0; i < 3; i++)
+            if (kids[i] >= 0 && !row[k])
+                used_by_key[kids[i]] = true;
+    }
+    int n = 0;
+    for (int k = 0; k < e->n_nodes && n < max; k++)
+        if (row[k] && used_by_key[k] && e->node[k].type == ATTN_EXPR_F32 &&
+            e->node[k].op != ATTN_EXPR_LIT && e->node[k].op != ATTN_EXPR_TO_F32)
+            node[n++] = k;
+    return n;
 }
 
 const attn_expr *cg_expr_of(cg *c, bool mask) {

@@ -10,10 +10,10 @@ int64_t cg_expr_head0(cg *c) {
 }
 
 LLVMValueRef cg_score_mod(cg *c, const ir_node *n, LLVMValueRef s, LLVMValueRef keys,
-                          LLVMValueRef pos, LLVMValueRef heads) {
+                          LLVMValueRef pos, LLVMValueRef heads, const LLVMValueRef *pre) {
     if (!n->score_mod)
         return s;
-    cg_expr_at at = {s, pos, keys, heads};
+    cg_expr_at at = {s, pos, keys, heads, pre};
     return cg_expr(c, cg_expr_of(c, false), &at);
 }
 
@@ -21,7 +21,7 @@ LLVMValueRef cg_keys_hidden(cg *c, const ir_node *n, LLVMValueRef keys, LLVMValu
                             LLVMValueRef heads, LLVMValueRef bits, LLVMValueRef beyond) {
     LLVMValueRef hidden = beyond;
     if (n->mask_mod) {
-        cg_expr_at at = {NULL, pos, keys, heads};
+        cg_expr_at at = {NULL, pos, keys, heads, NULL};
         hidden = LLVMBuildOr(c->b, hidden,
                              LLVMBuildNot(c->b, cg_expr(c, cg_expr_of(c, true), &at), ""), "");
     }

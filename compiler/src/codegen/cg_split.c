@@ -662,7 +662,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                 c, LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, head, cg_i64(c, cg_expr_head0(c)), ""),
                                   c->i32, ""));
         LLVMValueRef sc = cg_scale_sum(c, s->n, acc[i][0]);
-        sc = cg_softcap(c, s->n, cg_score_mod(c, s->n, sc, t->keys, posv, headv));
+        sc = cg_softcap(c, s->n, cg_score_mod(c, s->n, sc, t->keys, posv, headv, NULL));
         if (s->n->alibi)
             sc = cg_alibi_add(c, sc, cg_splat(c, cg_alibi_slope(c, head)), t->keys, posv);
         LLVMValueRef bits = cg_tree_bits(c, w->tok[i]);
