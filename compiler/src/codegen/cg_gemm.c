@@ -183,12 +183,17 @@ static LLVMValueRef map_field(cg *c, LLVMValueRef map, LLVMValueRef p, int f) {
                          "");
 }
 
-/* Lanes of the vector starting at column col that lie below n. */
-static LLVMValueRef lanes_below(cg *c, LLVMValueRef col, int64_t n) {
+/* Lanes of the vector starting at column col (i64) that lie below n
+ * (i64), or below the constant n. */
+static LLVMValueRef lanes_before(cg *c, LLVMValueRef col, LLVMValueRef n) {
     LLVMValueRef ids =
         LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, col, c->i32, "")), cg_lane_ids(c), "");
-    return LLVMBuildICmp(c->b, LLVMIntSLT, ids,
-                         cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)n, false)), "");
+    return LLVMBuildICmp(c->b, LLVMIntSLT, ids, cg_splat(c, LLVMBuildTrunc(c->b, n, c->i32, "")),
+                         "");
+}
+
+static LLVMValueRef lanes_below(cg *c, LLVMValueRef col, int64_t n) {
+    return lanes_before(c, col, cg_i64(c, n));
 }
 
 /* Byte i8 at p + off. */
@@ -974,14 +979,10 @@ static LLVMValueRef pairs_at(cg *c, const gemm_ctx *gc, LLVMValueRef xrow, LLVMV
     LLVMValueRef x[2];
     for (int h = 0; h < 2; h++) {
         LLVMValueRef kh = LLVMBuildAdd(c->b, k, cg_i64(c, h * L), "");
-        LLVMValueRef in =
-            LLVMBuildICmp(c->b, LLVMIntSLT,
-                          LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, kh, c->i32, "")),
-                                       cg_lane_ids(c), ""),
-                          cg_splat(c, LLVMBuildTrunc(c->b, kreal, c->i32, "")), "");
         x[h] = cg_vload_masked(
             c, ATTN_DTYPE_F32,
-            cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, kh, "")), in);
+            cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, kh, "")),
+            lanes_before(c, kh, kreal));
     }
     LLVMValueRef e[32];
     for (int i = 0; i < 2 * L; i++)
@@ -1007,9 +1008,9 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
     if (gc.gm.pairs) {
         /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero: 32 k a step
-         * (pairs_at), each pair stored to its place (one pair a step:
-         * llama3_8b prefill 2048 block, compute bf16, Zen 5, 2 threads:
-         * see the commit that made this) */
+         * (pairs_at), each pair stored to its place (llama3_8b prefill
+         * 2048 block, compute bf16, Zen 5, 2 threads, alternating: one
+         * pair a step 430-432 ms, this 406-437) */
         ATTNC_ASSERT(gc.gm.kc % 32 == 0);
         LLVMValueRef steps =
             LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");

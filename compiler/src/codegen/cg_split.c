@@ -112,12 +112,13 @@ static split split_of(cg *c, const ir_node *n) {
     return s;
 }
 
-/* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nt
- * tiles (tile_keys each) from *jbeg (jfirst rounded down to a multiple
- * of the tile), cut into *nc chunks of whole tiles whose sizes differ by
- * one tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at
- * most SPLIT_CHUNKS). Shared by the partials and the merge, so they
- * agree. */
+/* Whether the mask_mod may show one of the keys [j0, j0 + tk) to a row
+ * of the call (positions P .. P + S - 1). */
+static LLVMValueRef keys_may_show(cg *c, const ir_node *n, LLVMValueRef j0, int64_t tk) {
+    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
+    return cg_tile_live(c, n, j0, LLVMBuildAdd(c->b, j0, cg_i64(c, tk - 1), ""), c->P, pmax);
+}
+
 /* From key j, by step keys (+-tk) a tile at a time while the tile of tk
  * keys from j (step > 0) or before j (step < 0) is hidden from every row
  * of the call by the mask_mod and j has not reached stop: the key reached. */
@@ -125,16 +126,14 @@ static LLVMValueRef skip_hidden(cg *c, const ir_node *n, LLVMValueRef j, LLVMVal
                                 int64_t step) {
     int64_t tk = step > 0 ? step : -step;
     LLVMValueRef slot = cg_slot(c, c->i64, j);
-    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
     LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_test");
     LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_tile");
     LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "hidden_done");
     LLVMBuildBr(c->b, head);
     LLVMPositionBuilderAtEnd(c->b, head);
     LLVMValueRef at = LLVMBuildLoad2(c->b, c->i64, slot, "");
-    LLVMValueRef lo = step > 0 ? at : LLVMBuildSub(c->b, at, cg_i64(c, tk), "");
     LLVMValueRef live =
-        cg_tile_live(c, n, lo, LLVMBuildAdd(c->b, lo, cg_i64(c, tk - 1), ""), c->P, pmax);
+        keys_may_show(c, n, step > 0 ? at : LLVMBuildSub(c->b, at, cg_i64(c, tk), ""), tk);
     LLVMValueRef more = LLVMBuildICmp(c->b, step > 0 ? LLVMIntSLT : LLVMIntSGT, at, stop, "");
     LLVMBuildCondBr(c->b, LLVMBuildAnd(c->b, more, LLVMBuildNot(c->b, live, ""), ""), body, out);
     LLVMPositionBuilderAtEnd(c->b, body);
@@ -148,9 +147,8 @@ static LLVMValueRef skip_hidden(cg *c, const ir_node *n, LLVMValueRef j, LLVMVal
  * to a row of the call. */
 static LLVMValueRef tile_may_show(cg *c, const ir_node *n, LLVMValueRef jbeg, LLVMValueRef t,
                                   int64_t tk) {
-    LLVMValueRef j0 = LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, t, cg_i64(c, tk), ""), "");
-    LLVMValueRef pmax = LLVMBuildSub(c->b, LLVMBuildAdd(c->b, c->P, c->S, ""), cg_i64(c, 1), "");
-    return cg_tile_live(c, n, j0, LLVMBuildAdd(c->b, j0, cg_i64(c, tk - 1), ""), c->P, pmax);
+    return keys_may_show(
+        c, n, LLVMBuildAdd(c->b, jbeg, LLVMBuildMul(c->b, t, cg_i64(c, tk), ""), ""), tk);
 }
 
 /* With a mask_mod: the chunks cut so that each holds as many of the
@@ -196,6 +194,13 @@ static void cut_shown(cg *c, const ir_node *n, cg_chunks *k, int64_t tk) {
     cg_for_end(c, &l2);
 }
 
+/* The keys the call's rows see, [*jfirst, *jend), and their chunks: *nt
+ * tiles (tile_keys each) from *jbeg (jfirst rounded down to a multiple
+ * of the tile), cut into *nc chunks of whole tiles whose sizes differ by
+ * one tile at most (one chunk per SPLIT_MIN_KEYS keys, rounded up, at
+ * most SPLIT_CHUNKS); with a mask_mod, the keys narrowed to the tiles it
+ * may show and the chunks cut by a count of those (skip_hidden,
+ * cut_shown). Shared by the partials and the merge, so they agree. */
 void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     int64_t tk = tile_keys(c);
     k->bnd = NULL;
