@@ -40,7 +40,7 @@ static const char bench_usage[] =
     "                   [--dtype D] [--kv-dtype D] [--compute C] [--activations A]\n"
     "                   [--cpu NAME] [--disable-pass P]...\n"
     "                   [--no-cache] [--memory N] [--shard I/N] [--batch N]\n"
-    "                   [--shared-prefix P]\n"
+    "                   [--shared-prefix P] [--doc-len N] [--prefix N]\n"
     "\n"
     "JIT-compiles SPEC, loads random weights, checks the kernels against the\n"
     "reference engine (prefill of min(N, 96) tokens, then 2 decode steps; exit 3\n"
@@ -70,6 +70,9 @@ static const char bench_usage[] =
     "                   rest each sequence's own; prefill: each holds the P shared\n"
     "                   tokens and prefills --seq after them); the shared keys'\n"
     "                   bytes count once\n"
+    "  --doc-len N      a spec's token inputs (inputs: per token) hold p / N at\n"
+    "                   position p: documents of N tokens (default 256)\n"
+    "  --prefix N       a spec's sequence inputs hold N (default 0)\n"
     "  --memory N       cross-attention (needed then): each sequence attends to N\n"
     "                   memory rows, projected once by attn_seq_set_memory before\n"
     "                   the timed calls (its time is printed, not counted);\n"
@@ -430,7 +433,42 @@ typedef struct bench {
     int64_t shared;      /* the tokens they share (--shared-prefix) */
     float *mem;          /* [memory, memory_dim] */
     attnc_options shard; /* its shard_index and shard_count (0 of 0: whole) */
+    int64_t doc_len;     /* token inputs: p / doc_len at position p (--doc-len) */
+    int32_t prefix;      /* sequence inputs: this value (--prefix) */
 } bench;
+
+/* The value the bench gives a token input at position p, a sequence input. */
+static int32_t bench_token(const bench *b, int64_t p) {
+    return (int32_t)(p / b->doc_len);
+}
+
+/* The spec's token inputs for positions 0..n-1 and its sequence inputs,
+ * into seq of cache (or the reference r where cache is NULL). */
+static attn_status give_inputs(const bench *b, attn_cache *cache, int32_t seq, attn_ref *r,
+                               int64_t n, attn_msg *m) {
+    attn_inputs in;
+    if (!b->cfg.inputs[0] || attn_inputs_parse(b->cfg.inputs, &in, m) != ATTN_OK)
+        return ATTN_OK;
+    int32_t *v = malloc((size_t)(n + 1) * sizeof *v);
+    if (!v)
+        return ATTN_E_NOMEM;
+    for (int64_t p = 0; p < n; p++)
+        v[p] = bench_token(b, p);
+    attn_status st = ATTN_OK;
+    for (int i = 0; i < in.n && st == ATTN_OK; i++) {
+        if (in.in[i].per == ATTN_INPUT_WEIGHT)
+            continue;
+        bool token = in.in[i].per == ATTN_INPUT_TOKEN;
+        const int32_t *x = token ? v : &b->prefix;
+        int64_t k = token ? n : 1;
+        st = cache ? attn_seq_set_input(cache, seq, in.name[i], 0, k, x)
+                   : attn_ref_set_input(r, in.name[i], 0, k, x, m);
+        if (st && cache)
+            snprintf(m->text, sizeof m->text, "%s", attn_cache_error(cache));
+    }
+    free(v);
+    return st;
+}
 
 /* Bytes the cache holds per token: K and V rows of every K/V group, or
  * MLA's one latent, in the cache dtype. */
@@ -443,10 +481,28 @@ static double cache_token_bytes(const attn_config *c) {
  * from position P and averaged over the heads, and (*keys) the keys some
  * query of some head sees; -1 without a mask_mod. Each pair through
  * attn_expr_eval, each head only where the mask reads h or g. */
-static double mask_mod_pairs(const attn_config *c, int64_t P, int64_t S, double *keys) {
+static int32_t pairs_token(void *ctx, int input, int32_t pos) {
+    (void)input;
+    return pos >= 0 ? bench_token(ctx, pos) : 0;
+}
+
+static int32_t pairs_sequence(void *ctx, int input) {
+    (void)input;
+    return ((const bench *)ctx)->prefix;
+}
+
+static float pairs_weight(void *ctx, int input, int64_t i, int64_t j) {
+    const bench *b = ctx;
+    attn_inputs in;
+    attn_inputs_parse(b->cfg.inputs, &in, NULL);
+    return b->w->input[input][i * (in.in[input].rank > 1 ? in.in[input].dims[1] : 1) + j];
+}
+
+static double mask_mod_pairs(const bench *b, int64_t P, int64_t S, double *keys) {
+    const attn_config *c = &b->cfg;
     attn_expr e;
-    if (!c->mask_mod[0] ||
-        attn_expr_parse(c->mask_mod, ATTN_EXPR_MASK_MOD, NULL, 0, &e, NULL, NULL) != ATTN_OK)
+    attn_inputs in;
+    if (!c->mask_mod[0] || attn_config_parse_expr(c, true, &e, &in, NULL) != ATTN_OK)
         return -1;
     bool by_head = false;
     for (int i = 0; i < e.n_nodes; i++)
@@ -461,10 +517,14 @@ static double mask_mod_pairs(const attn_config *c, int64_t P, int64_t S, double 
             int64_t lo = c->causal ? attn_first_key(c, pos) : 0, hi = c->causal ? pos : T - 1;
             attn_expr_env env = {.q = (int32_t)pos,
                                  .h = (int32_t)(h0 + h),
-                                 .g = (int32_t)((h0 + h) / (c->heads / c->kv_groups))};
+                                 .g = (int32_t)((h0 + h) / (c->heads / c->kv_groups)),
+                                 .ctx = (void *)b,
+                                 .token = pairs_token,
+                                 .sequence = pairs_sequence,
+                                 .weight = pairs_weight};
             for (int64_t j = lo; j <= hi; j++) {
                 env.kv = (int32_t)j;
-                if (attn_expr_eval(&e, NULL, &env) != 0)
+                if (attn_expr_eval(&e, in.in, &env) != 0)
                     pairs += 1, seen[j] = 1;
             }
         }
@@ -488,7 +548,7 @@ static void work_one(const bench *b, double *flops, double *bytes, double *wbyte
     double H = (double)c->heads, hd = (double)c->head_dim, D = (double)c->d_model;
     double qd = H * hd, kv = (double)(c->kv_groups * c->head_dim);
     double kv_keys = P + S - (double)attn_first_key(c, (int64_t)P); /* the keys read */
-    double masked = mask_mod_pairs(c, (int64_t)P, (int64_t)S, &kv_keys);
+    double masked = mask_mod_pairs(b, (int64_t)P, (int64_t)S, &kv_keys);
     if (masked >= 0)
         pairs = masked;
     if (b->memory) /* every query sees every memory row */
@@ -694,6 +754,7 @@ static int check(const bench *b, runner *r, double *err) {
     attn_status st;
     if (rc == EXIT_OK &&
         ((st = attn_ref_new(b->w, b->memory ? b->memory : total, &rf, &m)) ||
+         (st = give_inputs(b, NULL, 0, rf, total, &m)) ||
          (b->memory && (st = attn_ref_set_memory(rf, b->memory, b->mem, &m))) ||
          (st = attn_ref_forward(rf, pre, x, ref, &m)) ||
          (st = attn_ref_forward(rf, 1, x + pre * D, ref + pre * D, &m)) ||
@@ -701,6 +762,8 @@ static int check(const bench *b, runner *r, double *err) {
         rc = runtime_error(st, &m);
     if (rc == EXIT_OK && (st = attn_seq_new(r->cache, &seq)))
         rc = runtime_error(st, NULL);
+    if (rc == EXIT_OK && (st = give_inputs(b, r->cache, seq, NULL, total, &m)))
+        rc = runtime_error(st, &m);
     if (rc == EXIT_OK)
         rc = set_memory(b, r, seq, NULL);
     if (rc == EXIT_OK)
@@ -742,7 +805,10 @@ static int fill_batch(const bench *b, runner *r, int32_t *seqs, int64_t past, co
     for (int i = 0; i < b->batch; i++)
         seqs[i] = -1;
     if (b->shared) {
+        attn_msg m;
         attn_status st = attn_seq_new(r->cache, &base);
+        if (!st && (st = give_inputs(b, r->cache, base, NULL, b->shared, &m)))
+            return runtime_error(st, &m);
         rc = st ? runtime_error(st, NULL) : forward(r, base, b->shared, x, y);
         past -= b->decode ? b->shared : 0, x += b->shared * b->cfg.d_model;
     }
@@ -757,6 +823,9 @@ static int fill_batch(const bench *b, runner *r, int32_t *seqs, int64_t past, co
             fprintf(stderr,
                     "bench: %s: the memory's K/V projections (%lld rows, untimed): %.3f ms\n",
                     b->spec, (long long)b->memory, mem_secs * 1e3);
+        attn_msg m;
+        if (rc == EXIT_OK && (st = give_inputs(b, r->cache, seqs[i], NULL, past, &m)))
+            rc = runtime_error(st, &m);
         if (rc == EXIT_OK && b->decode && past) /* the cache to decode against, not timed */
             rc = forward(r, seqs[i], past, x, y);
     }
@@ -804,7 +873,13 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
             break;
         }
         if (b->decode && run >= 0) { /* after the probe, the caches as a decode loop leaves them */
-            rc = forward_all(r, N, seqs, ns, xin, y);
+            for (int i = 0; i < N && rc == EXIT_OK; i++) {
+                attn_msg m;
+                attn_status st = give_inputs(b, r->cache, seqs[i], NULL, n, &m);
+                rc = st ? runtime_error(st, &m) : EXIT_OK;
+            }
+            if (rc == EXIT_OK)
+                rc = forward_all(r, N, seqs, ns, xin, y);
             for (int i = 0; i < N; i++)
                 attn_seq_truncate(r->cache, seqs[i], past);
             if (rc != EXIT_OK)
@@ -822,6 +897,13 @@ static int time_runs(const bench *b, runner *r, const probes *pb, const char *va
                 attn_seq_new(r->cache, &seqs[i]);
             }
         }
+        for (int i = 0; i < N && rc == EXIT_OK; i++) { /* the new tokens' inputs, untimed */
+            attn_msg m;
+            attn_status st = give_inputs(b, r->cache, seqs[i], NULL, n, &m);
+            rc = st ? runtime_error(st, &m) : EXIT_OK;
+        }
+        if (rc != EXIT_OK)
+            break;
         attn_cache_profile(r->cache, b->core);
         double t0 = now_seconds();
         rc = forward_all(r, N, seqs, ns, xin, y);
@@ -975,6 +1057,7 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     const char *ablation = NULL, *dtype_s = NULL, *kv_dtype_s = NULL, *no_cache = NULL;
     const char *compute_s = NULL, *activations_s = NULL;
     const char *memory_s = NULL, *batch_s = NULL, *shared_s = NULL, *pos[1];
+    const char *doc_len_s = NULL, *prefix_s = NULL;
     q->mode = "prefill", q->part = "block";
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -997,6 +1080,8 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         {"--shard", NULL, true, &q->shard_s, NULL, 0},
         {"--batch", NULL, true, &batch_s, NULL, 0},
         {"--shared-prefix", NULL, true, &shared_s, NULL, 0},
+        {"--doc-len", NULL, true, &doc_len_s, NULL, 0},
+        {"--prefix", NULL, true, &prefix_s, NULL, 0},
         {0},
     };
     int n_pos;
@@ -1019,7 +1104,8 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
                            "--seq is for --mode prefill; decode adds one token to --cache");
     if (!b->decode && q->cache_s)
         return usage_error("bench", "--cache is for --mode decode");
-    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7, batch = 1, shared = 0;
+    int64_t seq = 2048, cache = 4096, threads = default_threads(), runs = 7, batch = 1, shared = 0,
+            doc_len = 256, prefix = 0;
     if ((seq_s && !parse_int("bench", "--seq", seq_s, 1, ATTN_MAX_TOKENS, &seq)) ||
         (q->cache_s &&
          !parse_int("bench", "--cache", q->cache_s, 1, ATTN_MAX_TOKENS - 1, &cache)) ||
@@ -1027,7 +1113,10 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
         (runs_s && !parse_int("bench", "--runs", runs_s, 5, 1000, &runs)) ||
         (memory_s && !parse_int("bench", "--memory", memory_s, 1, ATTN_MAX_TOKENS, &b->memory)) ||
         (batch_s && !parse_int("bench", "--batch", batch_s, 1, 4096, &batch)) ||
-        (shared_s && !parse_int("bench", "--shared-prefix", shared_s, 0, ATTN_MAX_TOKENS, &shared)))
+        (shared_s &&
+         !parse_int("bench", "--shared-prefix", shared_s, 0, ATTN_MAX_TOKENS, &shared)) ||
+        (doc_len_s && !parse_int("bench", "--doc-len", doc_len_s, 1, ATTN_MAX_TOKENS, &doc_len)) ||
+        (prefix_s && !parse_int("bench", "--prefix", prefix_s, INT32_MIN, INT32_MAX, &prefix)))
         return EXIT_USAGE;
     if (shared && b->decode && shared > cache)
         return usage_error("bench", "--shared-prefix %lld is more than the --cache %lld tokens",
@@ -1058,6 +1147,8 @@ static int bench_parse(int argc, char **argv, bench *b, bench_ask *q) {
     b->runs = (int)runs;
     b->batch = (int)batch;
     b->shared = shared;
+    b->doc_len = doc_len;
+    b->prefix = (int32_t)prefix;
     q->json = json != NULL;
     q->ablation = ablation != NULL;
     return EXIT_OK;

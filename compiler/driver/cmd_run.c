@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "util.h"
 
 static const char run_usage[] =
     "usage: attnc run SPEC --weights W --input X.safetensors -o Y.safetensors\n"
-    "                 [--memory M.safetensors]\n"
+    "                 [--memory M.safetensors] [--inputs I.safetensors]\n"
     "                 [--engine jit|reference] [--chunk N] [--prefix P | --layer N]\n"
     "                 [--threads N]\n"
     "                 [--cpu NAME] [--disable-pass NAME]... [--emit-llvm F] [--emit-asm F]\n"
@@ -33,6 +34,10 @@ static const char run_usage[] =
     "                      'memory' [rows, memory_dim] (F32, F16 or BF16), the\n"
     "                      encoder output every token attends to; at most\n"
     "                      kv_cache.max_tokens rows\n"
+    "  --inputs I          a spec with token or sequence inputs (inputs:): safetensors\n"
+    "                      file holding each as an I32 tensor of its name: a token\n"
+    "                      input one value per token of x ([tokens]), a sequence\n"
+    "                      input one value ([] or [1])\n"
     "  -o, --output Y      output file; written only when everything succeeded\n"
     "  --engine E          jit (default: kernels compiled for this CPU) or reference\n"
     "                      (plain C, the definition of the semantics)\n"
@@ -87,7 +92,7 @@ static void print_timings(const attnc_timings *t) {
 
 /* What run was asked, and what it read. */
 typedef struct run_job {
-    const char *spec, *weights, *input, *output, *memory_path, *prefix, *engine_s;
+    const char *spec, *weights, *input, *output, *memory_path, *prefix, *engine_s, *inputs_path;
     bool use_jit, verbose, check_finite;
     int64_t chunk, threads, layer;
     const char *disabled[32];
@@ -95,7 +100,9 @@ typedef struct run_job {
     attn_config cfg;
     char layer_prefix[128];
     attn_weights *w; /* the reference engine's */
-    attn_st *xf, *mf;
+    attn_st *xf, *mf, *inf;
+    attn_inputs decl;                      /* the spec's */
+    int32_t *values[ATTN_EXPR_MAX_INPUTS]; /* token: [T]; sequence: [1] (NULL: weights) */
     float *x, *memory, *y;
     int64_t T, rows; /* tokens of x, rows of the memory */
 } run_job;
@@ -112,6 +119,7 @@ static int run_parse(int argc, char **argv, run_job *j) {
         {"--weights", NULL, true, &j->weights, NULL, 0},
         {"--input", NULL, true, &j->input, NULL, 0},
         {"--memory", NULL, true, &j->memory_path, NULL, 0},
+        {"--inputs", NULL, true, &j->inputs_path, NULL, 0},
         {"--output", "-o", true, &j->output, NULL, 0},
         {"--engine", NULL, true, &j->engine_s, NULL, 0},
         {"--chunk", NULL, true, &chunk_s, NULL, 0},
@@ -160,6 +168,56 @@ static int run_parse(int argc, char **argv, run_job *j) {
     return EXIT_OK;
 }
 
+/* The spec's token and sequence inputs from --inputs into j->values. */
+static int read_inputs(run_job *j) {
+    attn_msg m = {{0}};
+    attn_inputs_parse(j->cfg.inputs, &j->decl, NULL); /* checked with the spec */
+    bool need = false;
+    for (int i = 0; i < j->decl.n; i++)
+        need |= j->decl.in[i].per != ATTN_INPUT_WEIGHT;
+    if (!need && j->inputs_path)
+        return usage_error("run",
+                           "--inputs is for a spec with token or sequence inputs, and %s "
+                           "has none",
+                           j->spec);
+    if (need && !j->inputs_path) {
+        fprintf(stderr,
+                "attnc: error: %s reads token or sequence inputs (inputs:): give them with "
+                "--inputs I.safetensors\n",
+                j->spec);
+        return EXIT_USAGE;
+    }
+    attn_status st;
+    if (need && (st = attn_st_open(j->inputs_path, &j->inf, &m)))
+        return runtime_error(st, &m);
+    for (int i = 0; need && i < j->decl.n; i++) {
+        attn_input_per per = j->decl.in[i].per;
+        const char *name = j->decl.name[i];
+        if (per == ATTN_INPUT_WEIGHT)
+            continue;
+        const attn_st_info *t = attn_st_find(j->inf, name);
+        int64_t want = per == ATTN_INPUT_TOKEN ? j->T : 1, n = 1;
+        for (int d = 0; t && d < t->ndim; d++)
+            n *= t->shape[d];
+        const char *why = !t                             ? "is missing"
+                          : strcmp(t->dtype, "I32") != 0 ? "is not I32"
+                          : t->ndim > 1 || n != want     ? "has the wrong shape"
+                                                         : NULL;
+        if (why) {
+            fprintf(stderr,
+                    "attnc: error: %s: tensor '%s' %s: input '%s' is per %s: an I32 tensor of "
+                    "%s\n",
+                    j->inputs_path, name, why, name, per == ATTN_INPUT_TOKEN ? "token" : "sequence",
+                    per == ATTN_INPUT_TOKEN ? "one value per token of x" : "one value");
+            return EXIT_INPUT;
+        }
+        if (!(j->values[i] = malloc((size_t)want * sizeof(int32_t))))
+            return runtime_error(ATTN_E_NOMEM, NULL);
+        memcpy(j->values[i], t->data, (size_t)want * sizeof(int32_t)); /* may be unaligned */
+    }
+    return EXIT_OK;
+}
+
 /* The spec, then the weights (checked, or loaded for the reference
  * engine), x and the memory, each checked as asked and against the
  * cache's size. */
@@ -199,6 +257,8 @@ static int run_read(run_job *j) {
         (cross &&
          (st = attn_st_read_rows_f32(j->mf, "memory", cfg->memory_dim, &j->memory, &j->rows, &m))))
         return runtime_error(st, &m);
+    if ((rc = read_inputs(j)) != EXIT_OK)
+        return rc;
     if (!j->use_jit && j->check_finite && (st = attn_weights_check_finite(j->w, &m))) {
         fprintf(stderr, "attnc: error: %s: %s\n", j->weights, m.text);
         return EXIT_INPUT;
@@ -245,6 +305,12 @@ static int run_engine(run_job *j, engine *e) {
         if ((st = attn_ref_new(j->w, slots, &e->ref, &m)) != ATTN_OK ||
             (cross && (st = attn_ref_set_memory(e->ref, j->rows, j->memory, &m))))
             return runtime_error(st, &m);
+        for (int i = 0; i < j->decl.n; i++) {
+            bool token = j->decl.in[i].per == ATTN_INPUT_TOKEN;
+            if (j->values[i] && (st = attn_ref_set_input(e->ref, j->decl.name[i], 0,
+                                                         token ? j->T : 1, j->values[i], &m)))
+                return runtime_error(st, &m);
+        }
         return EXIT_OK;
     }
     attnc_ctx *cx = attnc_ctx_new();
@@ -268,6 +334,14 @@ static int run_engine(run_job *j, engine *e) {
                  : e->block ? attn_block_error(e->block)
                             : "");
         return runtime_error(st, &m);
+    }
+    for (int i = 0; i < j->decl.n; i++) {
+        bool token = j->decl.in[i].per == ATTN_INPUT_TOKEN;
+        if (j->values[i] && (st = attn_seq_set_input(e->cache, e->seq, j->decl.name[i], 0,
+                                                     token ? j->T : 1, j->values[i]))) {
+            snprintf(m.text, sizeof m.text, "%s", attn_cache_error(e->cache));
+            return runtime_error(st, &m);
+        }
     }
     return EXIT_OK;
 }
@@ -319,6 +393,9 @@ int cmd_run(int argc, char **argv) {
     engine_free(&e);
     attn_st_close(j.xf);
     attn_st_close(j.mf);
+    attn_st_close(j.inf);
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++)
+        free(j.values[i]);
     attn_weights_free(j.w);
     free(j.x);
     free(j.memory);

@@ -199,6 +199,8 @@ _cache_publish = _fn(_rt, "attn_cache_publish", c_int, c_void_p, c_int32, c_int6
 _seq_from_prefix = _fn(_rt, "attn_seq_from_prefix", c_int, c_void_p, c_int64,
                        POINTER(ctypes.c_uint64), POINTER(c_int32), POINTER(c_int64))
 _seq_set_memory = _fn(_rt, "attn_seq_set_memory", c_int, c_void_p, c_int32, c_int64, c_void_p)
+_seq_set_input = _fn(_rt, "attn_seq_set_input", c_int, c_void_p, c_int32, c_char_p, c_int64,
+                     c_int64, c_void_p)
 _forward_tree = _fn(_rt, "attn_forward_tree", c_int, c_void_p, c_void_p, c_int32, c_int32,
                    POINTER(c_int32), c_void_p, c_void_p)
 _seq_accept = _fn(_rt, "attn_seq_accept", c_int, c_void_p, c_int32, c_int32, POINTER(c_int32))
@@ -660,6 +662,21 @@ class Seq:
             raise Error("attnc: memory has shape %s; expected [rows, %d]" %
                         (tuple(np.shape(memory)), mdim))
         self.cache._check(_seq_set_memory(self.cache._c, self._id, a.shape[0], a.ctypes.data))
+
+    def set_input(self, name, values, first=0):
+        """Values of the spec's input `name` (its `inputs:`): for a token
+        input, an int32 array (or a list, or one int) for positions first,
+        first + 1, ...; for a sequence input, one int (first 0). Integers
+        outside int32 are refused, not wrapped."""
+        a = np.asarray(values)
+        if a.ndim > 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise Error("attnc: set_input %s: values must be an int or a 1-D array of ints, "
+                        "got %s of shape %s" % (name, a.dtype, a.shape))
+        if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+            raise Error("attnc: set_input %s: a value is outside int32" % name)
+        a = np.ascontiguousarray(a.reshape(-1), dtype=np.int32)
+        self.cache._check(_seq_set_input(self.cache._c, self._id, str(name).encode(), int(first),
+                                         a.size, a.ctypes.data if a.size else None))
 
     def accept(self, keep):
         """Keeps the draft tokens keep (indices into the last forward_tree's

@@ -59,8 +59,9 @@ def test_forward_equals_attnc_run_bit_for_bit(tmp_path, spec, tokens):
     assert np.array_equal(got, want)
 
 
-def torch_block(weights, cfg, x):
-    """The block in torch: projections, RoPE (rotate_half), GQA, causal softmax."""
+def torch_block(weights, cfg, x, mask=None):
+    """The block in torch: projections, RoPE (rotate_half), GQA, causal
+    softmax, or softmax under mask (bool [S, S], True where a query sees a key)."""
     torch = pytest.importorskip("torch")
     t = {k: torch.tensor(v, dtype=torch.float64) for k, v in weights.items()}
     X = torch.tensor(x, dtype=torch.float64)
@@ -81,12 +82,12 @@ def torch_block(weights, cfg, x):
     k = k.repeat_interleave(H // G, dim=0)
     v = v.repeat_interleave(H // G, dim=0)
     sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    hidden = torch.ones(S, S, dtype=torch.bool).triu(1) if mask is None else ~torch.tensor(mask)
     if sdpa is not None:
-        o = sdpa(q, k, v, is_causal=True)
+        o = sdpa(q, k, v, attn_mask=~hidden)
     else:  # torch < 2.0: the same computation written out
         s = q @ k.transpose(-1, -2) / hd ** 0.5
-        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
-        o = torch.softmax(s, -1) @ v
+        o = torch.softmax(s.masked_fill(hidden, float("-inf")), -1) @ v
     o = o.transpose(0, 1).reshape(S, H * hd)
     return (o @ t["o_proj.weight"].T).numpy()
 
@@ -116,6 +117,44 @@ def test_gqa_block_matches_torch(tokens):
     want = torch_block(w, cfg, x)
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err < 1e-5, err
+
+
+def test_token_and_sequence_inputs_match_torch_masks():
+    """Packed documents (a token input) fed in chunks, and a prefix-LM (a
+    sequence input), against SDPA with the dense masks they mean."""
+    pytest.importorskip("torch")
+    cfg = {"heads": 4, "kv_groups": 2, "head_dim": 16, "d_model": 64}
+    rng = np.random.default_rng(3)
+    w = gqa_weights(rng, cfg)
+    x = rng.standard_normal((20, 64)).astype(np.float32)
+    doc = np.array([0] * 5 + [1] * 9 + [2] * 6, dtype=np.int32)
+    block = attnc.Block(attnc.compile(GQA + "inputs:\n  doc: {per: token}\n"
+                                      "mask_mod: \"doc[q] == doc[kv]\"\n"), w)
+    cache = block.cache(64)
+    s = cache.new_seq()
+    with pytest.raises(attnc.Error, match="no value of input 'doc' at positions 0..6"):
+        block.forward(cache, s, x[:7])
+    got = []
+    for at in range(0, 20, 7):
+        s.set_input("doc", doc[at:at + 7], first=at)
+        got.append(block.forward(cache, s, x[at:at + 7]))
+    want = torch_block(w, cfg, x, (doc[:, None] == doc[None, :]) & np.tri(20, dtype=bool))
+    err = np.abs(np.concatenate(got) - want).max() / np.abs(want).max()
+    assert err < 1e-5, err
+    with pytest.raises(attnc.Error, match="has no input 'dco'"):
+        s.set_input("dco", [1])
+
+    plm = attnc.Block(attnc.compile(GQA.replace("causal: true", "causal: false") +
+                                    "inputs:\n  prefix: {per: sequence}\n"
+                                    "mask_mod: \"kv <= q or kv < prefix\"\n"), w)
+    cache = plm.cache(64)
+    s = cache.new_seq()
+    s.set_input("prefix", 8)
+    got = plm.forward(cache, s, x)
+    mask = np.tri(20, dtype=bool)
+    mask[:, :8] = True
+    want = torch_block(w, cfg, x, mask)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
 
 
 def test_prefill_decode_forks_and_truncate_match_one_shot():

@@ -111,7 +111,8 @@ ATTN_API bool attn_layout_fuses_qkv(attn_layout l);
 
 /* Limits checked by the spec validator and by attn_config_check; sizes
  * beyond them are rejected up front rather than failing deep inside. */
-#define ATTN_NAME_MAX 64 /* bytes of a block name, NUL included */
+#define ATTN_NAME_MAX 64        /* bytes of a block name, NUL included */
+#define ATTN_EXPR_MAX_INPUTS 16 /* inputs a spec declares (attn_expr.h) */
 /* bytes of score_mod's or mask_mod's canonical text, NUL included */
 #define ATTN_EXPR_TEXT_MAX 512
 #define ATTN_MAX_HEADS 1024
@@ -417,6 +418,9 @@ typedef struct attn_weights {
     float *wkv_a;     /* kv_a_proj_with_mqa [kv_lora_rank + qk_rope_head_dim, d_model] */
     float *kv_a_norm; /* kv_a_layernorm [kv_lora_rank] */
     float *wkv_b;     /* kv_b_proj [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank] */
+    /* the expressions' weight inputs (attn_inputs, per: weight) by input
+     * index, as declared (whole in a shard); NULL for the others */
+    float *input[ATTN_EXPR_MAX_INPUTS];
 } attn_weights;
 
 /* The name of kernel-table weight id (attn_weight_id, attn_kernels.h) in
@@ -507,6 +511,11 @@ ATTN_API void attn_ref_free(attn_ref *r);
 ATTN_API attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, float *y,
                                       attn_msg *msg);
 ATTN_API int64_t attn_ref_len(const attn_ref *r);
+/* The expressions' input values, as attn_seq_set_input gives them to a
+ * cache's sequence (the engine is one sequence); weight inputs come with
+ * the weights. A read of a position never set gives 0. */
+ATTN_API attn_status attn_ref_set_input(attn_ref *r, const char *name, int64_t first, int64_t n,
+                                        const int32_t *values, attn_msg *m);
 /* Drops the cached tokens beyond n_tokens (n_tokens <= len). */
 ATTN_API attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens);
 /* Cross-attention: K/V of memory [n_rows, memory_dim] (n_rows <= the
@@ -627,6 +636,19 @@ ATTN_API attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst);
 ATTN_API attn_status attn_seq_truncate(attn_cache *c, int32_t seq, int64_t n_tokens);
 /* Releases seq and its blocks; the id becomes unknown. */
 ATTN_API attn_status attn_seq_free(attn_cache *c, int32_t seq);
+/* Values of the expressions' input `name` (the spec's inputs): a token
+ * input's values[0..n) for positions first..first+n-1 (they may run
+ * ahead of the sequence, and set again), a sequence input's one value
+ * (first 0, n 1). A forward whose new tokens lack a value of an input the
+ * expressions read fails, naming the sequence, input and positions; a
+ * read of a position holding none (before the first set, or past the
+ * sequence) gives 0. Fork copies the values, truncate drops those past
+ * the new length, free releases them; a sequence from attn_seq_from_prefix
+ * holds none. ATTN_E_INVALID (nothing changed) for an unknown sequence or
+ * input, a weight input (it comes with the weights), or positions outside
+ * 0..kv_cache.max_tokens-1; ATTN_E_NOMEM. */
+ATTN_API attn_status attn_seq_set_input(attn_cache *c, int32_t seq, const char *name, int64_t first,
+                                        int64_t n, const int32_t *values);
 /* Tokens in seq, or -1 for an unknown or freed sequence. */
 ATTN_API int64_t attn_seq_len(const attn_cache *c, int32_t seq);
 /* Cross-attention (a spec with cross_attention): projects memory

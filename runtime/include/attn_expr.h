@@ -32,7 +32,6 @@ extern "C" {
 
 #define ATTN_EXPR_MAX_NODES 256 /* after folding */
 #define ATTN_EXPR_MAX_DEPTH 64  /* nesting of parentheses, calls and operators */
-#define ATTN_EXPR_MAX_INPUTS 16
 
 typedef enum attn_expr_type { ATTN_EXPR_BOOL, ATTN_EXPR_INT, ATTN_EXPR_F32 } attn_expr_type;
 
@@ -111,6 +110,31 @@ typedef struct attn_expr_input {
     int32_t rank;    /* weight: 1 or 2 */
     int64_t dims[2]; /* weight */
 } attn_expr_input;
+
+/* The inputs a config declares (attn_config.inputs), parsed: in[i] is
+ * named name[i], in declaration order. The field's text, canonical as
+ * attn_inputs_print writes it: "doc: token; prefix: sequence; bias:
+ * weight [32, 32]" ("" for none). */
+#define ATTN_INPUT_MAX_ELEMENTS (INT64_C(1) << 24) /* of one weight input */
+typedef struct attn_inputs {
+    int n;
+    attn_expr_input in[ATTN_EXPR_MAX_INPUTS];
+    char name[ATTN_EXPR_MAX_INPUTS][ATTN_NAME_MAX];
+} attn_inputs;
+
+/* text parsed into *out: names C identifiers, distinct, at most
+ * ATTN_EXPR_MAX_INPUTS, weights of rank 1 or 2 with dims >= 1 and at most
+ * ATTN_INPUT_MAX_ELEMENTS elements. ATTN_E_INVALID with msg otherwise. */
+ATTN_API attn_status attn_inputs_parse(const char *text, attn_inputs *out, attn_msg *msg);
+/* in's canonical text into buf (as attn_expr_print: returns the length it
+ * needs, writes at most n - 1 characters and a NUL). */
+ATTN_API size_t attn_inputs_print(const attn_inputs *in, char *buf, size_t n);
+/* The index of input `name` in `in`, -1 if none. */
+ATTN_API int attn_inputs_find(const attn_inputs *in, const char *name);
+/* A config's score_mod (mask false) or mask_mod (true) parsed over its
+ * inputs (*in gets them; e->n_nodes is 0 where the config has none). */
+ATTN_API attn_status attn_config_parse_expr(const attn_config *c, bool mask, attn_expr *e,
+                                            attn_inputs *in, attn_msg *msg);
 
 /* Parses and checks src as an expression of kind over inputs[0..n_inputs).
  * On error: ATTN_E_INVALID, msg says what ("unknown name 'dco' (did you mean

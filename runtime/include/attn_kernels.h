@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 14
+#define ATTN_KERNELS_ABI 15
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -94,30 +94,44 @@ typedef enum attn_weight_id {
     ATTN_W_KV_A,      /* kv_a_proj_with_mqa */
     ATTN_W_KV_A_NORM, /* kv_a_layernorm (f32) */
     ATTN_W_KV_B,      /* kv_b_proj, f32 (the MLA kernels read it as it is) */
-    ATTN_WEIGHT_COUNT
+    /* the expressions' weight inputs: ATTN_W_INPUT + i is input i of the
+     * config's (attn_inputs, per: weight), f32, stored under its name */
+    ATTN_W_INPUT,
+    ATTN_WEIGHT_COUNT = ATTN_W_INPUT + ATTN_EXPR_MAX_INPUTS
 } attn_weight_id;
 
 typedef enum attn_buf_role {
-    ATTN_BUF_INPUT,   /* x [S, d_model] f32 */
-    ATTN_BUF_OUTPUT,  /* y [S, d_model] f32 */
-    ATTN_BUF_WEIGHT,  /* weight id in `weight`: the projection matrices (W_Q, W_K, W_V,
-                         W_O, W_QKV) in the config's dtype, the others f32 */
-    ATTN_BUF_CACHE_K, /* the block pool, kv_dtype: [blocks, kv_groups * head_dim, block_tokens]
-                         (in a block, each column's tokens side by side) */
-    ATTN_BUF_CACHE_V, /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim]
-                         (MLA: the K pool holds each token's latent [c_kv; k_pe],
-                         attn_cache_columns; no V pool) */
-    ATTN_BUF_SCRATCH, /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
-                         its new tokens) or, if per_sequence, of one sequence, whose T
-                         then counts keys from the first visible one: T - attn_first_key(P)
-                         (attn.h: a window's or a chunk's first key), else P + S */
-    ATTN_BUF_MEMORY,  /* cross-attention: the memory [S, memory_dim] f32 (memory phase) */
-    ATTN_BUF_PACKED,  /* weights in the kernels' own layout, c elements of 4 bytes, owned
-                         by the block; made from weight `weight` by a load-phase step:
-                         the i-th load step writes the i-th packed buffer and reads
-                         only that weight */
+    ATTN_BUF_INPUT,       /* x [S, d_model] f32 */
+    ATTN_BUF_OUTPUT,      /* y [S, d_model] f32 */
+    ATTN_BUF_WEIGHT,      /* weight id in `weight`: the projection matrices (W_Q, W_K, W_V,
+                             W_O, W_QKV) in the config's dtype, the others f32 */
+    ATTN_BUF_CACHE_K,     /* the block pool, kv_dtype: [blocks, kv_groups * head_dim, block_tokens]
+                             (in a block, each column's tokens side by side) */
+    ATTN_BUF_CACHE_V,     /* the block pool, kv_dtype: [blocks, block_tokens, kv_groups * head_dim]
+                             (MLA: the K pool holds each token's latent [c_kv; k_pe],
+                             attn_cache_columns; no V pool) */
+    ATTN_BUF_SCRATCH,     /* f32, elements = c + s*S + t*T + st*S*T; S of the batch (all
+                             its new tokens) or, if per_sequence, of one sequence, whose T
+                             then counts keys from the first visible one: T - attn_first_key(P)
+                             (attn.h: a window's or a chunk's first key), else P + S */
+    ATTN_BUF_MEMORY,      /* cross-attention: the memory [S, memory_dim] f32 (memory phase) */
+    ATTN_BUF_PACKED,      /* weights in the kernels' own layout, c elements of 4 bytes, owned
+                             by the block; made from weight `weight` by a load-phase step:
+                             the i-th load step writes the i-th packed buffer and reads
+                             only that weight */
+    ATTN_BUF_TOKEN_INPUT, /* a token input of the expressions (input `weight`, attn_inputs):
+                             an attn_token_input of the sequence (sequence phase only) */
+    ATTN_BUF_SEQ_INPUT,   /* a sequence input (input `weight`): its int32 value */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
+
+/* What an ATTN_BUF_TOKEN_INPUT buffer points at: the values of positions
+ * 0..n-1 (0 where none was set); a read at any other index gives 0. */
+typedef struct attn_token_input {
+    const int32_t *v;
+    int64_t n;
+} attn_token_input;
+_Static_assert(sizeof(attn_token_input) == 16, "kernel ABI");
 
 typedef struct attn_buffer_desc {
     uint32_t role;         /* attn_buf_role */

@@ -14,9 +14,11 @@
  * into the sequence's blocks, and forwards read them (n_past = the
  * memory rows) without appending; len then only counts tokens. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "block.h"
 #include "prefix.h"
 
@@ -26,8 +28,20 @@ typedef struct sched_item {
     int32_t q;
 } sched_item;
 
+/* A token input of a sequence: values by position, 0 where none is set
+ * (attn_token_input, bound as the kernels read it: view.n = positions
+ * covered); a sequence input: view.n 1, view.v its value. */
+typedef struct seq_input {
+    int32_t *v;   /* owned [cap] */
+    uint8_t *set; /* owned [cap]: 1 where a value was set */
+    int64_t cap;
+    attn_token_input view;
+    int32_t value; /* a sequence input's */
+} seq_input;
+
 typedef struct seq {
     bool live;
+    seq_input in[ATTN_EXPR_MAX_INPUTS];
     int64_t len;
     int64_t released; /* leading logical blocks given back (sliding window) */
     int64_t mem;      /* cross-attention: memory rows in the blocks, 0 = none yet */
@@ -41,13 +55,15 @@ typedef struct seq {
 struct attn_cache {
     attn_block *b; /* borrowed */
     attn_config cfg;
-    int64_t bt;          /* tokens per block */
-    int64_t n_blocks;    /* in the pool */
-    int64_t max_blocks;  /* per sequence: ceil(max_tokens / bt) */
-    size_t row_bytes[2]; /* one token's K and V: attn_cache_columns * dtype */
-    void *k, *v;         /* owned pools [n_blocks * bt rows] */
-    int32_t *refs;       /* owned [n_blocks] */
-    int32_t *free_list;  /* owned stack of free blocks */
+    attn_inputs inputs;   /* the config's */
+    uint32_t inputs_read; /* bit i: the expressions read input i */
+    int64_t bt;           /* tokens per block */
+    int64_t n_blocks;     /* in the pool */
+    int64_t max_blocks;   /* per sequence: ceil(max_tokens / bt) */
+    size_t row_bytes[2];  /* one token's K and V: attn_cache_columns * dtype */
+    void *k, *v;          /* owned pools [n_blocks * bt rows] */
+    int32_t *refs;        /* owned [n_blocks] */
+    int32_t *free_list;   /* owned stack of free blocks */
     int64_t n_free;
     prefix_index pub; /* published blocks (attn_cache_publish); empty until the first */
     seq *seqs;        /* owned, n_seqs slots (dead ones reused) */
@@ -136,15 +152,31 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
         c->free_list[i] = (int32_t)(c->n_blocks - 1 - i);
     c->n_free = c->n_blocks;
     c->pub = (prefix_index){.head = -1, .tail = -1};
+    attn_expr *e = malloc(sizeof *e);
+    for (int mask = 0; e && mask < 2; mask++) /* the block's config was checked */
+        if (attn_config_parse_expr(&c->cfg, mask, e, &c->inputs, NULL) == ATTN_OK)
+            c->inputs_read |= e->inputs_used;
+    free(e);
     *out = c;
     return ATTN_OK;
+}
+
+/* Releases s's input values. */
+static void drop_inputs(seq *s) {
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++) {
+        free(s->in[i].v);
+        free(s->in[i].set);
+        s->in[i] = (seq_input){0};
+    }
 }
 
 void attn_cache_free(attn_cache *c) {
     if (!c)
         return;
-    for (int32_t i = 0; i < c->n_seqs; i++)
+    for (int32_t i = 0; i < c->n_seqs; i++) {
         free(c->seqs[i].table);
+        drop_inputs(&c->seqs[i]);
+    }
     free(c->seqs);
     free(c->k);
     free(c->v);
@@ -295,6 +327,21 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
     if (!d)
         return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a sequence");
     const seq *s = &c->seqs[src]; /* after new_slot: the array may have moved */
+    for (int i = 0; i < c->inputs.n; i++) {
+        const seq_input *from = &s->in[i];
+        seq_input *to = &d->in[i];
+        *to = (seq_input){.cap = from->cap, .view.n = from->view.n, .value = from->value};
+        if (from->cap && (!(to->v = malloc((size_t)from->cap * sizeof *to->v)) ||
+                          !(to->set = malloc((size_t)from->cap)))) {
+            drop_inputs(d);
+            return rt_fail(&c->error, ATTN_E_NOMEM, "fork: out of memory for its inputs");
+        }
+        if (from->cap) {
+            memcpy(to->v, from->v, (size_t)from->cap * sizeof *to->v);
+            memcpy(to->set, from->set, (size_t)from->cap);
+        }
+        to->view.v = to->v;
+    }
     memcpy(d->table, s->table, (size_t)c->max_blocks * sizeof *d->table);
     for (int64_t b = 0; b < blocks_for(c, held(c, s)); b++)
         if (d->table[b] >= 0)
@@ -307,6 +354,120 @@ attn_status attn_seq_fork(attn_cache *c, int32_t src, int32_t *dst) {
     return ATTN_OK;
 }
 
+/* s's token input values at positions n and past dropped. */
+static void truncate_inputs(attn_cache *c, seq *s, int64_t n) {
+    for (int i = 0; i < c->inputs.n; i++) {
+        seq_input *x = &s->in[i];
+        if (c->inputs.in[i].per != ATTN_INPUT_TOKEN || x->view.n <= n)
+            continue;
+        memset(x->v + n, 0, (size_t)(x->view.n - n) * sizeof *x->v);
+        memset(x->set + n, 0, (size_t)(x->view.n - n));
+        x->view.n = n;
+    }
+}
+
+attn_status attn_seq_set_input(attn_cache *c, int32_t id, const char *name, int64_t first,
+                               int64_t n, const int32_t *values) {
+    if (!c)
+        return ATTN_E_INVALID;
+    c->error.text[0] = 0;
+    seq *s = find(c, id);
+    if (!s)
+        return rt_fail(&c->error, ATTN_E_INVALID, "set_input: unknown sequence %d", id);
+    int k = name ? attn_inputs_find(&c->inputs, name) : -1;
+    if (k < 0) {
+        char list[ATTN_EXPR_TEXT_MAX] = "";
+        for (int i = 0; i < c->inputs.n; i++)
+            if (c->inputs.in[i].per != ATTN_INPUT_WEIGHT)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         list[0] ? ", " : "", c->inputs.name[i]);
+        return rt_fail(&c->error, ATTN_E_INVALID, "set_input: block '%s' has no input '%s'%s%s",
+                       c->cfg.name, name ? name : "(null)",
+                       list[0] ? "; its inputs: " : " (its spec declares none)", list);
+    }
+    attn_input_per per = c->inputs.in[k].per;
+    seq_input *x = &s->in[k];
+    if (per == ATTN_INPUT_WEIGHT)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "set_input: '%s' is a weight input: it is loaded with the block's weights",
+                       name);
+    if (n > 0 && !values)
+        return rt_fail(&c->error, ATTN_E_INVALID, "set_input: values is NULL");
+    if (per == ATTN_INPUT_SEQUENCE) {
+        if (first != 0 || n != 1)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "set_input: '%s' is one value per sequence: first 0 and n 1, not "
+                           "first %lld and n %lld",
+                           name, (long long)first, (long long)n);
+        x->value = values[0];
+        x->view.n = 1; /* set */
+        return ATTN_OK;
+    }
+    if (first < 0 || n < 0 || n > c->cfg.kv_max_tokens || first > c->cfg.kv_max_tokens - n)
+        return rt_fail(&c->error, ATTN_E_INVALID,
+                       "set_input: positions %lld..%lld of '%s' are not in 0..%lld "
+                       "(kv_cache.max_tokens)",
+                       (long long)first, (long long)(first + n - 1), name,
+                       (long long)(c->cfg.kv_max_tokens - 1));
+    int64_t end = first + n;
+    if (end > x->cap) { /* grown geometrically, zeroed */
+        int64_t cap = x->cap * 2 > end ? x->cap * 2 : end;
+        cap = cap < c->cfg.kv_max_tokens ? cap : c->cfg.kv_max_tokens;
+        int32_t *v = realloc(x->v, (size_t)cap * sizeof *v);
+        if (v)
+            x->v = v, x->view.v = v;
+        uint8_t *set = v ? realloc(x->set, (size_t)cap) : NULL;
+        if (!set)
+            return rt_fail(&c->error, ATTN_E_NOMEM, "set_input: out of memory for %lld values",
+                           (long long)cap);
+        x->set = set;
+        memset(x->v + x->cap, 0, (size_t)(cap - x->cap) * sizeof *x->v);
+        memset(x->set + x->cap, 0, (size_t)(cap - x->cap));
+        x->cap = cap;
+    }
+    if (n > 0) {
+        memcpy(x->v + first, values, (size_t)n * sizeof *values);
+        memset(x->set + first, 1, (size_t)n);
+    }
+    x->view.n = end > x->view.n ? end : x->view.n;
+    return ATTN_OK;
+}
+
+/* ATTN_E_INVALID where a call of n new tokens of sequence id lacks a value
+ * of an input the expressions read. */
+static attn_status check_inputs(attn_cache *c, int32_t id, int64_t n) {
+    const seq *s = &c->seqs[id];
+    for (int i = 0; i < c->inputs.n && n > 0; i++) {
+        if (!(c->inputs_read >> i & 1))
+            continue;
+        const seq_input *x = &s->in[i];
+        const char *name = c->inputs.name[i];
+        if (c->inputs.in[i].per == ATTN_INPUT_SEQUENCE && x->view.n == 0)
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d has no value of input '%s' (attn_seq_set_input)", id, name);
+        if (c->inputs.in[i].per != ATTN_INPUT_TOKEN)
+            continue;
+        int64_t p = s->len, end = s->len + n;
+        while (p < end && p < x->view.n && x->set[p])
+            p++;
+        if (p < end) {
+            int64_t q = p; /* the first run of positions without one */
+            while (q + 1 < end && !(q + 1 < x->view.n && x->set[q + 1]))
+                q++;
+            char where[64];
+            if (q > p)
+                snprintf(where, sizeof where, "positions %lld..%lld", (long long)p, (long long)q);
+            else
+                snprintf(where, sizeof where, "position %lld", (long long)p);
+            return rt_fail(&c->error, ATTN_E_INVALID,
+                           "sequence %d has no value of input '%s' at %s (its new tokens are "
+                           "%lld..%lld; attn_seq_set_input)",
+                           id, name, where, (long long)s->len, (long long)(end - 1));
+        }
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
     seq *s = find(c, id);
     if (!s)
@@ -316,6 +477,7 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
         return rt_fail(&c->error, ATTN_E_INVALID, "truncate: %lld is not in 0..%lld",
                        (long long)n_tokens, (long long)s->len);
     if (c->cfg.memory_dim > 0) { /* the memory stays: tokens have no K/V here */
+        truncate_inputs(c, s, n_tokens);
         s->len = n_tokens;
         return ATTN_OK;
     }
@@ -328,6 +490,7 @@ attn_status attn_seq_truncate(attn_cache *c, int32_t id, int64_t n_tokens) {
                        c->cfg.sliding_window > 0 ? "sliding window" : "attention chunk",
                        (long long)(s->released * c->bt));
     release(c, s, blocks_for(c, n_tokens), blocks_for(c, rows(c, s)));
+    truncate_inputs(c, s, n_tokens);
     s->len = n_tokens;
     s->draft = 0; /* a draft tree goes too */
     return ATTN_OK;
@@ -339,6 +502,7 @@ attn_status attn_seq_free(attn_cache *c, int32_t id) {
         return c ? rt_fail(&c->error, ATTN_E_INVALID, "free: unknown sequence %d", id)
                  : ATTN_E_INVALID;
     release(c, s, 0, blocks_for(c, rows(c, s)));
+    drop_inputs(s);
     s->live = false;
     s->draft = 0;
     s->len = s->mem = 0;
@@ -653,7 +817,9 @@ static void bind(attn_cache *c, attn_kernel_args *a, int64_t total, const float 
         case ATTN_BUF_CACHE_K: a->buf[i] = c->k; break;
         case ATTN_BUF_CACHE_V: a->buf[i] = c->v; break;
         case ATTN_BUF_SCRATCH: a->buf[i] = (char *)c->scratch + at; break;
-        case ATTN_BUF_ROLE_COUNT: break;
+        case ATTN_BUF_TOKEN_INPUT: /* a sequence's (run()) */
+        case ATTN_BUF_SEQ_INPUT:
+        case ATTN_BUF_ROLE_COUNT: a->buf[i] = NULL; break;
         }
         at += bytes[i];
     }
@@ -768,6 +934,13 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
         for (int64_t t = 0; depth && t < n_tokens[q]; t++) /* RoPE at len + depth */
             c->pos[row + t] = s->len + depth[t];
         c->args[q].tree = depth ? c->tree : NULL;
+        for (uint32_t i = 0; i < k->n_buffers; i++) { /* the expressions' inputs: its own */
+            const attn_buffer_desc *d = &k->buffers[i];
+            if (d->role == ATTN_BUF_TOKEN_INPUT)
+                c->args[q].buf[i] = &s->in[d->weight].view;
+            else if (d->role == ATTN_BUF_SEQ_INPUT)
+                c->args[q].buf[i] = &s->in[d->weight].value;
+        }
         row += n_tokens[q];
     }
     for (int j = c->n_team; j < c->n_run; j++) { /* a solo sequence: its thread's scratch */
@@ -844,6 +1017,8 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
                            "sequence %d has %d draft tokens; attn_seq_accept them (or none) "
                            "first",
                            seqs[i], s->draft);
+        if ((st = check_inputs(c, seqs[i], n_tokens[i])))
+            return st;
         if (cfg->memory_dim == 0 && s->len + n_tokens[i] > cfg->kv_max_tokens)
             return rt_fail(&c->error, ATTN_E_INVALID,
                            "sequence %d would reach position %lld; kv_cache.max_tokens is %lld",

@@ -194,31 +194,48 @@ static attn_status check_name(const attn_config *c, rules *r) {
     return ATTN_OK;
 }
 
-/* score_mod and mask_mod: NUL-terminated text that parses as its kind
- * (attn_expr.h). */
+/* inputs, score_mod and mask_mod: NUL-terminated texts; the inputs parse
+ * (attn_inputs_parse), each expression parses as its kind over them
+ * (attn_expr.h), and every input is read by one of them. */
 static attn_status check_exprs(const attn_config *c, rules *r) {
     const struct {
         const char *key, *text;
-        attn_expr_kind kind;
-    } x[2] = {{"score_mod", c->score_mod, ATTN_EXPR_SCORE_MOD},
-              {"mask_mod", c->mask_mod, ATTN_EXPR_MASK_MOD}};
-    for (int i = 0; i < 2; i++) {
+    } x[3] = {{"inputs", c->inputs}, {"score_mod", c->score_mod}, {"mask_mod", c->mask_mod}};
+    for (int i = 0; i < 3; i++)
         if (strnlen(x[i].text, ATTN_EXPR_TEXT_MAX) == ATTN_EXPR_TEXT_MAX)
             return broken(r, x[i].key, "%s must be at most %d bytes", x[i].key,
                           ATTN_EXPR_TEXT_MAX - 1);
+    attn_inputs in;
+    attn_msg m;
+    if (attn_inputs_parse(c->inputs, &in, &m) != ATTN_OK)
+        return broken(r, "inputs", "%s ('%s')", m.text, c->inputs);
+    for (int i = 0; i < in.n && c->memory_dim > 0; i++)
+        if (in.in[i].per == ATTN_INPUT_TOKEN)
+            return broken(r, "inputs",
+                          "inputs: '%s' is per token, but a cross-attention block's keys are "
+                          "memory rows, not the sequence's positions",
+                          in.name[i]);
+    uint32_t used = 0;
+    for (int i = 1; i < 3; i++) {
         if (!x[i].text[0])
             continue;
         attn_expr *e = malloc(sizeof *e);
         if (!e)
             return broken(r, x[i].key, "%s: out of memory", x[i].key);
-        attn_msg m;
         int32_t at;
-        attn_status st = attn_expr_parse(x[i].text, x[i].kind, NULL, 0, e, &m, &at);
+        attn_status st = attn_expr_parse(
+            x[i].text, i == 2 ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD, in.in, in.n, e, &m, &at);
+        used |= e->inputs_used;
         free(e);
         if (st != ATTN_OK)
             return broken(r, x[i].key, "%s: %s (at byte %d of '%s')", x[i].key, m.text, (int)at,
                           x[i].text);
     }
+    for (int i = 0; i < in.n; i++)
+        if (!(used >> i & 1))
+            return broken(r, "inputs",
+                          "inputs: '%s' is read by neither score_mod nor mask_mod; remove it",
+                          in.name[i]);
     return ATTN_OK;
 }
 
@@ -520,18 +537,28 @@ int attn_config_problems(const attn_config *c, attn_config_problem_fn fn, void *
     return r.n;
 }
 
-/* Texts x and y of the expression field `field` (score_mod or mask_mod)
- * parse to the same canonical text: "q-kv<4" is "((q - kv) < 4)". */
-static bool same_expr(const char *x, const char *y, size_t field) {
-    attn_expr_kind kind =
-        strcmp(fields[field].name, "mask_mod") == 0 ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD;
-    const char *t[2] = {x, y};
+/* The texts of expression field `field` (inputs, score_mod or mask_mod)
+ * of a and b mean the same: "q-kv<4" is "((q - kv) < 4)". */
+static bool same_expr(const attn_config *a, const attn_config *b, size_t field) {
+    const attn_config *cfg[2] = {a, b};
     char canon[2][ATTN_EXPR_TEXT_MAX];
-    for (int k = 0; k < 2; k++) /* a field may hold no NUL: an invalid config */
-        if (strnlen(t[k], ATTN_EXPR_TEXT_MAX) == ATTN_EXPR_TEXT_MAX ||
-            attn_expr_canonical(t[k], kind, NULL, 0, canon[k], sizeof canon[k], NULL, NULL))
-            return false;
-    return strcmp(canon[0], canon[1]) == 0;
+    bool inputs = strcmp(fields[field].name, "inputs") == 0,
+         mask = strcmp(fields[field].name, "mask_mod") == 0;
+    attn_expr *e = malloc(sizeof *e);
+    bool ok = e != NULL;
+    for (int k = 0; k < 2 && ok; k++) { /* a field may hold no NUL: an invalid config */
+        attn_inputs in;
+        ok = strnlen(cfg[k]->inputs, ATTN_EXPR_TEXT_MAX) < ATTN_EXPR_TEXT_MAX &&
+             strnlen((const char *)cfg[k] + fields[field].offset, ATTN_EXPR_TEXT_MAX) <
+                 ATTN_EXPR_TEXT_MAX &&
+             attn_config_parse_expr(cfg[k], mask, e, &in, NULL) == ATTN_OK;
+        if (ok && inputs)
+            attn_inputs_print(&in, canon[k], sizeof canon[k]);
+        else if (ok)
+            attn_expr_print(e, in.in, canon[k], sizeof canon[k]);
+    }
+    free(e);
+    return ok && strcmp(canon[0], canon[1]) == 0;
 }
 
 const char *attn_config_differs(const attn_config *a, const attn_config *b) {
@@ -542,7 +569,7 @@ const char *attn_config_differs(const attn_config *a, const attn_config *b) {
         if (f->kind == ATTN_KIND_NAME) { /* as strings */
             same = strncmp(x, y, f->size) == 0;
         } else if (f->kind == ATTN_KIND_EXPR) { /* as expressions: their canonical texts */
-            same = strncmp(x, y, f->size) == 0 || same_expr(x, y, i);
+            same = strncmp(x, y, f->size) == 0 || same_expr(a, b, i);
         } else if (f->kind == ATTN_KIND_F64) { /* as values: 0.0 == -0.0 */
             double u, v;
             memcpy(&u, x, sizeof u);

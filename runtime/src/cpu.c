@@ -207,7 +207,9 @@ attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
         const attn_buffer_desc *d = &k->buffers[i];
         if (d->role >= ATTN_BUF_ROLE_COUNT ||
             ((d->role == ATTN_BUF_WEIGHT || d->role == ATTN_BUF_PACKED) &&
-             d->weight >= ATTN_WEIGHT_COUNT))
+             d->weight >= ATTN_WEIGHT_COUNT) ||
+            ((d->role == ATTN_BUF_TOKEN_INPUT || d->role == ATTN_BUF_SEQ_INPUT) &&
+             d->weight >= ATTN_EXPR_MAX_INPUTS))
             return rt_fail(msg, ATTN_E_INVALID, "kernel table buffer %u is malformed", i);
         n_packed += d->role == ATTN_BUF_PACKED;
     }

@@ -1028,3 +1028,128 @@ attn_status attn_expr_canonical(const char *src, attn_expr_kind kind, const attn
     free(e);
     return st;
 }
+
+/* ---- declared inputs ---------------------------------------------------------- */
+
+static const char *const per_names[] = {"token", "sequence", "weight"};
+
+static const char *skip_blank(const char *p) {
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+/* A decimal int64 in 1..max at *p, advancing it; false if none. */
+static bool read_dim(const char **p, int64_t max, int64_t *dim) {
+    const char *s = skip_blank(*p);
+    if (!isdigit((unsigned char)*s))
+        return false;
+    int64_t v = 0;
+    while (isdigit((unsigned char)*s)) {
+        v = v * 10 + (*s++ - '0');
+        if (v > max)
+            return false;
+    }
+    *dim = v;
+    *p = s;
+    return v >= 1;
+}
+
+attn_status attn_inputs_parse(const char *text, attn_inputs *res, attn_msg *msg) {
+    if (!text || !res)
+        return rt_fail(msg, ATTN_E_INVALID, "attn_inputs_parse: bad arguments");
+    memset(res, 0, sizeof *res);
+    const char *p = skip_blank(text);
+    while (*p) {
+        if (res->n == ATTN_EXPR_MAX_INPUTS)
+            return rt_fail(msg, ATTN_E_INVALID, "inputs: more than %d", ATTN_EXPR_MAX_INPUTS);
+        attn_expr_input *x = &res->in[res->n];
+        char *name = res->name[res->n];
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_')
+            len++;
+        if (len == 0 || len >= ATTN_NAME_MAX || isdigit((unsigned char)p[0]))
+            return rt_fail(msg, ATTN_E_INVALID, "inputs: expected a name at '%.24s'", p);
+        memcpy(name, p, len);
+        name[len] = 0;
+        if (attn_inputs_find(res, name) >= 0)
+            return rt_fail(msg, ATTN_E_INVALID, "inputs: '%s' is declared twice", name);
+        p = skip_blank(p + len);
+        if (*p++ != ':')
+            return rt_fail(msg, ATTN_E_INVALID, "inputs: expected ':' after '%s'", name);
+        p = skip_blank(p);
+        int per = -1;
+        for (int i = 0; i < 3; i++)
+            if (strncmp(p, per_names[i], strlen(per_names[i])) == 0 &&
+                !isalnum((unsigned char)p[strlen(per_names[i])]))
+                per = i;
+        if (per < 0)
+            return rt_fail(msg, ATTN_E_INVALID,
+                           "inputs: '%s' must be per token, sequence or weight", name);
+        p = skip_blank(p + strlen(per_names[per]));
+        *x = (attn_expr_input){.name = name, .per = (attn_input_per)per};
+        if (per == ATTN_INPUT_WEIGHT) {
+            if (*p++ != '[')
+                return rt_fail(msg, ATTN_E_INVALID, "inputs: weight '%s' needs a shape", name);
+            while (x->rank < 2 && read_dim(&p, ATTN_INPUT_MAX_ELEMENTS, &x->dims[x->rank])) {
+                x->rank++;
+                p = skip_blank(p);
+                if (*p != ',')
+                    break;
+                p++;
+            }
+            if (x->rank == 0 || *p++ != ']')
+                return rt_fail(msg, ATTN_E_INVALID,
+                               "inputs: weight '%s' needs a shape of 1 or 2 dimensions >= 1", name);
+            if (x->dims[0] * (x->rank > 1 ? x->dims[1] : 1) > ATTN_INPUT_MAX_ELEMENTS)
+                return rt_fail(msg, ATTN_E_INVALID,
+                               "inputs: weight '%s' has more than %lld elements", name,
+                               (long long)ATTN_INPUT_MAX_ELEMENTS);
+            p = skip_blank(p);
+        }
+        res->n++;
+        if (*p == ';')
+            p = skip_blank(p + 1);
+        else if (*p)
+            return rt_fail(msg, ATTN_E_INVALID, "inputs: expected ';' at '%.24s'", p);
+    }
+    return ATTN_OK;
+}
+
+size_t attn_inputs_print(const attn_inputs *in, char *buf, size_t n) {
+    out o = {buf, n, 0};
+    if (n)
+        buf[0] = 0;
+    for (int i = 0; i < in->n; i++) {
+        const attn_expr_input *x = &in->in[i];
+        put(&o, "%s%s: %s", i ? "; " : "", in->name[i], per_names[x->per]);
+        if (x->per == ATTN_INPUT_WEIGHT) {
+            put(&o, " [%lld", (long long)x->dims[0]);
+            if (x->rank > 1)
+                put(&o, ", %lld", (long long)x->dims[1]);
+            put(&o, "]");
+        }
+    }
+    if (n)
+        buf[o.len < n ? o.len : n - 1] = 0;
+    return o.len;
+}
+
+int attn_inputs_find(const attn_inputs *in, const char *name) {
+    for (int i = 0; i < in->n; i++)
+        if (strcmp(in->name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+attn_status attn_config_parse_expr(const attn_config *c, bool mask, attn_expr *e, attn_inputs *in,
+                                   attn_msg *msg) {
+    const char *text = mask ? c->mask_mod : c->score_mod;
+    attn_status st = attn_inputs_parse(c->inputs, in, msg);
+    e->n_nodes = 0;
+    e->inputs_used = 0;
+    if (st != ATTN_OK || !text[0])
+        return st;
+    return attn_expr_parse(text, mask ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD, in->in, in->n, e,
+                           msg, NULL);
+}

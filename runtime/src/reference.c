@@ -18,6 +18,7 @@ struct attn_ref {
     float *k, *v;     /* owned: [cap][kv_groups][head_dim], rounded to kv_dtype;
                          MLA: k [cap][kv_lora_rank + qk_rope_head_dim] (c_kv, k_pe), no v */
     double *inv_freq; /* owned: [rotary_dim/2] */
+    ref_values in;    /* token values owned: [kv_max_tokens] each, when set */
 };
 
 /* YaRN's mscale (Hugging Face modeling_rope_utils.py, get_mscale). */
@@ -186,46 +187,77 @@ void ref_qk_norm(const attn_config *c, const float *w, int64_t n_heads, double *
     }
 }
 
-/* score_mod and mask_mod, parsed once per ref_attend (NULL: none). */
+/* score_mod and mask_mod, parsed once per ref_attend (NULL: none), their
+ * inputs and the values they read. */
 typedef struct ref_exprs {
     attn_expr *score, *mask;
+    attn_inputs decl;
+    const ref_values *in;
 } ref_exprs;
 
-/* text parsed into *e (on the caller's stack: 9 KB each), or NULL for no
- * expression; attn_config_check has parsed it already. */
-static attn_expr *parse_expr(const char *text, attn_expr_kind kind, attn_expr *e) {
-    return text[0] && attn_expr_parse(text, kind, NULL, 0, e, NULL, NULL) == ATTN_OK ? e : NULL;
+/* The config's expression parsed into *e (on the caller's stack: 9 KB
+ * each), or NULL for none; attn_config_check has parsed it already. */
+static attn_expr *parse_expr(const attn_config *c, bool mask, attn_expr *e, attn_inputs *decl) {
+    return attn_config_parse_expr(c, mask, e, decl, NULL) == ATTN_OK && e->n_nodes ? e : NULL;
+}
+
+static int32_t token_value(void *ctx, int input, int32_t pos) {
+    const ref_exprs *x = ctx;
+    return x->in && pos >= 0 && pos < x->in->n_token[input] ? x->in->token[input][pos] : 0;
+}
+
+static int32_t sequence_value(void *ctx, int input) {
+    const ref_exprs *x = ctx;
+    return x->in ? x->in->sequence[input] : 0;
+}
+
+static float weight_value(void *ctx, int input, int64_t i, int64_t j) {
+    const ref_exprs *x = ctx;
+    const attn_expr_input *d = &x->decl.in[input];
+    return x->in && x->in->weight ? x->in->weight[input][i * (d->rank > 1 ? d->dims[1] : 1) + j]
+                                  : 0;
 }
 
 /* The expressions at query position pos, key j, head h (global) of group
  * g; score is scale * q.k. */
+static float eval_at(const ref_exprs *x, const attn_expr *e, float score, int64_t pos, int64_t j,
+                     int64_t h, int64_t g) {
+    attn_expr_env env = {.score = score,
+                         .q = (int32_t)pos,
+                         .kv = (int32_t)j,
+                         .h = (int32_t)h,
+                         .g = (int32_t)g,
+                         .ctx = (void *)x,
+                         .token = token_value,
+                         .sequence = sequence_value,
+                         .weight = weight_value};
+    return attn_expr_eval(e, x->decl.in, &env);
+}
+
 static bool mask_holds(const ref_exprs *x, int64_t pos, int64_t j, int64_t h, int64_t g) {
-    if (!x->mask)
-        return true;
-    attn_expr_env env = {.q = (int32_t)pos, .kv = (int32_t)j, .h = (int32_t)h, .g = (int32_t)g};
-    return attn_expr_eval(x->mask, NULL, &env) != 0;
+    return !x->mask || eval_at(x, x->mask, 0, pos, j, h, g) != 0;
 }
 
 static double score_of(const ref_exprs *x, double score, int64_t pos, int64_t j, int64_t h,
                        int64_t g) {
-    if (!x->score)
-        return score;
-    attn_expr_env env = {.score = (float)score,
-                         .q = (int32_t)pos,
-                         .kv = (int32_t)j,
-                         .h = (int32_t)h,
-                         .g = (int32_t)g};
-    return (double)attn_expr_eval(x->score, NULL, &env);
+    return x->score ? (double)eval_at(x, x->score, (float)score, pos, j, h, g) : score;
 }
 
 void ref_attend(const attn_config *c, int64_t pos, const double *q, int64_t n_kv, const float *k,
                 const float *v, const float *sinks, double *out, double *probs, double *s) {
+    ref_attend_in(c, NULL, pos, q, n_kv, k, v, sinks, out, probs, s);
+}
+
+void ref_attend_in(const attn_config *c, const ref_values *in, int64_t pos, const double *q,
+                   int64_t n_kv, const float *k, const float *v, const float *sinks, double *out,
+                   double *probs, double *s) {
     int64_t hd = c->head_dim, vd = attn_v_head_dim(c), group = c->heads / c->kv_groups;
     /* the head and group the expressions see: among all of the block's */
     int64_t h0 = c->shard_count > 1 ? c->heads * c->shard_index : 0;
     attn_expr se, me;
-    ref_exprs x = {parse_expr(c->score_mod, ATTN_EXPR_SCORE_MOD, &se),
-                   parse_expr(c->mask_mod, ATTN_EXPR_MASK_MOD, &me)};
+    ref_exprs x = {.in = in};
+    x.score = parse_expr(c, false, &se, &x.decl);
+    x.mask = parse_expr(c, true, &me, &x.decl);
     double slopes[ATTN_MAX_HEADS];
     if (c->alibi)
         attn_alibi_slopes(c, slopes);
@@ -384,6 +416,7 @@ attn_status attn_ref_new(const attn_weights *w, int64_t capacity_tokens, attn_re
     r->w = w;
     r->c = *c;
     r->cap = cap;
+    r->in.weight = w->input;
     if (c->rope_style != ATTN_ROPE_NONE)
         attn_rope_inv_freq(c, r->inv_freq);
     *out = r;
@@ -396,7 +429,37 @@ void attn_ref_free(attn_ref *r) {
     free(r->k);
     free(r->v);
     free(r->inv_freq);
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++)
+        free((void *)r->in.token[i]);
     free(r);
+}
+
+attn_status attn_ref_set_input(attn_ref *r, const char *name, int64_t first, int64_t n,
+                               const int32_t *values, attn_msg *m) {
+    attn_inputs decl;
+    if (!r || !name || (n > 0 && !values))
+        return rt_fail(m, ATTN_E_INVALID, "attn_ref_set_input: NULL argument");
+    attn_inputs_parse(r->c.inputs, &decl, NULL); /* checked with the config */
+    int k = attn_inputs_find(&decl, name);
+    if (k < 0 || decl.in[k].per == ATTN_INPUT_WEIGHT)
+        return rt_fail(m, ATTN_E_INVALID, "the block has no %s input '%s'",
+                       k < 0 ? "token or sequence" : "settable", name);
+    if (decl.in[k].per == ATTN_INPUT_SEQUENCE) {
+        if (first != 0 || n != 1)
+            return rt_fail(m, ATTN_E_INVALID, "'%s' is one value per sequence", name);
+        r->in.sequence[k] = values[0];
+        return ATTN_OK;
+    }
+    int64_t max = r->c.kv_max_tokens;
+    if (first < 0 || n < 0 || n > max || first > max - n)
+        return rt_fail(m, ATTN_E_INVALID, "positions %lld.. of '%s' are past %lld",
+                       (long long)first, name, (long long)max);
+    if (!r->in.token[k] && !(r->in.token[k] = calloc((size_t)max, sizeof(int32_t))))
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory for input '%s'", name);
+    memcpy((int32_t *)r->in.token[k] + first, values, (size_t)n * sizeof *values);
+    if (first + n > r->in.n_token[k])
+        r->in.n_token[k] = first + n;
+    return ATTN_OK;
 }
 
 int64_t attn_ref_len(const attn_ref *r) {
@@ -406,7 +469,13 @@ int64_t attn_ref_len(const attn_ref *r) {
 attn_status attn_ref_truncate(attn_ref *r, int64_t n_tokens) {
     if (!r || n_tokens < 0 || n_tokens > r->len)
         return ATTN_E_INVALID;
-    r->len = n_tokens; /* a memory stays */
+    r->len = n_tokens;                             /* a memory stays */
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++) /* token values past it go */
+        if (r->in.n_token[i] > n_tokens) {
+            memset((int32_t *)r->in.token[i] + n_tokens, 0,
+                   (size_t)(r->in.n_token[i] - n_tokens) * sizeof(int32_t));
+            r->in.n_token[i] = n_tokens;
+        }
     return ATTN_OK;
 }
 
@@ -623,7 +692,7 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
             double temp = attn_query_temperature(c, pos);
             for (int64_t i = 0; temp != 1.0 && i < qd; i++)
                 q[i] *= temp;
-            ref_attend(c, pos, q, n_kv, K, V, w->sinks, o, NULL, s);
+            ref_attend_in(c, &r->in, pos, q, n_kv, K, V, w->sinks, o, NULL, s);
             linear(c, w->wo, w->bo, D, od, o, yd);
             for (int64_t i = 0; i < D; i++)
                 y[t * D + i] = (float)yd[i];

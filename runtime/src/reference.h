@@ -23,4 +23,19 @@ RT_HIDDEN void ref_attend(const attn_config *c, int64_t pos, const double *q, in
                           const float *k, const float *v, const float *sinks, double *out,
                           double *probs, double *scratch);
 
+/* The values of the expressions' inputs (attn_inputs) a reference
+ * attention reads: token input i's values at positions 0..n_token[i]-1
+ * (0 elsewhere), sequence input i's value, weight input i's tensor. */
+typedef struct ref_values {
+    const int32_t *token[ATTN_EXPR_MAX_INPUTS];
+    int64_t n_token[ATTN_EXPR_MAX_INPUTS];
+    int32_t sequence[ATTN_EXPR_MAX_INPUTS];
+    float *const *weight; /* [ATTN_EXPR_MAX_INPUTS] (attn_weights.input) */
+} ref_values;
+
+/* ref_attend with the inputs' values in (NULL: every read gives 0). */
+RT_HIDDEN void ref_attend_in(const attn_config *c, const ref_values *in, int64_t pos,
+                             const double *q, int64_t n_kv, const float *k, const float *v,
+                             const float *sinks, double *out, double *probs, double *scratch);
+
 #endif

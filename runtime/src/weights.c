@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "attn_kernels.h"
 #include "rt.h"
 
@@ -46,7 +47,7 @@ const char *attn_weight_name(int id) {
 }
 
 int attn_weight_by_name(const char *name) {
-    for (int i = 0; name && i < ATTN_WEIGHT_COUNT; i++)
+    for (int i = 0; name && i < ATTN_W_INPUT; i++) /* an input's name is its spec's */
         if (strcmp(name, weight_names[i]) == 0)
             return i;
     return -1;
@@ -75,7 +76,7 @@ static float **slot(attn_weights *w, int i) {
         [ATTN_W_KV_A_NORM] = &w->kv_a_norm,
         [ATTN_W_KV_B] = &w->wkv_b,
     };
-    return s[i];
+    return i >= ATTN_W_INPUT ? &w->input[i - ATTN_W_INPUT] : s[i];
 }
 
 /* The MLA tensors' shapes; 0 dims if absent. */
@@ -102,9 +103,35 @@ static bool is_matrix(int i) {
            i == ATTN_W_Q_B || i == ATTN_W_KV_A || i == ATTN_W_KV_B;
 }
 
+static const char *source_name(const attn_config *c, bool gguf, int i, bool fused_gguf, int *which);
+
+/* Tensor i's name in messages: the kernel table's, an input's own. */
+static const char *label(const attn_config *c, int i) {
+    int which;
+    return i >= ATTN_W_INPUT ? source_name(c, false, i, false, &which) : attn_weight_name(i);
+}
+
+/* Weight input i - ATTN_W_INPUT of c: its shape and rank, 0 if it is not
+ * one (or a token or sequence input); its name into name when not NULL. */
+static int input_shape(const attn_config *c, int i, int64_t shape[2], char *name) {
+    attn_inputs in;
+    int k = i - ATTN_W_INPUT;
+    if (!c->inputs[0] || strnlen(c->inputs, ATTN_EXPR_TEXT_MAX) == ATTN_EXPR_TEXT_MAX ||
+        attn_inputs_parse(c->inputs, &in, NULL) != ATTN_OK || k >= in.n ||
+        in.in[k].per != ATTN_INPUT_WEIGHT)
+        return 0;
+    shape[0] = in.in[k].dims[0];
+    shape[1] = in.in[k].dims[1];
+    if (name)
+        memcpy(name, in.name[k], ATTN_NAME_MAX);
+    return in.in[k].rank;
+}
+
 /* Shape of tensor i for c (Linear layout [out, in]); 0 dims if absent. */
 static int w_shape(const attn_config *c, int i, int64_t shape[2]) {
     int64_t q = c->heads * c->head_dim, kv = c->kv_groups * c->head_dim;
+    if (i >= ATTN_W_INPUT)
+        return input_shape(c, i, shape, NULL);
     if (c->mla_kv_lora_rank > 0)
         return mla_shape(c, i, shape);
     switch (i) {
@@ -159,6 +186,10 @@ static void slice_part(const attn_config *F, const attn_config *S, int i, attn_d
     w_shape(S, i, ss);
     int64_t cols = nd == 2 ? fs[1] : 1, rows = ss[0], I = S->shard_index;
     size_t row = attn_dtype_bytes(dt, cols);
+    if (i >= ATTN_W_INPUT) { /* an expression's weight: whole (h is global in a shard) */
+        memcpy(dst, src, (size_t)rows * row);
+        return;
+    }
     switch (i) {
     case ATTN_W_O: /* [d_model, heads * head_dim]: the shard's columns */
         for (int64_t r = 0; r < fs[0]; r++)
@@ -202,7 +233,7 @@ static attn_status gather_part(rt_src *s, const attn_config *c, const char *pref
         return gather_one(s, &whole, prefix, i, check_finite, to, NULL, m);
     unsigned char *all = malloc(attn_dtype_bytes(to, (int64_t)w_numel(&whole, i)));
     if (!all)
-        return rt_fail(m, ATTN_E_NOMEM, "out of memory loading '%s'", attn_weight_name(i));
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory loading '%s'", label(c, i));
     attn_status st = gather_one(s, &whole, prefix, i, check_finite, to, all, m);
     if (!st)
         slice_part(&whole, c, i, to, all, dst);
@@ -258,7 +289,7 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
         else if (n) {
             attn_weights_free(w);
             return rt_fail(m, ATTN_E_NOMEM, "out of memory allocating %s (%zu floats)",
-                           attn_weight_name(i), n);
+                           label(cfg, i), n);
         }
     }
     *out = w;
@@ -347,7 +378,7 @@ attn_status attn_weights_check_finite(const attn_weights *w, attn_msg *m) {
         return rt_fail(m, ATTN_E_INVALID, "attn_weights_check_finite: NULL weights");
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         char what[64];
-        snprintf(what, sizeof what, "tensor '%s'", attn_weight_name(i));
+        snprintf(what, sizeof what, "tensor '%s'", label(&w->cfg, i));
         attn_status st =
             attn_check_finite(*slot((attn_weights *)w, i), w_numel(&w->cfg, i), what, m);
         if (st)
@@ -407,6 +438,12 @@ static const char *source_name(const attn_config *c, bool gguf, int i, bool fuse
         [ATTN_W_KV_A_NORM] = "attn_kv_a_norm.weight",
         [ATTN_W_KV_B] = "attn_kv_b.weight",
     };
+    if (i >= ATTN_W_INPUT) { /* the input's own name, in every layout and in GGUF */
+        static _Thread_local char name[ATTN_NAME_MAX];
+        int64_t sh[2];
+        *which = -1;
+        return input_shape(c, i, sh, name) ? name : "input";
+    }
     bool qkv = i == ATTN_W_Q || i == ATTN_W_K || i == ATTN_W_V || i == ATTN_B_Q || i == ATTN_B_K ||
                i == ATTN_B_V;
     bool bias = i >= ATTN_B_Q && i <= ATTN_B_O;
@@ -574,7 +611,7 @@ static int parts_of(int id, int parts[3]) {
     case ATTN_W_KV_A: parts[0] = ATTN_W_KV_A; return 1;
     case ATTN_W_KV_A_NORM: parts[0] = ATTN_W_KV_A_NORM; return 1;
     case ATTN_W_KV_B: parts[0] = ATTN_W_KV_B; return 1;
-    default: parts[0] = id; return id >= 0 && id <= ATTN_B_O;
+    default: parts[0] = id; return (id >= 0 && id <= ATTN_B_O) || id >= ATTN_W_INPUT;
     }
 }
 
@@ -624,7 +661,7 @@ static attn_status convert_part(const attn_weights *w, int i, attn_dtype to, uns
         if (bad >= 0)
             return rt_fail(m, ATTN_E_FORMAT,
                            "weights: tensor '%s' holds %s at element %lld: it cannot be quantized",
-                           attn_weight_name(i), rt_unstorable(src[r * cols + bad]),
+                           label(&w->cfg, i), rt_unstorable(src[r * cols + bad]),
                            (long long)(r * cols + bad));
     }
     return ATTN_OK;
@@ -639,7 +676,7 @@ static attn_status from_part(const attn_weights *w, const attn_config *c, int i,
     size_t bytes = attn_dtype_bytes(to, (int64_t)w_numel(&w->cfg, i));
     unsigned char *all = malloc(bytes ? bytes : 1);
     if (!all)
-        return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", attn_weight_name(i));
+        return rt_fail(m, ATTN_E_NOMEM, "out of memory staging '%s'", label(c, i));
     attn_status st = convert_part(w, i, to, all, m);
     if (!st)
         slice_part(&w->cfg, c, i, to, all, dst);

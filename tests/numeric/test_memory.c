@@ -43,6 +43,8 @@ static double budget(const attn_kernels *k) {
             bytes +=
                 T * (double)(c->kv_groups * c->head_dim) * (double)attn_dtype_size(c->kv_dtype);
             break;
+        case ATTN_BUF_TOKEN_INPUT:
+        case ATTN_BUF_SEQ_INPUT: bytes += T * 4; break;
         case ATTN_BUF_ROLE_COUNT: break;
         }
     }

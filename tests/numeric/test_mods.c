@@ -217,6 +217,114 @@ static void mla_blocks(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Expressions reading inputs: token (doc), sequence (prefix) and weight
+ * (bias) ones; %H is the config's heads. Out-of-range reads included:
+ * doc[q + 1] of the call's last token (not set yet: 0), doc[kv - 1] of
+ * key 0, bias indices clamped. */
+static const struct {
+    const char *inputs, *score, *mask;
+} input_exprs[] = {
+    {"doc: token", "", "doc[q] == doc[kv]"},
+    {"doc: token; prefix: sequence", "", "kv < prefix or (doc[q] == doc[kv] and kv <= q)"},
+    {"bias: weight [%H, 32]", "score + bias[h, min(abs(q - kv), 31)]", ""},
+    {"doc: token; bias: weight [7]", "score + bias[doc[kv] - 2]", "doc[kv] != 3 or q == kv"},
+    {"doc: token; prefix: sequence", "score + 0.5 * where(doc[q + 1] == doc[kv - 1], 1, 0)",
+     "kv < prefix + q % 5"},
+};
+enum { N_INPUT_EXPRS = sizeof input_exprs / sizeof input_exprs[0] };
+
+/* T tokens of spec at path through the JIT (chunk tokens a call, the
+ * inputs given call by call) and the reference (the same calls): the
+ * relative error. */
+static double inputs_jit_vs_ref(const char *path, const attnc_options *o, int64_t T, int64_t chunk,
+                                int threads, uint64_t seed) {
+    attn_config c = load_spec_file(path);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
+    int64_t D = c.d_model, len = 3 + (int64_t)(seed % 29);
+    int32_t prefix = (int32_t)(seed % (uint64_t)T);
+    size_t n = (size_t)(T * D);
+    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y),
+          *want = malloc(n * sizeof *y);
+    attnc_jit *jit = jit_or_fail(path, o);
+    attn_block_options bo = attn_block_options_default();
+    bo.n_threads = threads;
+    attn_block *b;
+    attn_cache *cache;
+    attn_ref *r;
+    int32_t s;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, T, &cache), ATTN_OK);
+    assert_int_equal(attn_seq_new(cache, &s), ATTN_OK);
+    assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
+    for (int64_t at = 0; at < T; at += chunk) {
+        int32_t k = (int32_t)(T - at < chunk ? T - at : chunk);
+        give_inputs(&c, cache, s, NULL, at, k, len, prefix);
+        give_inputs(&c, NULL, 0, r, at, k, len, prefix);
+        if (attn_forward(b, cache, 1, &s, &k, x + at * D, y + at * D) != ATTN_OK)
+            fail_msg("attn_forward: %s", attn_cache_error(cache));
+        assert_int_equal(attn_ref_forward(r, k, x + at * D, want + at * D, NULL), ATTN_OK);
+    }
+    double e = rel_err(y, want, n);
+    attn_ref_free(r);
+    attn_cache_free(cache);
+    attn_block_free(b);
+    attnc_jit_free(jit);
+    attn_weights_free(w);
+    free(x);
+    free(y);
+    free(want);
+    return e;
+}
+
+static attn_config with_inputs(attn_config c, int i) {
+    char decl[128];
+    const char *h = strstr(input_exprs[i].inputs, "%H");
+    if (h)
+        snprintf(decl, sizeof decl, "%.*s%lld%s", (int)(h - input_exprs[i].inputs),
+                 input_exprs[i].inputs, (long long)c.heads, h + 2);
+    else
+        snprintf(decl, sizeof decl, "%s", input_exprs[i].inputs);
+    snprintf(c.inputs, sizeof c.inputs, "%s", decl);
+    snprintf(c.score_mod, sizeof c.score_mod, "%s", input_exprs[i].score);
+    snprintf(c.mask_mod, sizeof c.mask_mod, "%s", input_exprs[i].mask);
+    attn_msg m;
+    if (attn_config_check(&c, &m) != ATTN_OK)
+        fail_msg("inputs %d: %s", i, m.text);
+    return c;
+}
+
+/* JIT == reference for expressions reading inputs, over the sweep's
+ * configs (chunked prefill and split decode, every cache dtype, AVX2 code
+ * too) and thread counts. */
+static void inputs_jit_equals_reference(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t s = 777;
+    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 20;
+    bool avx2 = host_avx512_and_v3();
+    for (int i = 0; i < n; i++) {
+        int64_t T, chunk;
+        attn_config c = sweep_config(i, &s, &T, &chunk);
+        if (c.memory_dim > 0)
+            continue;
+        c = with_inputs(c, i % N_INPUT_EXPRS);
+        const char *path = write_spec(dir, &c, "inputs.yaml");
+        attnc_options o = attnc_options_default();
+        o.cpu = avx2 && i % 3 == 1 ? "x86-64-v3" : NULL;
+        int64_t ch = i % 4 == 3 && c.causal ? 1 : chunk;
+        double e = inputs_jit_vs_ref(path, &o, T, ch, 1 + i % 3, (uint64_t)i + 100);
+        if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
+            fail_msg("config %d (cpu %s, heads %lld/%lld hd %lld T %lld chunk %lld causal %d "
+                     "kv %s, inputs '%s', score_mod '%s', mask_mod '%s'): relative error %g",
+                     i, o.cpu ? o.cpu : "host", (long long)c.heads, (long long)c.kv_groups,
+                     (long long)c.head_dim, (long long)T, (long long)ch, c.causal,
+                     attn_dtype_name(c.kv_dtype), c.inputs, c.score_mod, c.mask_mod, e);
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
@@ -225,6 +333,7 @@ int main(void) {
         cmocka_unit_test(rows_that_see_no_key_are_zero),
         cmocka_unit_test(every_pass_disabled),
         cmocka_unit_test(mla_blocks),
+        cmocka_unit_test(inputs_jit_equals_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,16 +220,18 @@ static void config_differs_names_the_first_field(void **state) {
     assert_string_equal(attn_config_differs(&a, &b), "mla_eps");
 }
 
-/* One name table for the kernel table's weight ids, read both ways. */
+/* One name table for the kernel table's weight ids, read both ways; the
+ * expressions' weight inputs have the names their spec gives them. */
 static void weight_names_cover_every_id_both_ways(void **state) {
     (void)state;
-    for (int id = 0; id < ATTN_WEIGHT_COUNT; id++) {
+    for (int id = 0; id < ATTN_W_INPUT; id++) {
         const char *name = attn_weight_name(id);
         assert_non_null(name);
         assert_int_equal(attn_weight_by_name(name), id);
     }
     assert_string_equal(attn_weight_name(ATTN_W_QKV), "qkv_proj.weight");
     assert_string_equal(attn_weight_name(ATTN_W_KV_B), "kv_b_proj.weight");
+    assert_null(attn_weight_name(ATTN_W_INPUT));
     assert_null(attn_weight_name(ATTN_WEIGHT_COUNT));
     assert_null(attn_weight_name(-1));
     assert_int_equal(attn_weight_by_name("q_proj.wieght"), -1);

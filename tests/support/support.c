@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attn_expr.h"
 #include "attnc.h"
 #include "support.h"
 
@@ -397,6 +398,9 @@ const char *const shipped_specs[] = {
     "kimi_k2",
     "streaming_llm",
     "dilated_window",
+    "document_mask",
+    "prefix_lm",
+    "t5_relative_bias",
     "softcap_expr",
     "alibi_expr",
 };
@@ -417,6 +421,27 @@ attn_config load_spec_file(const char *path) {
 }
 
 /* Runs T tokens of x in chunks through the kernels of jit. */
+void give_inputs(const attn_config *c, attn_cache *cache, int32_t seq, attn_ref *r, int64_t at,
+                 int64_t n, int64_t len, int32_t value) {
+    attn_inputs in;
+    assert_int_equal(attn_inputs_parse(c->inputs, &in, NULL), ATTN_OK);
+    int32_t *v = malloc((size_t)(n + 1) * sizeof *v);
+    for (int64_t p = 0; p < n; p++)
+        v[p] = (int32_t)((at + p) / len);
+    for (int i = 0; i < in.n; i++) {
+        bool token = in.in[i].per == ATTN_INPUT_TOKEN;
+        if (in.in[i].per == ATTN_INPUT_WEIGHT || (!token && at > 0))
+            continue;
+        int64_t first = token ? at : 0, k = token ? n : 1;
+        const int32_t *x = token ? v : &value;
+        attn_status st = cache ? attn_seq_set_input(cache, seq, in.name[i], first, k, x)
+                               : attn_ref_set_input(r, in.name[i], first, k, x, NULL);
+        if (st != ATTN_OK)
+            fail_msg("set_input %s: %s", in.name[i], cache ? attn_cache_error(cache) : "");
+    }
+    free(v);
+}
+
 void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
              int64_t chunk, int threads) {
     attn_block_options bo = attn_block_options_default();
@@ -431,6 +456,7 @@ void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float
     int64_t D = w->cfg.d_model;
     for (int64_t at = 0; at < T; at += chunk) {
         int32_t n = (int32_t)(T - at < chunk ? T - at : chunk);
+        give_inputs(&w->cfg, c, s, NULL, at, n, 64, 7);
         if (attn_forward(b, c, 1, &s, &n, x + at * D, y + at * D) != ATTN_OK)
             fail_msg("attn_forward: %s", attn_cache_error(c));
     }
@@ -442,6 +468,7 @@ void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float
 void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) {
     attn_ref *r;
     assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
+    give_inputs(&w->cfg, NULL, 0, r, 0, T, 64, 7);
     assert_int_equal(attn_ref_forward(r, T, x, y, NULL), ATTN_OK);
     attn_ref_free(r);
 }

@@ -120,6 +120,11 @@ int sanitized_step(int step);
 attn_config load_spec_file(const char *path);
 /* Runs T tokens of x [T, d_model] through jit's kernels with weights w,
  * chunk tokens a call, on `threads` threads, into y. */
+/* Values of c's token inputs (p / len at position p: documents of len
+ * tokens) for positions [at, at + n), and (at 0) of its sequence inputs
+ * (value): into cache's sequence seq, or into r where cache is NULL. */
+void give_inputs(const attn_config *c, attn_cache *cache, int32_t seq, attn_ref *r, int64_t at,
+                 int64_t n, int64_t len, int32_t value);
 void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
              int64_t chunk, int threads);
 /* The reference engine's y for the same. */

@@ -66,8 +66,9 @@ typedef struct cg_plan {
     int *split;    /* by node id: a split flash node's partial results */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
-    bool *emit;        /* by node id: the node gets a kernel */
-    attn_phase *phase; /* by node id */
+    bool *emit;                          /* by node id: the node gets a kernel */
+    attn_phase *phase;                   /* by node id */
+    int input_buf[ATTN_EXPR_MAX_INPUTS]; /* the expressions' inputs read: their buffers, else -1 */
 } cg_plan;
 
 /* Lays out every live node of g (arena memory). */

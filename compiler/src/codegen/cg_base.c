@@ -52,6 +52,28 @@ static void function_begin(cg *c, LLVMValueRef fn) {
             (unsigned)(offsetof(attn_kernel_args, buf) + (size_t)k * sizeof(void *));
         c->base[k] = args_field(c, byte_off, c->ptr, "buf");
     }
+    for (int i = 0; c->plan && i < ATTN_EXPR_MAX_INPUTS; i++) {
+        int k = c->plan->input_buf[i];
+        c->in_ptr[i] = c->in_len[i] = NULL;
+        if (k < 0 || c->phase != ATTN_PHASE_SEQUENCE) /* bound for the sequence phase only */
+            continue;
+        uint32_t role = c->plan->buffers[k].role;
+        if (role == ATTN_BUF_TOKEN_INPUT) {
+            LLVMValueRef eight = cg_i64(c, offsetof(attn_token_input, n));
+            c->in_ptr[i] = LLVMBuildLoad2(c->b, c->ptr, c->base[k], "in_v");
+            c->in_len[i] =
+                LLVMBuildTrunc(c->b,
+                               LLVMBuildLoad2(c->b, c->i64,
+                                              LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->llctx),
+                                                            c->base[k], &eight, 1, ""),
+                                              "in_n"),
+                               c->i32, "");
+        } else if (role == ATTN_BUF_SEQ_INPUT) {
+            c->in_len[i] = LLVMBuildLoad2(c->b, c->i32, c->base[k], "in_seq");
+        } else {
+            c->in_ptr[i] = c->base[k];
+        }
+    }
 }
 
 LLVMValueRef cg_kernel_decl(cg *c, const char *name) {
@@ -570,8 +592,8 @@ void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
     cg_store(c, dt, v, p); /* cg_store handles vectors */
 }
 
-static LLVMValueRef masked_intrinsic(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt,
-                                     LLVMValueRef *args, int n) {
+LLVMValueRef cg_masked_call(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt,
+                            LLVMValueRef *args, int n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     LLVMTypeRef tys[2] = {vt, pt};
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2);
@@ -583,7 +605,7 @@ LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef 
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, cg_elem_bytes(dt), false), mask,
                             LLVMConstNull(vt)};
-    return widen(c, dt, masked_intrinsic(c, "llvm.masked.load", vt, c->ptr, args, 4));
+    return widen(c, dt, cg_masked_call(c, "llvm.masked.load", vt, c->ptr, args, 4));
 }
 
 LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
@@ -592,12 +614,30 @@ LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
     LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, cg_elem_bytes(dt), false),
                             LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)),
                             LLVMGetUndef(vt)};
-    return widen(c, dt, masked_intrinsic(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
+    return widen(c, dt, cg_masked_call(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
+}
+
+LLVMValueRef cg_read_at(cg *c, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef idx,
+                        LLVMValueRef ok) {
+    LLVMTypeRef shape = LLVMTypeOf(idx), vt = cg_like(shape, elem);
+    LLVMValueRef zero = LLVMConstNull(shape);
+    if (ok) /* the lanes not read still address base[0] */
+        idx = LLVMBuildSelect(c->b, ok, idx, zero, "");
+    LLVMValueRef wide = LLVMBuildSExt(c->b, idx, cg_like(shape, c->i64), "");
+    LLVMValueRef at = LLVMBuildInBoundsGEP2(c->b, elem, base, &wide, 1, "");
+    if (LLVMGetTypeKind(shape) != LLVMVectorTypeKind) {
+        LLVMValueRef v = LLVMBuildLoad2(c->b, elem, at, "");
+        return ok ? LLVMBuildSelect(c->b, ok, v, LLVMConstNull(elem), "") : v;
+    }
+    LLVMTypeRef mt = cg_like(shape, LLVMInt1TypeInContext(c->llctx));
+    LLVMValueRef args[4] = {at, LLVMConstInt(c->i32, 4, false), ok ? ok : LLVMConstAllOnes(mt),
+                            LLVMConstNull(vt)};
+    return cg_masked_call(c, "llvm.masked.gather", vt, LLVMTypeOf(at), args, 4);
 }
 
 void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
     LLVMValueRef args[4] = {v, p, LLVMConstInt(c->i32, 4, false), mask};
-    masked_intrinsic(c, "llvm.masked.store", c->vf, c->ptr, args, 4);
+    cg_masked_call(c, "llvm.masked.store", c->vf, c->ptr, args, 4);
 }
 
 void cg_prefetch(cg *c, LLVMValueRef p, int locality) {

@@ -54,6 +54,15 @@ typedef struct cg {
      * use (cg_expr_of) */
     attn_expr expr[2];
     bool expr_parsed[2];
+    attn_inputs inputs; /* the config's, parsed with them */
+    /* the inputs the expressions read, loaded at a sequence-phase
+     * function's entry: a token input's values and count (i32), a sequence
+     * input's value (i32 in in_len), a weight input's base */
+    LLVMValueRef in_ptr[ATTN_EXPR_MAX_INPUTS], in_len[ATTN_EXPR_MAX_INPUTS];
+    /* the last tile bounds of the mask_mod (cg_mask.c): its box, the block
+     * they were computed in (they serve the rest of it), may be true, false */
+    LLVMValueRef bounds_key[4], bounds_yes, bounds_no;
+    LLVMBasicBlockRef bounds_at;
 } cg;
 
 typedef struct cg_loop {
@@ -171,6 +180,14 @@ ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p
  * 0 / are left alone. */
 ATTNC_HIDDEN LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef mask);
 ATTNC_HIDDEN void cg_vstore_masked(cg *c, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask);
+/* The masked memory intrinsic `name` (llvm.masked.load, .gather, .store)
+ * over vector type vt and pointer type pt, with its n args. */
+ATTNC_HIDDEN LLVMValueRef cg_masked_call(cg *c, const char *name, LLVMTypeRef vt, LLVMTypeRef pt,
+                                         LLVMValueRef *args, int n);
+/* base[idx] (elements of type elem, 4 bytes) where ok holds, 0 where it
+ * does not (ok NULL: everywhere); idx i32 of any shape, ok i1 of its. */
+ATTNC_HIDDEN LLVMValueRef cg_read_at(cg *c, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef idx,
+                                     LLVMValueRef ok);
 /* The elements (dtype dt) at the lanes' pointers ptrs (<lanes x ptr>), as f32. */
 ATTNC_HIDDEN LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs);
 /* p itself, through a volatile stack slot: the optimizer cannot tell
@@ -331,7 +348,8 @@ ATTNC_HIDDEN void cg_expr_values(cg *c, const attn_expr *e, const cg_expr_at *at
  * included. What a boolean expression may be over it: *yes, it may be
  * true somewhere in the box; *no, it may be false somewhere (i1; by
  * interval arithmetic on the int nodes, so a mask affine in q and kv is
- * bounded exactly; one reading inputs or floats may be either). */
+ * bounded exactly; a token input read at an index range by scanning its
+ * values there; one reading floats may be either). */
 typedef struct cg_expr_box {
     LLVMValueRef q0, q1, k0, k1, h0, h1;
 } cg_expr_box;

@@ -70,6 +70,46 @@ static LLVMIntPredicate int_pred(attn_expr_op op) {
     }
 }
 
+/* scalar s (i32 or f32) in every lane of shape's like (s for a scalar). */
+static LLVMValueRef splat_like(cg *c, LLVMTypeRef shape, LLVMValueRef s) {
+    if (LLVMGetTypeKind(shape) != LLVMVectorTypeKind)
+        return s;
+    unsigned n = LLVMGetVectorSize(shape);
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), n);
+    LLVMValueRef v =
+        LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), s, LLVMConstInt(c->i32, 0, false), "");
+    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(c->i32, n)), "");
+}
+
+/* min(max(i, 0), dim - 1): a weight input's index clamped into its dimension. */
+static LLVMValueRef clamp_index(cg *c, LLVMTypeRef shape, LLVMValueRef i, int64_t dim) {
+    LLVMTypeRef ty = LLVMTypeOf(i);
+    i = cg_intrinsic(c, "llvm.smax", ty, i, int_const(c, shape, 0));
+    return cg_intrinsic(c, "llvm.smin", ty, i, int_const(c, shape, dim - 1));
+}
+
+/* Input node x's value (attn_expr_eval's): a sequence input's value, a
+ * token input's at position a (0 outside the positions bound), a weight
+ * input's element at the clamped indices a (, b). */
+static LLVMValueRef read_input(cg *c, LLVMTypeRef shape, const attn_expr_node *x, LLVMValueRef a,
+                               LLVMValueRef b) {
+    const attn_expr_input *in = &c->inputs.in[x->input];
+    ATTNC_ASSERT(c->in_len[x->input] || c->in_ptr[x->input]); /* bound: sequence phase */
+    if (in->per == ATTN_INPUT_SEQUENCE)
+        return splat_like(c, shape, c->in_len[x->input]);
+    if (in->per == ATTN_INPUT_TOKEN) { /* 0 <= a < n, as unsigned */
+        LLVMValueRef ok =
+            LLVMBuildICmp(c->b, LLVMIntULT, a, splat_like(c, shape, c->in_len[x->input]), "");
+        return cg_read_at(c, c->i32, c->in_ptr[x->input], a, ok);
+    }
+    LLVMValueRef i = clamp_index(c, shape, a, in->dims[0]);
+    if (in->rank > 1)
+        i = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, i, int_const(c, shape, in->dims[1]), ""),
+                         clamp_index(c, shape, b, in->dims[1]), "");
+    return cg_read_at(c, c->f32, c->in_ptr[x->input], i, NULL);
+}
+
 LLVMValueRef cg_expr(cg *c, const attn_expr *e, const cg_expr_at *at) {
     LLVMValueRef v[ATTN_EXPR_MAX_NODES];
     cg_expr_values(c, e, at, v);
@@ -105,7 +145,7 @@ void cg_expr_values(cg *c, const attn_expr *e, const cg_expr_at *at, LLVMValueRe
             r = LLVMBuildUDiv(c->b, at->h,
                               int_const(c, shape, ir_cfg_heads(c->g) / ir_cfg_kv_groups(c->g)), "");
             break;
-        case ATTN_EXPR_INPUT: ATTNC_ASSERT(!"expression inputs are not compiled"); break;
+        case ATTN_EXPR_INPUT: r = read_input(c, shape, x, a, b); break;
         case ATTN_EXPR_TO_F32: r = LLVMBuildSIToFP(c->b, a, fty, ""); break;
         case ATTN_EXPR_NEG:
             r = f ? LLVMBuildFNeg(c->b, a, "") : LLVMBuildSub(c->b, int_const(c, shape, 0), a, "");
@@ -200,8 +240,7 @@ const attn_expr *cg_expr_of(cg *c, bool mask) {
         return NULL;
     if (!c->expr_parsed[mask]) {
         /* the config was checked: its text parses */
-        attn_status st = attn_expr_parse(text, mask ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD,
-                                         NULL, 0, &c->expr[mask], NULL, NULL);
+        attn_status st = attn_config_parse_expr(&c->g->cfg, mask, &c->expr[mask], &c->inputs, NULL);
         ATTNC_ASSERT(st == ATTN_OK);
         c->expr_parsed[mask] = true;
     }
@@ -297,6 +336,60 @@ static bounds compare_bounds(cg *c, attn_expr_op op, bounds a, bounds b) {
     LLVMValueRef differ = LLVMBuildNot(c->b, single, "");
     return op == ATTN_EXPR_EQ ? (bounds){NULL, NULL, overlap, differ}
                               : (bounds){NULL, NULL, differ, overlap};
+}
+
+/* Positions a token input's bounds scan at most: a wider index range
+ * gives the whole int range (a tile's rows and keys are far fewer). */
+#define TOKEN_SCAN_MAX 1024
+
+/* The reduction `name` (llvm.vector.reduce.*) of vector v. */
+static LLVMValueRef reduce(cg *c, const char *name, LLVMValueRef v) {
+    return cg_intrinsic(c, name, LLVMTypeOf(v), v, NULL);
+}
+
+/* Bounds of token input k read at indices [lo, hi]: the least and
+ * greatest value it holds there, by a scan, 0 among them where the range
+ * leaves the positions bound (those read 0). */
+static bounds token_bounds(cg *c, int k, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMValueRef n = LLVMBuildSExt(c->b, c->in_len[k], c->i64, "");
+    LLVMValueRef outside = LLVMBuildOr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, lo, cg_i64(c, 0), ""),
+                                       LLVMBuildICmp(c->b, LLVMIntSGE, hi, n, ""), "");
+    LLVMValueRef wide = LLVMBuildICmp(c->b, LLVMIntSGT, LLVMBuildSub(c->b, hi, lo, ""),
+                                      cg_i64(c, TOKEN_SCAN_MAX), "");
+    LLVMValueRef from = smax64(c, lo, cg_i64(c, 0));
+    LLVMValueRef to = smin64(c, LLVMBuildAdd(c->b, hi, cg_i64(c, 1), ""), n);
+    to = LLVMBuildSelect(c->b, wide, from, to, ""); /* no scan */
+    /* a vector of lanes a step, masked past `to` (none when from >= to) */
+    int L = c->target.lanes;
+    LLVMValueRef big = cg_const_splat(c->vi, LLVMConstInt(c->i32, INT32_MAX, true)),
+                 small = cg_const_splat(c->vi,
+                                        LLVMConstInt(c->i32, (unsigned long long)INT32_MIN, true));
+    LLVMValueRef steps = LLVMBuildSDiv(
+        c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, to, from, ""), cg_i64(c, L - 1), ""),
+        cg_i64(c, L), "");
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "token_bounds", c->vi, 2);
+    LLVMValueRef at = LLVMBuildAdd(c->b, from, LLVMBuildMul(c->b, l.i, cg_i64(c, L), ""), "");
+    LLVMValueRef left = LLVMBuildTrunc(
+        c->b, smin64(c, smax64(c, LLVMBuildSub(c->b, to, at, ""), cg_i64(c, 0)), cg_i64(c, L)),
+        c->i32, "");
+    LLVMValueRef live = LLVMBuildICmp(c->b, LLVMIntSLT, cg_lane_ids(c), cg_splat(c, left), "");
+    LLVMValueRef args[4] = {LLVMBuildInBoundsGEP2(c->b, c->i32, c->in_ptr[k], &at, 1, ""),
+                            LLVMConstInt(c->i32, 4, false), live, LLVMConstNull(c->vi)};
+    LLVMValueRef v = cg_masked_call(c, "llvm.masked.load", c->vi, c->ptr, args, 4);
+    LLVMValueRef next[2] = {
+        cg_intrinsic(c, "llvm.smin", c->vi, l.acc[0], LLVMBuildSelect(c->b, live, v, big, "")),
+        cg_intrinsic(c, "llvm.smax", c->vi, l.acc[1], LLVMBuildSelect(c->b, live, v, small, ""))};
+    LLVMValueRef init[2] = {big, small};
+    cg_acc_loop_end(c, &l, steps, init, next);
+    LLVMValueRef lo_v =
+                     LLVMBuildSExt(c->b, reduce(c, "llvm.vector.reduce.smin", next[0]), c->i64, ""),
+                 hi_v =
+                     LLVMBuildSExt(c->b, reduce(c, "llvm.vector.reduce.smax", next[1]), c->i64, "");
+    lo_v = LLVMBuildSelect(c->b, outside, smin64(c, lo_v, cg_i64(c, 0)), lo_v, "");
+    hi_v = LLVMBuildSelect(c->b, outside, smax64(c, hi_v, cg_i64(c, 0)), hi_v, "");
+    return (bounds){LLVMBuildSelect(c->b, wide, cg_i64(c, INT32_MIN), lo_v, ""),
+                    LLVMBuildSelect(c->b, wide, cg_i64(c, INT32_MAX), hi_v, ""), NULL, NULL};
 }
 
 void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box, LLVMValueRef *yes,
@@ -415,7 +508,15 @@ void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *box, LLVMValue
                 r = int_bounds(c, lo, hi);
             }
             break;
-        default: break; /* score, inputs, floats, floor: unbounded */
+        case ATTN_EXPR_INPUT:
+            if (c->inputs.in[x->input].per == ATTN_INPUT_SEQUENCE) {
+                LLVMValueRef s = LLVMBuildSExt(c->b, c->in_len[x->input], c->i64, "");
+                r = (bounds){s, s, NULL, NULL};
+            } else if (c->inputs.in[x->input].per == ATTN_INPUT_TOKEN) {
+                r = token_bounds(c, x->input, a.lo, a.hi);
+            }
+            break;
+        default: break; /* score, weights, floats, floor: unbounded */
         }
         v[k] = r;
     }

@@ -3,6 +3,8 @@
  * mask, window, chunk, mask_mod or draft tree hides, whether a key tile
  * is cut by them, score_mod, ALiBi's bias and the softcap. Here so that
  * neither kernel file calls into the other for them. */
+#include <string.h>
+
 #include "codegen/cg_build.h"
 
 int64_t cg_expr_head0(cg *c) {
@@ -49,10 +51,20 @@ LLVMValueRef cg_inv_sum(cg *c, const ir_node *n, LLVMValueRef l) {
  * head and keys [j0, jlast]: true somewhere (*yes), false somewhere (*no). */
 static void mask_mod_bounds(cg *c, LLVMValueRef j0, LLVMValueRef jlast, LLVMValueRef pmin,
                             LLVMValueRef pmax, LLVMValueRef *yes, LLVMValueRef *no) {
+    /* a tile's cut and liveness ask in turn, in one block: bounded once
+     * (a token input's scans are loops) */
+    LLVMValueRef key[4] = {j0, jlast, pmin, pmax};
+    if (c->bounds_at == LLVMGetInsertBlock(c->b) && !memcmp(key, c->bounds_key, sizeof key)) {
+        *yes = c->bounds_yes, *no = c->bounds_no;
+        return;
+    }
     int64_t h0 = cg_expr_head0(c);
     cg_expr_box box = {pmin,  pmax,          j0,
                        jlast, cg_i64(c, h0), cg_i64(c, h0 + ir_cfg_heads(c->g) - 1)};
     cg_expr_bounds(c, cg_expr_of(c, true), &box, yes, no);
+    memcpy(c->bounds_key, key, sizeof key);
+    c->bounds_at = LLVMGetInsertBlock(c->b);
+    c->bounds_yes = *yes, c->bounds_no = *no;
 }
 
 LLVMValueRef cg_tile_live(cg *c, const ir_node *n, LLVMValueRef j0, LLVMValueRef jlast,

@@ -235,6 +235,31 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
     }
 }
 
+/* A buffer for each input the expressions read: a token input's view or
+ * a sequence input's value (bound per sequence), a weight input's tensor. */
+static void plan_inputs(cg_plan *p, const ir_graph *g) {
+    uint32_t used = 0;
+    attn_inputs in;
+    attn_expr *e = arena_alloc(&g->ctx->arena, sizeof *e);
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++)
+        p->input_buf[i] = -1;
+    for (int mask = 0; mask < 2; mask++) /* the config was checked: they parse */
+        if (e && attn_config_parse_expr(&g->cfg, mask, e, &in, NULL) == ATTN_OK)
+            used |= e->inputs_used;
+    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++) {
+        if (!(used >> i & 1))
+            continue;
+        attn_input_per per = in.in[i].per;
+        p->input_buf[i] =
+            per == ATTN_INPUT_WEIGHT
+                ? add_buffer(
+                      p, ATTN_BUF_WEIGHT, ATTN_W_INPUT + (uint32_t)i, false,
+                      ir_const(in.in[i].dims[0] * (in.in[i].rank > 1 ? in.in[i].dims[1] : 1)))
+                : add_buffer(p, per == ATTN_INPUT_TOKEN ? ATTN_BUF_TOKEN_INPUT : ATTN_BUF_SEQ_INPUT,
+                             (uint32_t)i, false, ir_const(0));
+    }
+}
+
 attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
     memset(p, 0, sizeof *p);
     p->view = arena_alloc(&g->ctx->arena, (size_t)(g->next_id + 1) * sizeof *p->view);
@@ -251,6 +276,7 @@ attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
         weight_buf[i] = -1;
     add_buffer(p, ATTN_BUF_INPUT, 0, false, (ir_dim){0, ir_cfg_d_model(g), 0, 0});
     add_buffer(p, ATTN_BUF_OUTPUT, 0, false, (ir_dim){0, ir_cfg_d_model(g), 0, 0});
+    plan_inputs(p, g);
     /* the node whose value the output takes, to be stored in y directly */
     const ir_node *to_y = NULL;
     for (int i = 0; i < g->n_nodes; i++)

@@ -147,6 +147,7 @@ static void weight_shape(const attn_config *c, ir_node *n) {
         break;
     }
     case ATTN_W_SINKS: set_shape(n, 1, ir_const(c->heads), z, z); break;
+    case ATTN_W_INPUT: /* the expressions' weights: buffers of their own (cg_plan.c) */
     case ATTN_WEIGHT_COUNT: n->ndim = 0; break;
     }
 }

@@ -48,6 +48,7 @@ typedef enum spec_key {
     SPEC_K_MLA,
     SPEC_K_COMPUTE,
     SPEC_K_ACTIVATIONS,
+    SPEC_K_INPUTS,
     SPEC_K_SCORE_MOD,
     SPEC_K_MASK_MOD,
     SPEC_K_FIRST_PLAIN,

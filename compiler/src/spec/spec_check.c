@@ -33,6 +33,7 @@ static const char *const top_keys[SPEC_K_COUNT] = {
     [SPEC_K_MLA] = "mla",
     [SPEC_K_COMPUTE] = "compute",
     [SPEC_K_ACTIVATIONS] = "activations",
+    [SPEC_K_INPUTS] = "inputs",
     [SPEC_K_SCORE_MOD] = "score_mod",
     [SPEC_K_MASK_MOD] = "mask_mod",
 #define ATTN_FIELD(kind, field, key)
@@ -732,8 +733,129 @@ static attnc_loc loc_inside(const ynode *v, int32_t at) {
     return loc;
 }
 
-/* score_mod and mask_mod: parsed and checked (attn_expr.h), errors
- * pointing inside the string; the config keeps their canonical text. */
+enum { I_PER, I_SHAPE, I_COUNT };
+static const char *const input_keys[I_COUNT] = {"per", "shape"};
+
+/* inputs: NAME: {per: token | sequence | weight, shape: [..]} into *in
+ * (a weight's shape: 1 or 2 dims, integers or heads, the whole block's);
+ * at[i] is input i's key. False after an error. */
+static bool check_inputs(checker *ck, const toplevel *t, const attn_config *c, attn_inputs *in,
+                         const ynode **at) {
+    const ynode *m = t->val[SPEC_K_INPUTS];
+    char buf[128];
+    memset(in, 0, sizeof *in);
+    if (!m)
+        return true;
+    if (m->kind != YNODE_MAP) {
+        err(ck, m->loc, "inputs: expected a mapping of names to {per: ..}, found %s",
+            found(m, buf, sizeof buf));
+        return false;
+    }
+    bool ok = true;
+    static const char *const pers[] = {"token", "sequence", "weight"};
+    for (const ynode *k = m->first; k && k->next; k = k->next->next) {
+        const ynode *v = k->next;
+        if (k->kind != YNODE_SCALAR || !is_identifier(k->str, k->len) || k->len >= ATTN_NAME_MAX) {
+            err(ck, k->loc,
+                "inputs: a name must be a C identifier of at most %d characters, "
+                "found %s",
+                ATTN_NAME_MAX - 1, found(k, buf, sizeof buf));
+            ok = false;
+            continue;
+        }
+        static const char *const reserved[] = {
+            "score", "q",   "kv",  "h",   "g",     "inf", "true", "false", "and",  "or",   "not",
+            "where", "min", "max", "abs", "clamp", "exp", "log",  "sqrt",  "tanh", "floor"};
+        bool taken = attn_inputs_find(in, k->str) >= 0;
+        for (size_t r = 0; r < sizeof reserved / sizeof reserved[0]; r++)
+            taken |= strcmp(k->str, reserved[r]) == 0;
+        if (taken) {
+            err(ck, k->loc, "inputs: '%s' is %s", k->str,
+                attn_inputs_find(in, k->str) >= 0 ? "declared twice"
+                                                  : "a name of the expression language");
+            ok = false;
+            continue;
+        }
+        if (in->n == ATTN_EXPR_MAX_INPUTS) {
+            err(ck, k->loc, "inputs: at most %d", ATTN_EXPR_MAX_INPUTS);
+            return false;
+        }
+        char path[ATTN_NAME_MAX + 16];
+        snprintf(path, sizeof path, "inputs.%s.", k->str);
+        if (v->kind != YNODE_MAP) {
+            err(ck, v->loc,
+                "inputs.%s: expected a mapping {per: token | sequence | weight}, "
+                "found %s",
+                k->str, found(v, buf, sizeof buf));
+            ok = false;
+            continue;
+        }
+        const ynode *vals[I_COUNT], *keys[I_COUNT];
+        take_map(ck, v, path, input_keys, I_COUNT, vals, keys);
+        attn_expr_input *x = &in->in[in->n];
+        int per;
+        snprintf(path, sizeof path, "inputs.%s.per", k->str);
+        if (!vals[I_PER]) {
+            err(ck, v->loc, "inputs.%s: missing key 'per' (token, sequence or weight)", k->str);
+            ok = false;
+            continue;
+        }
+        if (!get_enum(ck, vals[I_PER], path, pers, 3, &per)) {
+            ok = false;
+            continue;
+        }
+        *x = (attn_expr_input){.name = in->name[in->n], .per = (attn_input_per)per};
+        memcpy(in->name[in->n], k->str, k->len + 1);
+        const ynode *sh = vals[I_SHAPE];
+        if (per != ATTN_INPUT_WEIGHT && sh) {
+            err(ck, keys[I_SHAPE]->loc,
+                "inputs.%s.shape: only a weight has a shape (a %s input is one int32 per %s)",
+                k->str, pers[per], pers[per]);
+            ok = false;
+            continue;
+        }
+        if (per == ATTN_INPUT_WEIGHT) {
+            if (!sh || sh->kind != YNODE_SEQ || sh->n < 1 || sh->n > 2) {
+                err(ck, sh ? sh->loc : v->loc,
+                    "inputs.%s.shape: a weight needs a shape of 1 or 2 dimensions, each an "
+                    "integer or heads (e.g. [heads, 32])",
+                    k->str);
+                ok = false;
+                continue;
+            }
+            int64_t n = 1;
+            for (const ynode *d = sh->first; d; d = d->next) {
+                int64_t dim = 0;
+                snprintf(path, sizeof path, "inputs.%s.shape", k->str);
+                if (d->kind == YNODE_SCALAR && d->plain && strcmp(d->str, "heads") == 0) {
+                    if (!t->heads_ok)
+                        return false; /* reported at heads */
+                    /* the whole block's: a shard keeps the whole weight */
+                    dim = c->heads;
+                } else if (!get_int(ck, d, path, 1, ATTN_INPUT_MAX_ELEMENTS, &dim)) {
+                    ok = false;
+                    break;
+                }
+                x->dims[x->rank++] = dim;
+                n *= dim;
+            }
+            if (x->rank != (int32_t)sh->n)
+                continue;
+            if (n > ATTN_INPUT_MAX_ELEMENTS) {
+                err(ck, sh->loc, "inputs.%s.shape: %lld elements; at most %lld", k->str,
+                    (long long)n, (long long)ATTN_INPUT_MAX_ELEMENTS);
+                ok = false;
+                continue;
+            }
+        }
+        at[in->n++] = k;
+    }
+    return ok;
+}
+
+/* inputs, score_mod and mask_mod: parsed and checked (attn_expr.h),
+ * errors pointing inside the string, an input no expression reads
+ * refused; the config keeps their canonical texts. */
 static void check_exprs(checker *ck, toplevel *t, attn_config *c) {
     const struct {
         int key;
@@ -743,6 +865,24 @@ static void check_exprs(checker *ck, toplevel *t, attn_config *c) {
     } x[2] = {{SPEC_K_SCORE_MOD, "score_mod", ATTN_EXPR_SCORE_MOD, c->score_mod},
               {SPEC_K_MASK_MOD, "mask_mod", ATTN_EXPR_MASK_MOD, c->mask_mod}};
     char buf[128];
+    attn_inputs in;
+    const ynode *at_input[ATTN_EXPR_MAX_INPUTS];
+    if (!check_inputs(ck, t, c, &in, at_input))
+        return;
+    if (attn_inputs_print(&in, c->inputs, ATTN_EXPR_TEXT_MAX) >= ATTN_EXPR_TEXT_MAX) {
+        err(ck, t->key[SPEC_K_INPUTS]->loc,
+            "inputs: too many to declare (at most %d bytes as "
+            "attnc prints them)",
+            ATTN_EXPR_TEXT_MAX - 1);
+        return;
+    }
+    attn_expr *e = malloc(sizeof *e);
+    if (!e) {
+        err(ck, t->root->loc, "out of memory");
+        return;
+    }
+    uint32_t used = 0;
+    bool parsed = true;
     for (int i = 0; i < 2; i++) {
         const ynode *v = t->val[x[i].key];
         if (!v)
@@ -750,14 +890,25 @@ static void check_exprs(checker *ck, toplevel *t, attn_config *c) {
         if (v->kind != YNODE_SCALAR || strlen(v->str) != v->len) {
             err(ck, v->loc, "%s: expected an expression in a string, found %s", x[i].name,
                 found(v, buf, sizeof buf));
+            parsed = false;
             continue;
         }
         attn_msg m;
         int32_t at;
-        if (attn_expr_canonical(v->str, x[i].kind, NULL, 0, x[i].dst, ATTN_EXPR_TEXT_MAX, &m,
-                                &at) != ATTN_OK)
+        if (attn_expr_canonical(v->str, x[i].kind, in.in, in.n, x[i].dst, ATTN_EXPR_TEXT_MAX, &m,
+                                &at) != ATTN_OK) {
             err(ck, loc_inside(v, at), "%s: %s", x[i].name, m.text);
+            parsed = false;
+        } else if (attn_expr_parse(v->str, x[i].kind, in.in, in.n, e, NULL, NULL) == ATTN_OK) {
+            used |= e->inputs_used;
+        }
     }
+    free(e);
+    for (int i = 0; parsed && i < in.n; i++)
+        if (!(used >> i & 1))
+            err(ck, at_input[i]->loc,
+                "inputs: '%s' is read by neither score_mod nor mask_mod; remove it or use it",
+                in.name[i]);
 }
 
 /* name, heads, head_dim (or mla's), kv_groups (or kv_heads) and d_model. */

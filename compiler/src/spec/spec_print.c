@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "spec/spec.h"
 
 typedef struct out {
@@ -161,6 +162,22 @@ char *attnc_spec_to_yaml(const attn_config *c) {
         attn_dtype_name(c->kv_dtype), (long long)c->kv_block_tokens, (long long)c->kv_max_tokens);
     /* expressions in canonical text, only when set (no quote or backslash
      * is in one: YAML reads it back as printed) */
+    attn_inputs in;
+    if (c->inputs[0] && attn_inputs_parse(c->inputs, &in, NULL) == ATTN_OK) {
+        put(&o, "inputs:\n");
+        for (int i = 0; i < in.n; i++) {
+            const attn_expr_input *x = &in.in[i];
+            static const char *const per[] = {"token", "sequence", "weight"};
+            put(&o, "  %s: {per: %s", in.name[i], per[x->per]);
+            if (x->per == ATTN_INPUT_WEIGHT) {
+                put(&o, ", shape: [%lld", (long long)x->dims[0]);
+                if (x->rank > 1)
+                    put(&o, ", %lld", (long long)x->dims[1]);
+                put(&o, "]");
+            }
+            put(&o, "}\n");
+        }
+    }
     if (c->score_mod[0])
         put(&o, "score_mod: \"%s\"\n", c->score_mod);
     if (c->mask_mod[0])
