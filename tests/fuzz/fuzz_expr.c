@@ -2,7 +2,9 @@
  * parser (attn_expr.h). Any text must either fail with a message and an
  * offset inside it, or give an expression whose canonical text reads
  * back to the same text and the same values at a few points. The first
- * byte picks the kind (odd: mask_mod); the rest is the text. */
+ * byte picks the kind (odd: mask_mod), or (bit 1 set) that the text is a
+ * config's inputs declaration (attn_inputs_parse), which must fail with
+ * a message or print canonical text that parses to the same inputs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +39,36 @@ static float weight(void *ctx, int input, int64_t i, int64_t j) {
     return (float)(i - j) * 0.25f;
 }
 
+/* text as an inputs declaration. */
+static void fuzz_inputs(const char *text) {
+    attn_inputs a, b;
+    attn_msg m = {{0}};
+    if (attn_inputs_parse(text, &a, &m) != ATTN_OK) {
+        CHECK(m.text[0]);
+        return;
+    }
+    char p1[4096], p2[4096];
+    size_t len = attn_inputs_print(&a, p1, sizeof p1);
+    CHECK(len < sizeof p1 && a.n <= ATTN_EXPR_MAX_INPUTS);
+    CHECK(attn_inputs_parse(p1, &b, &m) == ATTN_OK && b.n == a.n);
+    CHECK(attn_inputs_print(&b, p2, sizeof p2) == len && !strcmp(p1, p2));
+    for (int i = 0; i < a.n; i++)
+        CHECK(a.in[i].per != ATTN_INPUT_WEIGHT ||
+              (a.in[i].rank >= 1 && a.in[i].rank <= 2 && a.in[i].dims[0] >= 1 &&
+               a.in[i].dims[0] * (a.in[i].rank > 1 ? a.in[i].dims[1] : 1) <=
+                   ATTN_INPUT_MAX_ELEMENTS));
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+    if (size && (data[0] & 2)) {
+        char *text = malloc(size);
+        CHECK(text);
+        memcpy(text, data + 1, size - 1);
+        text[size - 1] = 0;
+        fuzz_inputs(text);
+        free(text);
+        return 0;
+    }
     attn_expr_kind kind = size && (data[0] & 1) ? ATTN_EXPR_MASK_MOD : ATTN_EXPR_SCORE_MOD;
     size_t n = size ? size - 1 : 0;
     char *text = malloc(n + 1);
