@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_expr.h"
 #include "util.h"
 
 static const char weights_usage[] =
@@ -28,11 +29,14 @@ static const char weights_usage[] =
 
 static const char input_usage[] =
     "usage: attnc gen-input SPEC [--tokens T] [--memory-rows N] -o X.safetensors\n"
-    "                       [--seed S] [--dtype T]\n"
+    "                       [--seed S] [--dtype T] [--doc-len N] [--prefix N]\n"
     "\n"
     "Writes the tensor 'x' [T, d_model] and, for a cross-attention spec, 'memory'\n"
     "[N, memory_dim] (attnc run --memory), of deterministic random numbers,\n"
-    "uniform with variance 1; at least one of them.\n"
+    "uniform with variance 1; at least one of them. A spec's token and sequence\n"
+    "inputs (inputs:) go beside x as I32 tensors of their names (attnc run\n"
+    "--inputs): a token input p / N at position p (--doc-len N, default 256:\n"
+    "documents of N tokens), a sequence input N (--prefix N, default T / 2).\n"
     "\n"
     "  --tokens T        number of tokens (rows of x)\n"
     "  --memory-rows N   rows of memory (cross_attention only)\n"
@@ -82,7 +86,7 @@ int cmd_gen_weights(int argc, char **argv) {
 
 int cmd_gen_input(int argc, char **argv) {
     const char *help = NULL, *output = NULL, *seed_s = NULL, *dtype_s = NULL, *tokens_s = NULL;
-    const char *rows_s = NULL, *pos[1];
+    const char *rows_s = NULL, *doc_s = NULL, *prefix_s = NULL, *pos[1];
     int n_pos;
     const opt opts[] = {
         {"--help", "-h", false, &help, NULL, 0},
@@ -91,6 +95,8 @@ int cmd_gen_input(int argc, char **argv) {
         {"--dtype", NULL, true, &dtype_s, NULL, 0},
         {"--tokens", NULL, true, &tokens_s, NULL, 0},
         {"--memory-rows", NULL, true, &rows_s, NULL, 0},
+        {"--doc-len", NULL, true, &doc_s, NULL, 0},
+        {"--prefix", NULL, true, &prefix_s, NULL, 0},
         {0},
     };
     if (!parse_opts("gen-input", argc, argv, 1, opts, pos, 1, &n_pos))
@@ -102,12 +108,14 @@ int cmd_gen_input(int argc, char **argv) {
     if (n_pos != 1 || !output || (!tokens_s && !rows_s))
         return usage_error("gen-input",
                            "expected one SPEC file, --tokens or --memory-rows, and -o");
-    int64_t seed = 2, T = 0, rows = 0;
+    int64_t seed = 2, T = 0, rows = 0, doc_len = 256, prefix = -1;
     attn_dtype dt = ATTN_DTYPE_F32;
     if ((tokens_s && !parse_int("gen-input", "--tokens", tokens_s, 1, ATTN_MAX_TOKENS, &T)) ||
         (rows_s && !parse_int("gen-input", "--memory-rows", rows_s, 1, ATTN_MAX_TOKENS, &rows)) ||
         (seed_s && !parse_int("gen-input", "--seed", seed_s, 0, INT64_MAX, &seed)) ||
-        (dtype_s && !parse_dtype("gen-input", "--dtype", dtype_s, false, &dt)))
+        (dtype_s && !parse_dtype("gen-input", "--dtype", dtype_s, false, &dt)) ||
+        (doc_s && !parse_int("gen-input", "--doc-len", doc_s, 1, ATTN_MAX_TOKENS, &doc_len)) ||
+        (prefix_s && !parse_int("gen-input", "--prefix", prefix_s, INT32_MIN, INT32_MAX, &prefix)))
         return EXIT_USAGE;
     attn_config cfg;
     int rc = load_spec(pos[0], &cfg);
@@ -129,18 +137,40 @@ int cmd_gen_input(int argc, char **argv) {
     attn_random_uniform(&state, x, nx + nm, sqrt(3.0));
     attn_msg m = {{0}};
     attn_st_tensor t[2];
-    int n = 0;
+    attn_st_ints ti[ATTN_EXPR_MAX_INPUTS];
+    int n = 0, ni = 0;
     if (T)
         t[n++] = (attn_st_tensor){"x", dt, 2, {T, cfg.d_model}, x};
     if (rows)
         t[n++] = (attn_st_tensor){"memory", dt, 2, {rows, cfg.memory_dim}, x + nx};
-    attn_status st = attn_st_write(output, t, n, &m);
+    /* the expressions' token and sequence inputs (one array serves them all) */
+    attn_inputs in;
+    attn_inputs_parse(cfg.inputs, &in, NULL); /* checked with the spec */
+    int32_t *v = malloc((size_t)(T + 1) * sizeof *v);
+    if (!v) {
+        free(x);
+        fprintf(stderr, "attnc: error: out of memory for %lld values\n", (long long)T);
+        return EXIT_INTERNAL;
+    }
+    for (int64_t p = 0; p < T; p++)
+        v[p] = (int32_t)(p / doc_len);
+    v[T] = (int32_t)(prefix >= 0 ? prefix : T / 2);
+    for (int i = 0; T && i < in.n; i++)
+        if (in.in[i].per == ATTN_INPUT_TOKEN)
+            ti[ni++] = (attn_st_ints){in.name[i], 1, {T}, v};
+        else if (in.in[i].per == ATTN_INPUT_SEQUENCE)
+            ti[ni++] = (attn_st_ints){in.name[i], 0, {0}, v + T};
+    attn_status st = attn_st_write_ints(output, t, n, ti, ni, &m);
     free(x);
+    free(v);
     if (st)
         return runtime_error(st, &m);
     if (T)
         printf("%s: input x [%lld, %lld] (%s, seed %lld) -> %s\n", cfg.name, (long long)T,
                (long long)cfg.d_model, attn_dtype_name(dt), (long long)seed, output);
+    for (int i = 0; i < ni; i++)
+        printf("%s: input %s %s (I32) -> %s\n", cfg.name, ti[i].name,
+               ti[i].ndim ? "[tokens]: p / doc-len" : "[]: one value", output);
     if (rows)
         printf("%s: memory [%lld, %lld] (%s, seed %lld) -> %s\n", cfg.name, (long long)rows,
                (long long)cfg.memory_dim, attn_dtype_name(dt), (long long)seed, output);

@@ -4,7 +4,9 @@ error paths. Run from the source tree: python3 -m pytest python/tests
 (ATTNC_BIN names the attnc executable, ATTNC_LIB_DIR its libattnc.so's
 directory; both default to the source tree's build/)."""
 
+import math
 import os
+import re
 import subprocess
 import threading
 import time
@@ -155,6 +157,48 @@ def test_token_and_sequence_inputs_match_torch_masks():
     mask[:, :8] = True
     want = torch_block(w, cfg, x, mask)
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
+
+
+def test_t5_relative_bias_spec_matches_t5_buckets():
+    """specs/t5_relative_bias.yaml's expression (at small shapes) against
+    T5's bucketing as Hugging Face's modeling_t5.py computes it
+    (T5Attention._relative_position_bucket, bidirectional=False, 32
+    buckets, max_distance 128; compute_bias), in torch, over 200 tokens
+    fed in chunks and one at a time (the split decode)."""
+    torch = pytest.importorskip("torch")
+    text = (SPECS / "t5_relative_bias.yaml").read_text()
+    for key, val in (("heads", 4), ("head_dim", 16), ("d_model", 64)):
+        text = re.sub(r"^%s: \d+$" % key, "%s: %d" % (key, val), text, flags=re.M)
+    H, hd, D, S = 4, 16, 64, 200
+    rng = np.random.default_rng(5)
+
+    def u(*shape):
+        return (rng.uniform(-1, 1, shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    w = {"q_proj.weight": u(H * hd, D), "k_proj.weight": u(H * hd, D),
+         "v_proj.weight": u(H * hd, D), "o_proj.weight": u(D, H * hd),
+         "rel_bias": rng.uniform(-2, 2, (H, 32)).astype(np.float32)}
+    x = rng.standard_normal((S, D)).astype(np.float32)
+    block = attnc.Block(attnc.compile(text), w)
+    got = []
+    for chunk in (37, 1):
+        cache = block.cache(S)
+        seq = cache.new_seq()
+        got.append(np.concatenate([block.forward(cache, seq, x[at:at + chunk])
+                                   for at in range(0, S, chunk)]))
+    # modeling_t5.py: n = -min(kv - q, 0); exact below 16, then logarithmic
+    n = torch.clamp(torch.arange(S)[:, None] - torch.arange(S)[None, :], min=0)
+    large = 16 + (torch.log(n.float() / 16) / math.log(128 / 16) * 16).to(torch.long)
+    bucket = torch.where(n < 16, n, torch.clamp(large, max=31))
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in w.items()}
+    X = torch.tensor(x, dtype=torch.float64)
+    q, k, v = ((X @ t[p + "_proj.weight"].T).view(S, H, hd).transpose(0, 1) for p in "qkv")
+    sc = q @ k.transpose(-1, -2) + t["rel_bias"][:, bucket]  # T5 does not scale q.k
+    sc = sc.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    o = (torch.softmax(sc, -1) @ v).transpose(0, 1).reshape(S, H * hd)
+    want = (o @ t["o_proj.weight"].T).numpy()
+    for g in got:
+        assert np.abs(g - want).max() / np.abs(want).max() < 1e-5
 
 
 def test_prefill_decode_forks_and_truncate_match_one_shot():

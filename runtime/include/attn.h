@@ -323,9 +323,20 @@ typedef struct attn_st_tensor {
     const float *data;
 } attn_st_tensor;
 
+/* An I32 tensor to write (a spec's token and sequence inputs). */
+typedef struct attn_st_ints {
+    const char *name;
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    const int32_t *data;
+} attn_st_ints;
+
 /* Writes n tensors to path through a temporary file renamed on success, so
  * path is either the complete new file or untouched. */
 ATTN_API attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn_msg *msg);
+/* The same, with the I32 tensors ti[0..ni) after t's. */
+ATTN_API attn_status attn_st_write_ints(const char *path, const attn_st_tensor *t, int n,
+                                        const attn_st_ints *ti, int ni, attn_msg *msg);
 
 /* ---- GGUF ---------------------------------------------------------------- */
 

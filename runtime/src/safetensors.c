@@ -425,10 +425,20 @@ attn_status attn_st_read_rows_f32(const attn_st *f, const char *name, int64_t co
 
 /* ---- writing ----------------------------------------------------------- */
 
-static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes, attn_msg *m) {
+/* A tensor to write: attn_st_tensor's fields, or (i32 not NULL) I32 values. */
+typedef struct wtensor {
+    const char *name;
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    const float *data;
+    const int32_t *i32;
+} wtensor;
+
+static attn_status check_tensors(const wtensor *t, int n, size_t *nbytes, attn_msg *m) {
     for (int i = 0; i < n; i++) {
-        if (!t[i].name || !t[i].name[0] || !st_dtype_of(t[i].dtype) || t[i].ndim < 0 ||
-            t[i].ndim > ATTN_ST_MAX_DIMS || strcmp(t[i].name, "__metadata__") == 0)
+        if (!t[i].name || !t[i].name[0] || (!t[i].i32 && !st_dtype_of(t[i].dtype)) ||
+            t[i].ndim < 0 || t[i].ndim > ATTN_ST_MAX_DIMS || strcmp(t[i].name, "__metadata__") == 0)
             return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor %d: bad name, dtype or ndim",
                            i);
         for (int j = 0; j < i; j++)
@@ -436,6 +446,11 @@ static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes,
                 return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s' given twice",
                                t[i].name);
         int64_t numel = rt_numel(t[i].ndim, t[i].shape, INT64_MAX / 8);
+        if (t[i].i32) {
+            nbytes[i] = (size_t)(numel < 0 ? 0 : numel) * sizeof(int32_t);
+            if (numel >= 0)
+                continue;
+        }
         if (numel < 0 || (numel > 0 && !t[i].data))
             return rt_fail(m, ATTN_E_INVALID, "attn_st_write: tensor '%s': bad shape or no data",
                            t[i].name);
@@ -450,7 +465,7 @@ static attn_status check_tensors(const attn_st_tensor *t, int n, size_t *nbytes,
     return ATTN_OK;
 }
 
-static char *build_header(const attn_st_tensor *t, int n, const size_t *nbytes, size_t *len) {
+static char *build_header(const wtensor *t, int n, const size_t *nbytes, size_t *len) {
     cJSON *root = cJSON_CreateObject(), *meta = NULL;
     char *txt = NULL;
     if (!root || !(meta = cJSON_AddObjectToObject(root, "__metadata__")) ||
@@ -461,9 +476,9 @@ static char *build_header(const attn_st_tensor *t, int n, const size_t *nbytes, 
         cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
         cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
         cJSON *of = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
-        if (!of || !cJSON_AddStringToObject(e, "dtype", st_dtype_of(t[i].dtype)))
+        if (!of || !cJSON_AddStringToObject(e, "dtype", t[i].i32 ? "I32" : st_dtype_of(t[i].dtype)))
             goto done;
-        size_t bb = rt_quant_block_bytes(t[i].dtype);
+        size_t bb = t[i].i32 ? 0 : rt_quant_block_bytes(t[i].dtype);
         for (int d = 0; d < t[i].ndim; d++) {
             int64_t dim = t[i].shape[d];
             if (bb && d == t[i].ndim - 1) /* a row of blocks: its bytes */
@@ -499,9 +514,11 @@ done:
 
 /* Writes t's data: 0, -1 if the file cannot be written, or 1 + the index
  * of a value a block format cannot take. */
-static int64_t write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
+static int64_t write_data(FILE *fp, const wtensor *t, size_t nbytes) {
     if (nbytes == 0) /* zero-size tensors may have no data pointer */
         return 0;
+    if (t->i32) /* little-endian, as every target attnc has */
+        return fwrite(t->i32, 4, nbytes / 4, fp) == nbytes / 4 ? 0 : -1;
     size_t bb = rt_quant_block_bytes(t->dtype);
     if (bb) { /* row by row through the reference quantizer */
         int64_t cols = t->shape[t->ndim - 1], rows = (int64_t)(nbytes / bb) * RT_QK / cols;
@@ -536,11 +553,29 @@ static int64_t write_data(FILE *fp, const attn_st_tensor *t, size_t nbytes) {
 }
 
 attn_status attn_st_write(const char *path, const attn_st_tensor *t, int n, attn_msg *m) {
-    if (!path || n < 0 || (n > 0 && !t))
+    return attn_st_write_ints(path, t, n, NULL, 0, m);
+}
+
+attn_status attn_st_write_ints(const char *path, const attn_st_tensor *ft, int nf,
+                               const attn_st_ints *ti, int ni, attn_msg *m) {
+    if (!path || nf < 0 || ni < 0 || (nf > 0 && !ft) || (ni > 0 && !ti))
         return rt_fail(m, ATTN_E_INVALID, "attn_st_write: bad argument");
-    size_t *nbytes = calloc((size_t)n + 1, sizeof *nbytes);
-    if (!nbytes)
+    int n = nf + ni;
+    wtensor *t = calloc((size_t)n + 1, sizeof *t);
+    if (!t)
         return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
+    for (int i = 0; i < nf; i++)
+        t[i] = (wtensor){ft[i].name, ft[i].dtype, ft[i].ndim, {0}, ft[i].data, NULL};
+    for (int i = 0; i < ni; i++)
+        t[nf + i] = (wtensor){ti[i].name, ATTN_DTYPE_F32, ti[i].ndim, {0}, NULL, ti[i].data};
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < ATTN_ST_MAX_DIMS; d++)
+            t[i].shape[d] = i < nf ? ft[i].shape[d] : ti[i - nf].shape[d];
+    size_t *nbytes = calloc((size_t)n + 1, sizeof *nbytes);
+    if (!nbytes) {
+        free(t);
+        return rt_fail(m, ATTN_E_NOMEM, "%s: out of memory", path);
+    }
     char *tmp = NULL, *hdr = NULL;
     FILE *fp = NULL;
     size_t hlen = 0;
@@ -606,5 +641,6 @@ done:
     }
     free(hdr);
     free(nbytes);
+    free(t);
     return st;
 }

@@ -360,6 +360,11 @@ ATTNC_HIDDEN void cg_expr_bounds(cg *c, const attn_expr *e, const cg_expr_box *b
  * literals themselves (ALiBi's slope exp(-c * (h + 1))). Their indices
  * into node[0..max), how many. */
 ATTNC_HIDDEN int cg_expr_row_parts(const attn_expr *e, int *node, int max);
+/* Whether score_mod e is score + X, X + score or (*minus) score - X, with
+ * X reading q and kv only as q - kv (and h, g, literals, inputs): X is
+ * then a function of the distance d = q - kv and the head, tabulated per
+ * key tile. X's node index, or -1. */
+ATTNC_HIDDEN int cg_expr_distance_addend(const attn_expr *e, bool *minus);
 /* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
 ATTNC_HIDDEN const attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted

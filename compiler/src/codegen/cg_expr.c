@@ -234,6 +234,46 @@ int cg_expr_row_parts(const attn_expr *e, int *node, int max) {
     return n;
 }
 
+int cg_expr_distance_addend(const attn_expr *e, bool *minus) {
+    int n = e->n_nodes, root = n - 1, parents[ATTN_EXPR_MAX_NODES] = {0},
+        parent[ATTN_EXPR_MAX_NODES];
+    const attn_expr_node *r = &e->node[root];
+    if (n < 3 || (r->op != ATTN_EXPR_ADD && r->op != ATTN_EXPR_SUB) || r->type != ATTN_EXPR_F32)
+        return -1;
+    int x = e->node[r->a].op == ATTN_EXPR_SCORE                             ? r->b
+            : e->node[r->b].op == ATTN_EXPR_SCORE && r->op == ATTN_EXPR_ADD ? r->a
+                                                                            : -1;
+    *minus = r->op == ATTN_EXPR_SUB;
+    for (int k = 0; k < n; k++) {
+        const attn_expr_node *y = &e->node[k];
+        int kids[3] = {y->a, y->b, y->c};
+        for (int i = 0; i < 3; i++)
+            if (kids[i] >= 0)
+                parents[kids[i]]++, parent[kids[i]] = k;
+    }
+    bool in[ATTN_EXPR_MAX_NODES] = {false}; /* x's subtree (children come first) */
+    if (x >= 0)
+        in[x] = true;
+    for (int k = x; k >= 0; k--) {
+        const attn_expr_node *y = &e->node[k];
+        if (!in[k])
+            continue;
+        if (y->op == ATTN_EXPR_SCORE || (k != x && parents[k] != 1))
+            return -1;
+        if (y->op == ATTN_EXPR_Q || y->op == ATTN_EXPR_KV) { /* only as q - kv */
+            const attn_expr_node *p = &e->node[parent[k]];
+            if (p->op != ATTN_EXPR_SUB || e->node[p->a].op != ATTN_EXPR_Q ||
+                e->node[p->b].op != ATTN_EXPR_KV)
+                return -1;
+        }
+        int kids[3] = {y->a, y->b, y->c};
+        for (int i = 0; i < 3; i++)
+            if (kids[i] >= 0)
+                in[kids[i]] = true;
+    }
+    return x;
+}
+
 const attn_expr *cg_expr_of(cg *c, bool mask) {
     const char *text = mask ? ir_cfg_mask_mod(c->g) : ir_cfg_score_mod(c->g);
     if (!text[0])

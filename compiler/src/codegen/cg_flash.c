@@ -44,6 +44,14 @@ typedef struct flash {
     /* score_mod: its row parts (cg_expr_row_parts) computed per row, [n_pre][rows] f32 */
     LLVMValueRef pre;
     int n_pre, pre_node[4];
+    /* score_mod score + X(q - kv, h) (cg_expr_distance_addend): X's node,
+     * else -1, and the key tile's table of it [rows + bk * hpi] f32: entry
+     * dd * hpi + i at distance pos(row 0) - (tile's last key) + dd, head
+     * (row 0's) + i, so that row r and key jj of the tile read entry
+     * r + (bk - 1 - jj) * hpi, a vector of rows at once */
+    int dist;
+    bool dist_minus; /* score - X */
+    LLVMValueRef dtab;
     LLVMValueRef kf, vf; /* f16, bf16, q8_0 cache: a tile's K [hd][bk], V [bk][hd] in f32 */
     /* the rows' q or output rows [rows] (ptr), which are inside [rows]
      * (i32), 1 / l [rows]; where rows past the item store to [vd + 2] */
@@ -253,7 +261,12 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
                                               c->i32, ""));
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef x = next[j * f->rv + v];
-            if (f->n->score_mod) {
+            if (f->dist >= 0) { /* score + X: X from the tile's table */
+                int64_t at = (int64_t)v * f->lanes + (f->bk - 1 - (j0 + j)) * f->hpi;
+                LLVMValueRef t = cg_vload(c, ATTN_DTYPE_F32,
+                                          at_f32(c, cg_opaque_ptr(c, f->dtab), cg_i64(c, at)));
+                x = f->dist_minus ? LLVMBuildFSub(c->b, x, t, "") : LLVMBuildFAdd(c->b, x, t, "");
+            } else if (f->n->score_mod) {
                 LLVMValueRef pre[ATTN_EXPR_MAX_NODES] = {NULL};
                 for (int i = 0; i < f->n_pre; i++)
                     pre[f->pre_node[i]] = cg_vload(
@@ -487,6 +500,29 @@ static void pv_pairs(cg *c, const flash *f) {
 }
 
 /* One tile of bk keys j0.. (below jend). */
+/* The score_mod's X(d, h) over the tile of keys from j0 for the item's
+ * rows (f->dtab's layout), a vector of entries a step. */
+static void distance_table(cg *c, const flash *f, LLVMValueRef j0) {
+    LLVMValueRef pos0 = LLVMBuildExtractElement(c->b, row_pos(c, f, 0), cg_i64(c, 0), "");
+    LLVMValueRef h0 = LLVMBuildExtractElement(c->b, row_head(c, f, 0), cg_i64(c, 0), "");
+    LLVMValueRef last =
+        LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, j0, cg_i64(c, f->bk - 1), ""), c->i32, "");
+    LLVMValueRef dmin = cg_splat(c, LLVMBuildSub(c->b, pos0, last, "dmin"));
+    int64_t len = f->rows + f->bk * f->hpi, steps = (len + f->lanes - 1) / f->lanes;
+    cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, steps), "dtab");
+    LLVMValueRef e0 = LLVMBuildMul(c->b, l.i, cg_i64(c, f->lanes), "");
+    LLVMValueRef e =
+        LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, e0, c->i32, "")), cg_lane_ids(c), "");
+    LLVMValueRef hpi = cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)f->hpi, false));
+    LLVMValueRef d = LLVMBuildAdd(c->b, dmin, LLVMBuildUDiv(c->b, e, hpi, ""), "d");
+    LLVMValueRef h = LLVMBuildAdd(c->b, cg_splat(c, h0), LLVMBuildURem(c->b, e, hpi, ""), "h");
+    LLVMValueRef vals[ATTN_EXPR_MAX_NODES];
+    cg_expr_at at = {cg_vf32(c, 0), d, LLVMConstNull(c->vi), h, NULL}; /* q - kv = d */
+    cg_expr_values(c, cg_expr_of(c, false), &at, vals);
+    cg_vstore(c, ATTN_DTYPE_F32, vals[f->dist], at_f32(c, f->dtab, e0));
+    cg_for_end(c, &l);
+}
+
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
                      LLVMValueRef partial) {
     kv_row krow[32], vrow[32];
@@ -503,6 +539,8 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         widen_pairs(c, f, krow, vrow);
     else if (f->kf) /* a narrow cache: the tile widened once, for all rows of the item */
         widen_tile(c, f, krow, vrow);
+    if (f->dist >= 0)
+        distance_table(c, f, j0);
     for (int j = 0; j < f->bk; j += f->bks)
         scores(c, f, krow + j, j, j0);
     /* the scores read back through a pointer the optimizer cannot follow:
@@ -598,7 +636,7 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
 
 /* The work items of node n with rv vectors of rows each. */
 static flash flash_shape(cg *c, const ir_node *n, int rv) {
-    flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2]};
+    flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2], .dist = -1};
     f.hd = f.q->ne[0].c; /* head_dim; MLA: its latent and rope dims, its values the latent */
     f.vd = f.v->ne[0].c;
     f.group = ir_cfg_heads(c->g) / f.k->ne[1].c;
@@ -680,10 +718,20 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.hv = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
         LLVMSetAlignment(f.hv, 64);
     }
+    /* T5's bucketed bias per key (log, floor, a gather) took t5_relative_bias'
+     * prefill 2048 core 89-95 ms against 40 without it; a table per tile
+     * evaluates it (rows + bk * hpi) / (rows * bk) as often */
+    f.dist = n->score_mod ? cg_expr_distance_addend(cg_expr_of(c, false), &f.dist_minus) : -1;
+    if (f.dist >= 0) {
+        int64_t most = f.rows + f.bk * f.hpi + f.lanes; /* a vector past the last entry */
+        f.dtab = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)most), NULL);
+        LLVMSetAlignment(f.dtab, 64);
+    }
     /* computed per key and row, alibi_expr's slope exp(-c * (h + 1)) cost
      * its prefill 2048 core 216-263 ms against the built-in ALiBi's
      * 200-229; once per row, 209-217 (Zen 5, 2 threads, alternating) */
-    f.n_pre = n->score_mod ? cg_expr_row_parts(cg_expr_of(c, false), f.pre_node, 4) : 0;
+    f.n_pre =
+        n->score_mod && f.dist < 0 ? cg_expr_row_parts(cg_expr_of(c, false), f.pre_node, 4) : 0;
     if (f.n_pre) {
         f.pre = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.n_pre * f.rows)), NULL);
         LLVMSetAlignment(f.pre, 64);
@@ -735,6 +783,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
         alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp;
         alt[i]->pre = f.pre, alt[i]->n_pre = f.n_pre;
+        alt[i]->dist = f.dist, alt[i]->dist_minus = f.dist_minus,
+        alt[i]->dtab = f.dtab; /* their rows + bk * hpi are at most f's */
         memcpy(alt[i]->pre_node, f.pre_node, sizeof f.pre_node);
     }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
