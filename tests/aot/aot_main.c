@@ -2,7 +2,8 @@
  * libattn alone (no LLVM): runs the kernels over a prompt and decode steps
  * through the paged cache (cross-attention: against a memory of 37 rows,
  * projected by the object's memory-phase kernels) and compares with the
- * reference engine. Built by
+ * reference engine; a spec's token inputs hold p / 5 at position p, its
+ * sequence inputs 9 (in both). Built by
  * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
  * within the cache dtype's tolerance (1e-4 f32, 2e-3 f16 and q8_0, 1.6e-2
  * bf16, as test_jit; activations q8_0: at least 2e-3, as
@@ -12,6 +13,27 @@
 #include <stdlib.h>
 
 #include "attn.h"
+#include "attn_expr.h"
+
+/* cfg's token inputs for positions 0..T-1 and its sequence inputs, into
+ * the cache's sequence s and the reference r. Nonzero on failure. */
+static int give_inputs(const attn_config *cfg, attn_cache *c, int32_t s, attn_ref *r, int64_t T) {
+    attn_inputs in;
+    int32_t v[64], nine = 9;
+    if (attn_inputs_parse(cfg->inputs, &in, NULL) || T > 64)
+        return 1;
+    for (int64_t p = 0; p < T; p++)
+        v[p] = (int32_t)(p / 5);
+    for (int i = 0; i < in.n; i++) {
+        bool token = in.in[i].per == ATTN_INPUT_TOKEN;
+        if (in.in[i].per == ATTN_INPUT_WEIGHT)
+            continue;
+        if ((c && attn_seq_set_input(c, s, in.name[i], 0, token ? T : 1, token ? v : &nine)) ||
+            (r && attn_ref_set_input(r, in.name[i], 0, token ? T : 1, token ? v : &nine, NULL)))
+            return 1;
+    }
+    return 0;
+}
 
 int main(void) {
     const attn_kernels *k = KERNELS();
@@ -31,7 +53,7 @@ int main(void) {
     if (attn_weights_random(cfg, 1, &w, NULL) || attn_block_new(k, NULL, &b) ||
         attn_block_set_weights(b, w) || attn_cache_new(b, T > M ? T : M, &c) ||
         attn_seq_new(c, &s) || (M && attn_seq_set_memory(c, s, M, memory)) ||
-        attn_forward(b, c, 1, &s, &prompt, x, y)) {
+        give_inputs(cfg, c, s, NULL, T) || attn_forward(b, c, 1, &s, &prompt, x, y)) {
         fprintf(stderr, "aot: setup failed\n");
         return 2;
     }
@@ -40,9 +62,14 @@ int main(void) {
             fprintf(stderr, "aot: decode failed: %s\n", attn_cache_error(c));
             return 2;
         }
+    /* the same calls (a block without causal sees its calls' keys) */
     if (attn_ref_new(w, T > M ? T : M, &r, NULL) ||
-        (M && attn_ref_set_memory(r, M, memory, NULL)) || attn_ref_forward(r, T, x, want, NULL))
+        (M && attn_ref_set_memory(r, M, memory, NULL)) || give_inputs(cfg, NULL, 0, r, T) ||
+        attn_ref_forward(r, prompt, x, want, NULL))
         return 2;
+    for (int64_t t = prompt; t < T; t++)
+        if (attn_ref_forward(r, 1, x + t * D, want + t * D, NULL))
+            return 2;
     double num = 0, den = 0;
     for (int64_t i = 0; i < T * D; i++) {
         num = fmax(num, fabs((double)y[i] - want[i]));

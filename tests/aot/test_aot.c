@@ -40,7 +40,8 @@ static void assert_only_libc_undefined(fixture *f, const char *obj) {
 
 static void emitted_objects_link_with_libattn_alone_and_match_the_reference(void **state) {
     fixture *f = *state;
-    /* and every spec of current models' features, cross-attention and MLA too */
+    /* and every spec of current models' features, cross-attention and MLA
+     * too, and expressions reading token, weight and sequence inputs */
     const char *specs[] = {"seed",
                            "gemma2_9b",
                            "mistral_7b",
@@ -57,7 +58,10 @@ static void emitted_objects_link_with_libattn_alone_and_match_the_reference(void
                            "phi3_mini",
                            "whisper_large_v3_cross",
                            "mllama_11b_cross",
-                           "deepseek_v2_lite"};
+                           "deepseek_v2_lite",
+                           "document_mask",
+                           "t5_relative_bias",
+                           "prefix_lm"};
     for (int i = 0; i < (int)(sizeof specs / sizeof specs[0]); i += sanitized_step(4)) {
         char spec[512], obj[1024], hdr[1024], prog[1024], cmd[8192];
         snprintf(spec, sizeof spec, "%s/specs/%s.yaml", ATTNC_SOURCE_DIR, specs[i]);
