@@ -325,6 +325,64 @@ static void inputs_jit_equals_reference(void **state) {
     tmpdir_remove(dir);
 }
 
+/* causal: false with a mask_mod that hides every key after its query:
+ * the causal_mask pass adds the causal mask (the flash node's flag)
+ * exactly where the mask implies kv <= q, and the results are the
+ * reference's, in one call and in chunks (the mask hides later keys, so
+ * chunks change nothing). */
+static void masks_implying_causal(void **state) {
+    (void)state;
+    static const struct {
+        const char *mask;
+        bool causal;
+    } cases[] = {
+        {"q - kv >= 0", true},
+        {"kv <= q and kv % 3 != 1", true},
+        {"q >= kv", true},
+        {"kv < q + 1", true},
+        {"q - kv > -1", true},
+        {"kv - q <= 0", true},
+        {"kv == q or q < 0 and kv == 0", false},
+        {"kv % 2 == 0 and q + 1 - kv >= 1", true},
+        {"kv < q", true},
+        {"q - kv >= -1", false},
+        {"kv <= q or kv < 4", false},
+        {"kv <= q + 1", false},
+        {"not (kv > q)", false},
+        {"-(kv - q) >= 0", true},
+    };
+    char *dir = tmpdir_new();
+    attn_config base = load_spec_file(spec_path("seed"));
+    base.causal = false;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn_config c = base;
+        snprintf(c.mask_mod, sizeof c.mask_mod, "%s", cases[i].mask);
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("'%s': %s", cases[i].mask, m.text);
+        const char *path = write_spec(dir, &c, "cm.yaml");
+        attnc_ctx *cx = attnc_ctx_new();
+        const char *text;
+        assert_int_equal(attnc_ir_text(cx, path, NULL, NULL, &text), ATTNC_OK);
+        const char *flash = strstr(text, "= flash ");
+        assert_non_null(flash);
+        const char *eol = strchr(flash, '\n'), *flag = strstr(flash, " causal ");
+        bool causal = flag && flag < eol;
+        if (causal != cases[i].causal)
+            fail_msg("'%s': causal flag %d, expected %d", cases[i].mask, causal, cases[i].causal);
+        attnc_ctx_free(cx);
+        if (i % 3)
+            continue;
+        for (int64_t chunk = 7; chunk <= 40; chunk += 33) {
+            double e = jit_vs_ref(path, NULL, 40, cases[i].causal ? chunk : 40, 2, i);
+            if (!(e <= 1e-4))
+                fail_msg("'%s', chunks of %lld: relative error %g", cases[i].mask, (long long)chunk,
+                         e);
+        }
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
@@ -334,6 +392,7 @@ int main(void) {
         cmocka_unit_test(every_pass_disabled),
         cmocka_unit_test(mla_blocks),
         cmocka_unit_test(inputs_jit_equals_reference),
+        cmocka_unit_test(masks_implying_causal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

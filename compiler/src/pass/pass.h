@@ -29,6 +29,7 @@ ATTNC_HIDDEN attnc_status pass_mla_absorb(attnc_ctx *ctx, ir_graph *g, bool *cha
 ATTNC_HIDDEN attnc_status pass_fuse_qkv(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_fold_scale(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_rope_epilogue(attnc_ctx *ctx, ir_graph *g, bool *changed);
+ATTNC_HIDDEN attnc_status pass_causal_mask(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_flash_attention(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_drop_gqa_expand(attnc_ctx *ctx, ir_graph *g, bool *changed);
 ATTNC_HIDDEN attnc_status pass_decode_split(attnc_ctx *ctx, ir_graph *g, bool *changed);

@@ -18,6 +18,11 @@ static const attnc_pass pipeline[] = {
      pass_rope_epilogue},
     {"drop_gqa_expand", "K/V head repetition becomes an index mapping; nothing is copied",
      pass_drop_gqa_expand},
+    {"causal_mask",
+     "a mask_mod that hides every key after its query (q - kv >= 0, kv <= q, as a conjunct) "
+     "adds the causal mask under causal: false: causal key ranges, the expression on cut tiles "
+     "only",
+     pass_causal_mask},
     {"flash_attention",
      "scores, scale, softcap, mask, softmax and p.v become one tiled online-softmax node",
      pass_flash_attention},
