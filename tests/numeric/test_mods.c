@@ -2,9 +2,11 @@
  * reference for a set of expressions over the randomized sweep's configs
  * (prefill, chunked and one-token decode through the split path, every
  * cache dtype, causal and not, AVX2 code on AVX-512 hosts), thread counts
- * bitwise, the expression forms of the built-in window and softcap
- * against the built-ins, rows that see no key, every pass disabled (the
- * unfused score_mod / mask_mod ops) and MLA's absorbed form. */
+ * bitwise, the expression forms of the built-in window, chunks, softcap
+ * and ALiBi against the built-ins, rows that see no key, every pass
+ * disabled (the unfused score_mod / mask_mod ops), MLA's absorbed form,
+ * expressions reading token, sequence and weight inputs, and the masks
+ * the causal_mask pass sees as causal. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,21 +96,26 @@ static float *run_spec(const char *path, const attnc_options *o, int64_t T, int6
     return y;
 }
 
+static attn_config with_inputs(attn_config c, int i);
+
 static void threads_give_the_same_bits(void **state) {
     (void)state;
     char *dir = tmpdir_new();
-    attn_config c = with_exprs(load_spec_file(spec_path("seed")), 5);
-    const char *path = write_spec(dir, &c, "mods.yaml");
-    for (int64_t chunk = 1; chunk <= 150; chunk += 149) { /* split decode, then flash */
-        float *y1 = run_spec(path, NULL, 150, chunk, 1, NULL);
-        for (int t = 2; t <= 3; t++) {
-            float *yt = run_spec(path, NULL, 150, chunk, t, NULL);
-            if (memcmp(y1, yt, 150 * (size_t)c.d_model * sizeof *y1) != 0)
-                fail_msg("%d threads, chunks of %lld: not the bits of 1 thread", t,
-                         (long long)chunk);
-            free(yt);
+    attn_config seed = load_spec_file(spec_path("seed"));
+    for (int k = 0; k < 3; k++) { /* expressions; a per-tile table; doc's tile bounds */
+        attn_config c = k ? with_inputs(seed, k == 1 ? 2 : 0) : with_exprs(seed, 5);
+        const char *path = write_spec(dir, &c, "mods.yaml");
+        for (int64_t chunk = 1; chunk <= 150; chunk += 149) { /* split decode, then flash */
+            float *y1 = run_spec(path, NULL, 150, chunk, 1, NULL);
+            for (int t = 2; t <= 3; t++) {
+                float *yt = run_spec(path, NULL, 150, chunk, t, NULL);
+                if (memcmp(y1, yt, 150 * (size_t)c.d_model * sizeof *y1) != 0)
+                    fail_msg("%s, %d threads, chunks of %lld: not the bits of 1 thread",
+                             c.inputs[0] ? c.inputs : c.score_mod, t, (long long)chunk);
+                free(yt);
+            }
+            free(y1);
         }
-        free(y1);
     }
     tmpdir_remove(dir);
 }
@@ -123,6 +130,11 @@ static void expression_forms_of_built_ins(void **state) {
     attn_config base = load_spec_file(spec_path("mistral_7b"));
     base.kv_max_tokens = 512;
     attn_config win = base, wexpr = base, cap = base, cexpr = base;
+    attn_config chk = load_spec_file(spec_path("llama3_8b")); /* no window */
+    chk.kv_max_tokens = 512;
+    attn_config kexpr = chk;
+    chk.chunk = 24;
+    snprintf(kexpr.mask_mod, sizeof kexpr.mask_mod, "q // 24 == kv // 24");
     attn_config ali = load_spec_file(spec_path("bloom_7b1")); /* ALiBi, no RoPE */
     ali.kv_max_tokens = 512;
     attn_config aexpr = ali;
@@ -134,9 +146,10 @@ static void expression_forms_of_built_ins(void **state) {
     aexpr.alibi = false;
     snprintf(aexpr.score_mod, sizeof aexpr.score_mod,
              "score - exp(-0.17328679514 * (h + 1)) * (q - kv)");
-    const attn_config *pairs[3][2] = {{&win, &wexpr}, {&cap, &cexpr}, {&ali, &aexpr}};
-    static const char *const names[3] = {"window", "softcap", "alibi"};
-    for (int p = 0; p < 3; p++)
+    const attn_config *pairs[4][2] = {
+        {&win, &wexpr}, {&cap, &cexpr}, {&ali, &aexpr}, {&chk, &kexpr}};
+    static const char *const names[4] = {"window", "softcap", "alibi", "chunks"};
+    for (int p = 0; p < 4; p++)
         for (int64_t chunk = 1; chunk <= 200; chunk += 199) {
             const char *a = write_spec(dir, pairs[p][0], "builtin.yaml");
             float *ya = run_spec(a, NULL, 200, chunk, 2, NULL);
