@@ -396,6 +396,76 @@ static void masks_implying_causal(void **state) {
     tmpdir_remove(dir);
 }
 
+/* attn_seq_set_input's rules: a forward lacking a value fails naming
+ * the sequence, input and positions and changes nothing; fork copies the
+ * values, truncate drops those past the new length, free releases them;
+ * unknown inputs, weight inputs, bad positions and a sequence input's
+ * shape are refused. */
+static void inputs_follow_their_sequences(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = load_spec_file(spec_path("seed"));
+    snprintf(c.inputs, sizeof c.inputs, "doc: token; prefix: sequence; w: weight [3]");
+    snprintf(c.mask_mod, sizeof c.mask_mod, "doc[q] == doc[kv] or kv < prefix");
+    snprintf(c.score_mod, sizeof c.score_mod, "score + w[h]");
+    c.kv_max_tokens = 64;
+    const char *path = write_spec(dir, &c, "follow.yaml");
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(&c, 3, &w, NULL), ATTN_OK);
+    attnc_jit *jit = jit_or_fail(path, NULL);
+    attn_block *b;
+    attn_cache *cache;
+    int32_t s, f, doc[40], pre = 2;
+    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), NULL, &b), ATTN_OK);
+    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+    assert_int_equal(attn_cache_new(b, 64, &cache), ATTN_OK);
+    assert_int_equal(attn_seq_new(cache, &s), ATTN_OK);
+    for (int i = 0; i < 40; i++)
+        doc[i] = i / 7;
+    float *x = random_floats(40 * (size_t)c.d_model, 4), *y = malloc(40 * (size_t)c.d_model * 4),
+          *y2 = malloc(40 * (size_t)c.d_model * 4);
+    int32_t n10 = 10, n5 = 5;
+    /* what is missing is named, in order; nothing changes */
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n10, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(cache), "'doc' at positions 0..9"));
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", 0, 7, doc), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n10, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(cache), "'doc' at positions 7..9"));
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", 7, 33, doc + 7), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n10, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(cache), "no value of input 'prefix'"));
+    assert_int_equal(attn_seq_len(cache, s), 0);
+    assert_int_equal(attn_seq_set_input(cache, s, "prefix", 0, 1, &pre), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n10, x, y), ATTN_OK);
+    /* a fork holds the values: its next tokens run, as the original's do */
+    assert_int_equal(attn_seq_fork(cache, s, &f), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &f, &n5, x + 10 * c.d_model, y2), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n5, x + 10 * c.d_model, y), ATTN_OK);
+    assert_memory_equal(y, y2, 5 * (size_t)c.d_model * 4);
+    /* truncate drops positions past the new length; free releases them */
+    assert_int_equal(attn_seq_truncate(cache, s, 12), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n5, x, y), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(cache), "positions 12..16"));
+    assert_int_equal(attn_seq_free(cache, f), ATTN_OK);
+    assert_int_equal(attn_seq_set_input(cache, f, "doc", 0, 1, doc), ATTN_E_INVALID);
+    /* refused, nothing changed */
+    assert_int_equal(attn_seq_set_input(cache, s, "dco", 0, 1, doc), ATTN_E_INVALID);
+    assert_non_null(strstr(attn_cache_error(cache), "its inputs: doc, prefix"));
+    assert_int_equal(attn_seq_set_input(cache, s, "w", 0, 1, doc), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", 60, 5, doc), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", -1, 1, doc), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_set_input(cache, s, "prefix", 0, 2, doc), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", 0, 1, NULL), ATTN_E_INVALID);
+    assert_int_equal(attn_seq_set_input(cache, s, "doc", 12, 5, doc + 12), ATTN_OK);
+    assert_int_equal(attn_forward(b, cache, 1, &s, &n5, x, y), ATTN_OK);
+    attn_cache_free(cache);
+    attn_block_free(b);
+    attnc_jit_free(jit);
+    attn_weights_free(w);
+    free(x), free(y), free(y2);
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
@@ -406,6 +476,7 @@ int main(void) {
         cmocka_unit_test(mla_blocks),
         cmocka_unit_test(inputs_jit_equals_reference),
         cmocka_unit_test(masks_implying_causal),
+        cmocka_unit_test(inputs_follow_their_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
