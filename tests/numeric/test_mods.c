@@ -47,33 +47,45 @@ static bool host_avx512_and_v3(void) {
     return (f & v3) == v3 && (f & ATTN_CPU_AVX512F);
 }
 
-static void jit_equals_reference_over_expressions_and_sweep(void **state) {
-    (void)state;
+/* How a sweep compares one spec with the reference. */
+typedef double (*compare_fn)(const char *path, const attnc_options *o, int64_t T, int64_t chunk,
+                             int threads, uint64_t seed);
+
+/* JIT == reference over the sweep's configs from state s (n of them, or
+ * $ATTNC_SWEEP), config i taking form i % n_forms of with(); every fourth
+ * run one token a call (the split decode path), every third AVX2 code on
+ * an AVX-512 host, 1-3 threads. */
+static void sweep(uint64_t s, int n, attn_config (*with)(attn_config, int), int n_forms,
+                  compare_fn compare, uint64_t seed0) {
     char *dir = tmpdir_new();
-    uint64_t s = 4242;
-    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 30;
+    n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : n;
     bool avx2 = host_avx512_and_v3();
     for (int i = 0; i < n; i++) {
         int64_t T, chunk;
         attn_config c = sweep_config(i, &s, &T, &chunk);
         if (c.memory_dim > 0)
             continue;
-        c = with_exprs(c, i % N_EXPRS);
+        c = with(c, i % n_forms);
         const char *path = write_spec(dir, &c, "mods.yaml");
         attnc_options o = attnc_options_default();
         o.cpu = avx2 && i % 3 == 1 ? "x86-64-v3" : NULL;
-        /* every fourth run one token a call: the split decode path */
         int64_t ch = i % 4 == 3 && c.causal ? 1 : chunk; /* not causal: one call */
-        double e = jit_vs_ref(path, &o, T, ch, 1 + i % 3, (uint64_t)i);
+        double e = compare(path, &o, T, ch, 1 + i % 3, seed0 + (uint64_t)i);
         if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
             fail_msg("config %d (cpu %s, heads %lld/%lld hd %lld T %lld chunk %lld causal %d "
-                     "window %lld kv %s, score_mod '%s', mask_mod '%s'): relative error %g",
+                     "window %lld kv %s, inputs '%s', score_mod '%s', mask_mod '%s'): relative "
+                     "error %g",
                      i, o.cpu ? o.cpu : "host", (long long)c.heads, (long long)c.kv_groups,
                      (long long)c.head_dim, (long long)T, (long long)ch, c.causal,
-                     (long long)c.sliding_window, attn_dtype_name(c.kv_dtype), c.score_mod,
-                     c.mask_mod, e);
+                     (long long)c.sliding_window, attn_dtype_name(c.kv_dtype), c.inputs,
+                     c.score_mod, c.mask_mod, e);
     }
     tmpdir_remove(dir);
+}
+
+static void jit_equals_reference_over_expressions_and_sweep(void **state) {
+    (void)state;
+    sweep(4242, 30, with_exprs, N_EXPRS, jit_vs_ref, 0);
 }
 
 /* y of T tokens through spec at path, chunk tokens a call, on threads. */
@@ -246,49 +258,12 @@ static const struct {
 };
 enum { N_INPUT_EXPRS = sizeof input_exprs / sizeof input_exprs[0] };
 
-/* T tokens of spec at path through the JIT (chunk tokens a call, the
- * inputs given call by call) and the reference (the same calls): the
- * relative error. */
+/* inputs_jit_vs_ref: jit_vs_ref_inputs of documents of 3..31 tokens and
+ * a prefix below T, by the seed. */
 static double inputs_jit_vs_ref(const char *path, const attnc_options *o, int64_t T, int64_t chunk,
                                 int threads, uint64_t seed) {
-    attn_config c = load_spec_file(path);
-    attn_weights *w;
-    assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
-    int64_t D = c.d_model, len = 3 + (int64_t)(seed % 29);
-    int32_t prefix = (int32_t)(seed % (uint64_t)T);
-    size_t n = (size_t)(T * D);
-    float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y),
-          *want = malloc(n * sizeof *y);
-    attnc_jit *jit = jit_or_fail(path, o);
-    attn_block_options bo = attn_block_options_default();
-    bo.n_threads = threads;
-    attn_block *b;
-    attn_cache *cache;
-    attn_ref *r;
-    int32_t s;
-    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
-    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
-    assert_int_equal(attn_cache_new(b, T, &cache), ATTN_OK);
-    assert_int_equal(attn_seq_new(cache, &s), ATTN_OK);
-    assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
-    for (int64_t at = 0; at < T; at += chunk) {
-        int32_t k = (int32_t)(T - at < chunk ? T - at : chunk);
-        give_inputs(&c, cache, s, NULL, at, k, len, prefix);
-        give_inputs(&c, NULL, 0, r, at, k, len, prefix);
-        if (attn_forward(b, cache, 1, &s, &k, x + at * D, y + at * D) != ATTN_OK)
-            fail_msg("attn_forward: %s", attn_cache_error(cache));
-        assert_int_equal(attn_ref_forward(r, k, x + at * D, want + at * D, NULL), ATTN_OK);
-    }
-    double e = rel_err(y, want, n);
-    attn_ref_free(r);
-    attn_cache_free(cache);
-    attn_block_free(b);
-    attnc_jit_free(jit);
-    attn_weights_free(w);
-    free(x);
-    free(y);
-    free(want);
-    return e;
+    return jit_vs_ref_inputs(path, o, T, chunk, threads, seed, 3 + (int64_t)(seed % 29),
+                             (int32_t)(seed % (uint64_t)T));
 }
 
 static attn_config with_inputs(attn_config c, int i) {
@@ -313,29 +288,7 @@ static attn_config with_inputs(attn_config c, int i) {
  * too) and thread counts. */
 static void inputs_jit_equals_reference(void **state) {
     (void)state;
-    char *dir = tmpdir_new();
-    uint64_t s = 777;
-    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 20;
-    bool avx2 = host_avx512_and_v3();
-    for (int i = 0; i < n; i++) {
-        int64_t T, chunk;
-        attn_config c = sweep_config(i, &s, &T, &chunk);
-        if (c.memory_dim > 0)
-            continue;
-        c = with_inputs(c, i % N_INPUT_EXPRS);
-        const char *path = write_spec(dir, &c, "inputs.yaml");
-        attnc_options o = attnc_options_default();
-        o.cpu = avx2 && i % 3 == 1 ? "x86-64-v3" : NULL;
-        int64_t ch = i % 4 == 3 && c.causal ? 1 : chunk;
-        double e = inputs_jit_vs_ref(path, &o, T, ch, 1 + i % 3, (uint64_t)i + 100);
-        if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
-            fail_msg("config %d (cpu %s, heads %lld/%lld hd %lld T %lld chunk %lld causal %d "
-                     "kv %s, inputs '%s', score_mod '%s', mask_mod '%s'): relative error %g",
-                     i, o.cpu ? o.cpu : "host", (long long)c.heads, (long long)c.kv_groups,
-                     (long long)c.head_dim, (long long)T, (long long)ch, c.causal,
-                     attn_dtype_name(c.kv_dtype), c.inputs, c.score_mod, c.mask_mod, e);
-    }
-    tmpdir_remove(dir);
+    sweep(777, 20, with_inputs, N_INPUT_EXPRS, inputs_jit_vs_ref, 100);
 }
 
 /* causal: false with a mask_mod that hides every key after its query:

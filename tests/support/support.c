@@ -442,40 +442,52 @@ void give_inputs(const attn_config *c, attn_cache *cache, int32_t seq, attn_ref 
     free(v);
 }
 
-void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
-             int64_t chunk, int threads) {
+/* T tokens of x through jit's kernels (cache NULL: the reference engine
+ * of w), chunk tokens a call, the inputs given before each (give_inputs). */
+static void run_calls(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x,
+                      float *y, int64_t chunk, int threads, int64_t len, int32_t value) {
     attn_block_options bo = attn_block_options_default();
     bo.n_threads = threads;
-    attn_block *b;
-    attn_cache *c;
-    int32_t s;
-    assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
-    assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
-    assert_int_equal(attn_cache_new(b, T, &c), ATTN_OK);
-    assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    attn_block *b = NULL;
+    attn_cache *c = NULL;
+    attn_ref *r = NULL;
+    int32_t s = 0;
+    if (jit) {
+        assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+        assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+        assert_int_equal(attn_cache_new(b, T, &c), ATTN_OK);
+        assert_int_equal(attn_seq_new(c, &s), ATTN_OK);
+    } else {
+        assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
+    }
     int64_t D = w->cfg.d_model;
     for (int64_t at = 0; at < T; at += chunk) {
         int32_t n = (int32_t)(T - at < chunk ? T - at : chunk);
-        give_inputs(&w->cfg, c, s, NULL, at, n, 64, 7);
-        if (attn_forward(b, c, 1, &s, &n, x + at * D, y + at * D) != ATTN_OK)
+        give_inputs(&w->cfg, c, s, r, at, n, len, value);
+        if (c && attn_forward(b, c, 1, &s, &n, x + at * D, y + at * D) != ATTN_OK)
             fail_msg("attn_forward: %s", attn_cache_error(c));
+        if (r)
+            assert_int_equal(attn_ref_forward(r, n, x + at * D, y + at * D, NULL), ATTN_OK);
     }
-    assert_int_equal(attn_seq_len(c, s), T);
+    if (c)
+        assert_int_equal(attn_seq_len(c, s), T);
     attn_cache_free(c);
     attn_block_free(b);
-}
-
-void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) {
-    attn_ref *r;
-    assert_int_equal(attn_ref_new(w, T, &r, NULL), ATTN_OK);
-    give_inputs(&w->cfg, NULL, 0, r, 0, T, 64, 7);
-    assert_int_equal(attn_ref_forward(r, T, x, y, NULL), ATTN_OK);
     attn_ref_free(r);
 }
 
-/* Compiles spec (with o), runs it in chunks, compares with the reference. */
-double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk, int threads,
-                  uint64_t seed) {
+void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
+             int64_t chunk, int threads) {
+    run_calls(jit, w, T, x, y, chunk, threads, 64, 7);
+}
+
+void run_ref(const attn_weights *w, int64_t T, const float *x, float *y) {
+    run_calls(NULL, w, T, x, y, T, 1, 64, 7);
+}
+
+/* jit_vs_ref's work, the reference fed ref_chunk tokens a call. */
+static double compare(const char *spec, const attnc_options *o, int64_t T, int64_t chunk,
+                      int threads, uint64_t seed, int64_t ref_chunk, int64_t len, int32_t value) {
     attn_config c = load_spec_file(spec);
     attn_weights *w;
     assert_int_equal(attn_weights_random(&c, seed, &w, NULL), ATTN_OK);
@@ -483,8 +495,8 @@ double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t c
     float *x = random_floats(n, seed + 1), *y = malloc(n * sizeof *y),
           *want = malloc(n * sizeof *y);
     attnc_jit *jit = jit_or_fail(spec, o);
-    run_jit(jit, w, T, x, y, chunk, threads);
-    run_ref(w, T, x, want);
+    run_calls(jit, w, T, x, y, chunk, threads, len, value);
+    run_calls(NULL, w, T, x, want, ref_chunk, 1, len, value);
     double e = rel_err(y, want, n);
     attnc_jit_free(jit);
     free(x);
@@ -492,6 +504,16 @@ double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t c
     free(want);
     attn_weights_free(w);
     return e;
+}
+
+double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk, int threads,
+                  uint64_t seed) {
+    return compare(spec, o, T, chunk, threads, seed, T, 64, 7);
+}
+
+double jit_vs_ref_inputs(const char *spec, const attnc_options *o, int64_t T, int64_t chunk,
+                         int threads, uint64_t seed, int64_t len, int32_t value) {
+    return compare(spec, o, T, chunk, threads, seed, chunk, len, value);
 }
 
 /* A random valid config of the sweep; tokens and chunk chosen with it. */

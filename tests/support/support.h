@@ -127,12 +127,17 @@ void give_inputs(const attn_config *c, attn_cache *cache, int32_t seq, attn_ref 
                  int64_t n, int64_t len, int32_t value);
 void run_jit(const attnc_jit *jit, const attn_weights *w, int64_t T, const float *x, float *y,
              int64_t chunk, int threads);
-/* The reference engine's y for the same. */
+/* The reference engine's y for the same, in one call. */
 void run_ref(const attn_weights *w, int64_t T, const float *x, float *y);
 /* Compiles spec (with o), runs T tokens of random x with random weights
- * (seed) in chunks, and gives rel_err against the reference. */
+ * (seed) in chunks, and gives rel_err against the reference in one call. */
 double jit_vs_ref(const char *spec, const attnc_options *o, int64_t T, int64_t chunk, int threads,
                   uint64_t seed);
+/* jit_vs_ref with the spec's inputs given call by call (give_inputs:
+ * documents of len tokens, sequence inputs value) and the reference fed
+ * the same calls. */
+double jit_vs_ref_inputs(const char *spec, const attnc_options *o, int64_t T, int64_t chunk,
+                         int threads, uint64_t seed, int64_t len, int32_t value);
 /* Configuration i of the randomized sweep (s: its random state): every
  * feature, weight and cache dtype spread over 60 configs; *T tokens fed
  * *chunk at a time. */
