@@ -291,6 +291,94 @@ static void inputs_jit_equals_reference(void **state) {
     sweep(777, 20, with_inputs, N_INPUT_EXPRS, inputs_jit_vs_ref, 100);
 }
 
+/* A uniform pick of 0..n-1 from the sweep's random state. */
+static int pick(uint64_t *s, int n) {
+    return (int)((rnd_unit(s) + 1) * 0.5 * n) % n;
+}
+
+/* A random int expression of depth d over positions, heads, the token
+ * input doc (at any index), the sequence input prefix and literals, with
+ * every int operation (// and % by any value: 0 gives 0). */
+static void gen_int(char *b, size_t n, uint64_t *s, int d) {
+    static const char *const leaf[] = {"q", "kv", "h", "g", "prefix", "doc[q]", "doc[kv]"};
+    char a[400], c[400];
+    int k = d > 0 ? pick(s, 11) : 7 + pick(s, 2);
+    if (k < 7 && d <= 0)
+        k = 7;
+    if (k >= 7 && d <= 0) { /* a leaf: a name or a literal */
+        if (pick(s, 3))
+            snprintf(b, n, "%s", leaf[pick(s, 7)]);
+        else
+            snprintf(b, n, "%d", pick(s, 19) - 4);
+        return;
+    }
+    gen_int(a, sizeof a, s, d - 1);
+    gen_int(c, sizeof c, s, d - 1 - pick(s, 2));
+    static const char *const fmt[] = {"(%s + %s)",        "(%s - %s)",           "(%s * %s)",
+                                      "(%s // %s)",       "(%s %% %s)",          "min(%s, %s)",
+                                      "max(%s, %s)",      "abs(%s - %s)",        "doc[%s + %s]",
+                                      "clamp(%s, 0, %s)", "where(%s < 3, %s, 7)"};
+    snprintf(b, n, fmt[k % 11], a, c);
+}
+
+/* A random mask_mod (comparisons of random ints joined by and, or, not)
+ * or score_mod (score plus or times a small continuous function of a
+ * random int: continuous in score, so the kernels' rounding of q.k cannot
+ * flip it). */
+static void gen_expr(char *b, size_t n, uint64_t *s, bool mask) {
+    char x[400], y[400];
+    gen_int(x, sizeof x, s, 2);
+    gen_int(y, sizeof y, s, 1 + pick(s, 2));
+    if (!mask) {
+        static const char *const fmt[] = {"score + 0.0625 * %s + 0 * %s",
+                                          "score * (1 + 0.01 * min(abs(%s), 9)) + 0 * %s",
+                                          "score - tanh(0.1 * %s) * exp(-0.01 * abs(%s))"};
+        snprintf(b, n, fmt[pick(s, 3)], x, y);
+        return;
+    }
+    static const char *const cmp[] = {"<", "<=", "==", "!=", ">", ">="};
+    static const char *const join[] = {"%s %s %s or kv == q", "not (%s %s %s) or kv < 2",
+                                       "(%s %s %s) and kv <= q + 5"};
+    snprintf(b, n, join[pick(s, 3)], x, cmp[pick(s, 6)], y);
+}
+
+/* JIT == reference for random expressions reading doc and prefix (and
+ * reading doc anywhere: past the positions set, before 0) over the
+ * sweep's configs: prefill, chunks, split decode, 1-3 threads. */
+static void random_expressions_equal_the_reference(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t s = 9001, g = 31;
+    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 24;
+    for (int i = 0; i < n; i++) {
+        int64_t T, chunk;
+        attn_config c = sweep_config(i, &s, &T, &chunk);
+        if (c.memory_dim > 0)
+            continue;
+        gen_expr(c.mask_mod, sizeof c.mask_mod, &g, true);
+        if (i % 2)
+            gen_expr(c.score_mod, sizeof c.score_mod, &g, false);
+        const char *all[2] = {c.mask_mod, c.score_mod};
+        bool doc = false, prefix = false;
+        for (int k = 0; k < 2; k++)
+            doc |= strstr(all[k], "doc[") != NULL, prefix |= strstr(all[k], "prefix") != NULL;
+        snprintf(c.inputs, sizeof c.inputs, "%s%s%s", doc ? "doc: token" : "",
+                 doc && prefix ? "; " : "", prefix ? "prefix: sequence" : "");
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("generated '%s' / '%s': %s", c.mask_mod, c.score_mod, m.text);
+        const char *path = write_spec(dir, &c, "random.yaml");
+        int64_t ch = i % 4 == 3 && c.causal ? 1 : c.causal ? chunk : T;
+        double e = inputs_jit_vs_ref(path, NULL, T, ch, 1 + i % 3, (uint64_t)i + 300);
+        if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
+            fail_msg("config %d (T %lld chunk %lld causal %d kv %s) mask_mod '%s' score_mod '%s': "
+                     "relative error %g",
+                     i, (long long)T, (long long)ch, c.causal, attn_dtype_name(c.kv_dtype),
+                     c.mask_mod, c.score_mod, e);
+    }
+    tmpdir_remove(dir);
+}
+
 /* causal: false with a mask_mod that hides every key after its query:
  * the causal_mask pass adds the causal mask (the flash node's flag)
  * exactly where the mask implies kv <= q, and the results are the
@@ -430,6 +518,7 @@ int main(void) {
         cmocka_unit_test(inputs_jit_equals_reference),
         cmocka_unit_test(masks_implying_causal),
         cmocka_unit_test(inputs_follow_their_sequences),
+        cmocka_unit_test(random_expressions_equal_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
