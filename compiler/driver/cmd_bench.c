@@ -477,32 +477,41 @@ static double cache_token_bytes(const attn_config *c) {
            (double)attn_dtype_bytes(c->kv_dtype, attn_cache_columns(c, 1));
 }
 
-/* The (query, key) pairs a mask_mod shows, summed over the S queries
- * from position P and averaged over the heads, and (*keys) the keys some
- * query of some head sees; -1 without a mask_mod. Each pair through
- * attn_expr_eval, each head only where the mask reads h or g. */
+/* What a mask_mod reads in mask_mod_pairs: the bench's inputs, token
+ * values at positions 0..T-1 (the runs set those; a read past them is 0,
+ * as in the kernels). */
+typedef struct pairs_ctx {
+    const bench *b;
+    int64_t T;
+    attn_inputs in;
+} pairs_ctx;
+
 static int32_t pairs_token(void *ctx, int input, int32_t pos) {
+    const pairs_ctx *x = ctx;
     (void)input;
-    return pos >= 0 ? bench_token(ctx, pos) : 0;
+    return pos >= 0 && pos < x->T ? bench_token(x->b, pos) : 0;
 }
 
 static int32_t pairs_sequence(void *ctx, int input) {
     (void)input;
-    return ((const bench *)ctx)->prefix;
+    return ((const pairs_ctx *)ctx)->b->prefix;
 }
 
 static float pairs_weight(void *ctx, int input, int64_t i, int64_t j) {
-    const bench *b = ctx;
-    attn_inputs in;
-    attn_inputs_parse(b->cfg.inputs, &in, NULL);
-    return b->w->input[input][i * (in.in[input].rank > 1 ? in.in[input].dims[1] : 1) + j];
+    const pairs_ctx *x = ctx;
+    const attn_expr_input *d = &x->in.in[input];
+    return x->b->w->input[input][i * (d->rank > 1 ? d->dims[1] : 1) + j];
 }
 
+/* The (query, key) pairs a mask_mod shows, summed over the S queries
+ * from position P and averaged over the heads, and (*keys) the keys some
+ * query of some head sees; -1 without a mask_mod. Each pair through
+ * attn_expr_eval, each head only where the mask reads h or g. */
 static double mask_mod_pairs(const bench *b, int64_t P, int64_t S, double *keys) {
     const attn_config *c = &b->cfg;
     attn_expr e;
-    attn_inputs in;
-    if (!c->mask_mod[0] || attn_config_parse_expr(c, true, &e, &in, NULL) != ATTN_OK)
+    pairs_ctx x = {b, P + S, {0}};
+    if (!c->mask_mod[0] || attn_config_parse_expr(c, true, &e, &x.in, NULL) != ATTN_OK)
         return -1;
     bool by_head = false;
     for (int i = 0; i < e.n_nodes; i++)
@@ -518,13 +527,13 @@ static double mask_mod_pairs(const bench *b, int64_t P, int64_t S, double *keys)
             attn_expr_env env = {.q = (int32_t)pos,
                                  .h = (int32_t)(h0 + h),
                                  .g = (int32_t)((h0 + h) / (c->heads / c->kv_groups)),
-                                 .ctx = (void *)b,
+                                 .ctx = &x,
                                  .token = pairs_token,
                                  .sequence = pairs_sequence,
                                  .weight = pairs_weight};
             for (int64_t j = lo; j <= hi; j++) {
                 env.kv = (int32_t)j;
-                if (attn_expr_eval(&e, in.in, &env) != 0)
+                if (attn_expr_eval(&e, x.in.in, &env) != 0)
                     pairs += 1, seen[j] = 1;
             }
         }
