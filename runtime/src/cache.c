@@ -30,7 +30,8 @@ typedef struct sched_item {
 
 /* A token input of a sequence: values by position, 0 where none is set
  * (attn_token_input, bound as the kernels read it: view.n = positions
- * covered); a sequence input: view.n 1, view.v its value. */
+ * covered); a sequence input: value (bound by its address), view.n 1
+ * once set. */
 typedef struct seq_input {
     int32_t *v;   /* owned [cap] */
     uint8_t *set; /* owned [cap]: 1 where a value was set */
@@ -55,15 +56,14 @@ typedef struct seq {
 struct attn_cache {
     attn_block *b; /* borrowed */
     attn_config cfg;
-    attn_inputs inputs;   /* the config's */
-    uint32_t inputs_read; /* bit i: the expressions read input i */
-    int64_t bt;           /* tokens per block */
-    int64_t n_blocks;     /* in the pool */
-    int64_t max_blocks;   /* per sequence: ceil(max_tokens / bt) */
-    size_t row_bytes[2];  /* one token's K and V: attn_cache_columns * dtype */
-    void *k, *v;          /* owned pools [n_blocks * bt rows] */
-    int32_t *refs;        /* owned [n_blocks] */
-    int32_t *free_list;   /* owned stack of free blocks */
+    attn_inputs inputs;  /* the config's: the expressions read each one */
+    int64_t bt;          /* tokens per block */
+    int64_t n_blocks;    /* in the pool */
+    int64_t max_blocks;  /* per sequence: ceil(max_tokens / bt) */
+    size_t row_bytes[2]; /* one token's K and V: attn_cache_columns * dtype */
+    void *k, *v;         /* owned pools [n_blocks * bt rows] */
+    int32_t *refs;       /* owned [n_blocks] */
+    int32_t *free_list;  /* owned stack of free blocks */
     int64_t n_free;
     prefix_index pub; /* published blocks (attn_cache_publish); empty until the first */
     seq *seqs;        /* owned, n_seqs slots (dead ones reused) */
@@ -152,11 +152,7 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
         c->free_list[i] = (int32_t)(c->n_blocks - 1 - i);
     c->n_free = c->n_blocks;
     c->pub = (prefix_index){.head = -1, .tail = -1};
-    attn_expr *e = malloc(sizeof *e);
-    for (int mask = 0; e && mask < 2; mask++) /* the block's config was checked */
-        if (attn_config_parse_expr(&c->cfg, mask, e, &c->inputs, NULL) == ATTN_OK)
-            c->inputs_read |= e->inputs_used;
-    free(e);
+    attn_inputs_parse(c->cfg.inputs, &c->inputs, NULL); /* the block's config was checked */
     *out = c;
     return ATTN_OK;
 }
@@ -434,12 +430,10 @@ attn_status attn_seq_set_input(attn_cache *c, int32_t id, const char *name, int6
 }
 
 /* ATTN_E_INVALID where a call of n new tokens of sequence id lacks a value
- * of an input the expressions read. */
+ * of an input (the expressions read every one). */
 static attn_status check_inputs(attn_cache *c, int32_t id, int64_t n) {
     const seq *s = &c->seqs[id];
     for (int i = 0; i < c->inputs.n && n > 0; i++) {
-        if (!(c->inputs_read >> i & 1))
-            continue;
         const seq_input *x = &s->in[i];
         const char *name = c->inputs.name[i];
         if (c->inputs.in[i].per == ATTN_INPUT_SEQUENCE && x->view.n == 0)

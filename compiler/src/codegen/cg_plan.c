@@ -235,20 +235,16 @@ static void plan_node(cg_plan *p, const ir_graph *g, const cg_target *tg, ir_nod
     }
 }
 
-/* A buffer for each input the expressions read: a token input's view or
- * a sequence input's value (bound per sequence), a weight input's tensor. */
+/* A buffer for each input the expressions read (every one declared: the
+ * config check refuses the others): a token input's view or a sequence
+ * input's value (bound per sequence), a weight input's tensor. */
 static void plan_inputs(cg_plan *p, const ir_graph *g) {
-    uint32_t used = 0;
     attn_inputs in;
-    attn_expr *e = arena_alloc(&g->ctx->arena, sizeof *e);
     for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++)
         p->input_buf[i] = -1;
-    for (int mask = 0; mask < 2; mask++) /* the config was checked: they parse */
-        if (e && attn_config_parse_expr(&g->cfg, mask, e, &in, NULL) == ATTN_OK)
-            used |= e->inputs_used;
-    for (int i = 0; i < ATTN_EXPR_MAX_INPUTS; i++) {
-        if (!(used >> i & 1))
-            continue;
+    if (attn_inputs_parse(g->cfg.inputs, &in, NULL) != ATTN_OK) /* checked: it parses */
+        return;
+    for (int i = 0; i < in.n; i++) {
         attn_input_per per = in.in[i].per;
         p->input_buf[i] =
             per == ATTN_INPUT_WEIGHT
