@@ -18,18 +18,57 @@
 #include "rt.h"
 #include "support.h"
 
-enum { PROBE_EXP, PROBE_EXP_NONPOS, PROBE_TANH, PROBE_LOG, PROBE_F16, PROBE_BF16, PROBE_COUNT };
-static const char *const probe_names[PROBE_COUNT] = {"probe_exp", "probe_exp_nonpos", "probe_tanh",
-                                                     "probe_log", "probe_f16",        "probe_bf16"};
+enum {
+    PROBE_EXP,
+    PROBE_EXP_NONPOS,
+    PROBE_TANH,
+    PROBE_LOG,
+    PROBE_F16,
+    PROBE_BF16,
+    PROBE_BF16_WORDS,
+    PROBE_COUNT
+};
+static const char *const probe_names[PROBE_COUNT] = {
+    "probe_exp", "probe_exp_nonpos", "probe_tanh",      "probe_log",
+    "probe_f16", "probe_bf16",       "probe_bf16_words"};
 
 typedef struct probes {
     LLVMOrcLLJITRef jit;
     attn_kernel_fn fn[PROBE_COUNT];
 } probes;
 
+/* cg_bf16_words of in's 32 floats from i * 32, for i < n_tokens / 32,
+ * into buf[2] (vectors of 16 lanes; vcvtne2ps2bf16 where the host has
+ * AVX512-BF16, the integer steps elsewhere). */
+static void build_words_probe(cg *c) {
+    cg_target keep = c->target;
+    uint32_t f = attn_cpu_features();
+    c->target.lanes = 16;
+    c->target.bf16_dot = (f & ATTN_CPU_AVX512F) && (f & ATTN_CPU_AVX512BF16);
+    c->vf = LLVMVectorType(c->f32, 16);
+    c->vi = LLVMVectorType(c->i32, 16);
+    cg_kernel_begin(c, probe_names[PROBE_BF16_WORDS]);
+    cg_loop l = cg_for(c, cg_i64(c, 0), LLVMBuildSDiv(c->b, c->S, cg_i64(c, 32), ""), "i");
+    LLVMValueRef at = LLVMBuildMul(c->b, l.i, cg_i64(c, 32), "");
+    LLVMValueRef lo = cg_vload(c, ATTN_DTYPE_F32, cg_buf_elem(c, 0, ATTN_DTYPE_F32, at));
+    LLVMValueRef hi =
+        cg_vload(c, ATTN_DTYPE_F32,
+                 cg_buf_elem(c, 0, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, at, cg_i64(c, 16), "")));
+    LLVMValueRef st =
+        LLVMBuildStore(c->b, cg_bf16_words(c, lo, hi), cg_buf_elem(c, 2, ATTN_DTYPE_BF16, at));
+    LLVMSetAlignment(st, 2);
+    cg_for_end(c, &l);
+    cg_kernel_end(c);
+    c->target = keep;
+}
+
 /* out[i] = f(in[i]) for i < n_tokens: buf[0] in, buf[1] out, buf[2] a
  * 16-bit scratch for the dtype round trips. */
 static void build_probe(cg *c, int which) {
+    if (which == PROBE_BF16_WORDS) {
+        build_words_probe(c);
+        return;
+    }
     cg_kernel_begin(c, probe_names[which]);
     LLVMValueRef lo, hi;
     cg_share(c, c->S, &lo, &hi);
@@ -251,6 +290,44 @@ static void stores_round_like_the_runtime(void **state) {
     free(y);
 }
 
+/* cg_bf16_words (the flash kernels' bf16 tiles) == the runtime's
+ * rounding, bit for bit: vectors of normal values (vcvtne2ps2bf16 on an
+ * AVX512-BF16 host), ties, NaN, infinities, and vectors holding a
+ * subnormal (which that instruction would flush: the integer steps). */
+static void bf16_words_round_like_the_runtime(void **state) {
+    enum { N = 32 * 512 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *w = calloc(N, sizeof *w);
+    uint64_t s = 11;
+    for (int64_t i = 0; i < N; i++) {
+        float f = (float)(rnd_unit(&s) * 3.0);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (i % 5 == 1) /* exact ties, both parities */
+            u = (u & 0xffff0000u) | 0x8000u;
+        if (i / 32 % 4 == 3 && i % 32 == 7) /* a subnormal in every fourth vector pair */
+            u = 0x00012345u | (uint32_t)(i % 2) << 31;
+        memcpy(&x[i], &u, 4);
+    }
+    x[0] = NAN, x[33] = INFINITY, x[66] = -INFINITY, x[99] = -0.0f, x[130] = 3.3e38f;
+    uint32_t low_nan = 0x7f800001u, sub_tie = 0x00018000u;
+    memcpy(&x[3], &low_nan, 4);
+    memcpy(&x[96 + 5], &sub_tie, 4);
+    attn_kernel_args a = {.abi_version = ATTN_KERNELS_ABI, .n_tokens = N};
+    a.buf[0] = x, a.buf[2] = w;
+    ((probes *)*state)->fn[PROBE_BF16_WORDS](&a, 0, 1);
+    for (int64_t i = 0; i < N; i++) {
+        float want = rt_round(ATTN_DTYPE_BF16, x[i]), got;
+        uint32_t u = (uint32_t)w[i] << 16;
+        memcpy(&got, &u, 4);
+        if (isnan(want) ? !isnan(got) : memcmp(&want, &got, 4) != 0)
+            fail_msg("element %lld: %a rounded to %a, runtime gives %a", (long long)i, (double)x[i],
+                     (double)got, (double)want);
+    }
+    free(x);
+    free(w);
+}
+
 /* The masks bounded; exact: affine in q, kv and h, so that the bounds
  * are exactly what the box holds (the others' only have to hold it). */
 static const struct {
@@ -374,6 +451,7 @@ int main(void) {
         cmocka_unit_test(tanh_is_within_2e7_absolute),
         cmocka_unit_test(log_is_within_3e7),
         cmocka_unit_test(stores_round_like_the_runtime),
+        cmocka_unit_test(bf16_words_round_like_the_runtime),
         cmocka_unit_test(mask_bounds_hold_the_box),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -707,9 +707,76 @@ LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef 
     return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0), fn, args, 3, "");
 }
 
+static LLVMValueRef is_subnormal(cg *c, LLVMValueRef x) {
+    return cg_intrinsic(c, "llvm.is.fpclass", LLVMTypeOf(x), x,
+                        LLVMConstInt(c->i32, 0x90, false)); /* fcSubnormal */
+}
+
+LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMTypeRef h16 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 16);
+    LLVMTypeRef w32 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 32);
+    LLVMValueRef idx[32];
+    for (int i = 0; i < 32; i++)
+        idx[i] = LLVMConstInt(c->i32, (unsigned long long)i, false);
+    LLVMValueRef cat = LLVMConstVector(idx, 32);
+    ATTNC_ASSERT(c->target.lanes == 16);
+    if (!c->target.bf16_dot) { /* the integer steps of cg_bf16_round */
+        LLVMValueRef half[2], x[2] = {lo, hi};
+        for (int i = 0; i < 2; i++) {
+            LLVMValueRef u = LLVMBuildBitCast(c->b, cg_bf16_round(c, x[i]), c->vi, "");
+            half[i] = LLVMBuildTrunc(
+                c->b, LLVMBuildLShr(c->b, u, cg_splat(c, LLVMConstInt(c->i32, 16, false)), ""), h16,
+                "");
+        }
+        return LLVMBuildShuffleVector(c->b, half[0], half[1], cat, "bf16_words");
+    }
+    /* vcvtne2ps2bf16 rounds to nearest even and quiets NaN as
+     * cg_bf16_round does, but takes subnormal inputs as 0: a vector with
+     * one goes the integer way */
+    LLVMValueRef sub = LLVMBuildOr(c->b, is_subnormal(c, lo), is_subnormal(c, hi), "");
+    LLVMValueRef any = cg_intrinsic(c, "llvm.vector.reduce.or", LLVMTypeOf(sub), sub, NULL);
+    LLVMBasicBlockRef exact = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "bf16_exact");
+    LLVMBasicBlockRef quick = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "bf16_cvt");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "bf16_done");
+    LLVMBuildCondBr(c->b, any, exact, quick);
+    LLVMPositionBuilderAtEnd(c->b, exact);
+    bool dot = c->target.bf16_dot;
+    c->target.bf16_dot = false;
+    LLVMValueRef slow = cg_bf16_words(c, lo, hi);
+    c->target.bf16_dot = dot;
+    LLVMBasicBlockRef exact_end = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, quick);
+    static const char name[] = "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    ATTNC_ASSERT(id != 0);
+    LLVMValueRef args[2] = {hi, lo}; /* the second operand's words come first */
+    LLVMValueRef fast = LLVMBuildBitCast(
+        c->b,
+        LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0),
+                       LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0), args, 2, ""),
+        w32, "");
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    LLVMValueRef phi = LLVMBuildPhi(c->b, w32, "bf16_words");
+    LLVMValueRef vals[2] = {slow, fast};
+    LLVMBasicBlockRef from[2] = {exact_end, quick};
+    LLVMAddIncoming(phi, vals, from, 2);
+    return phi;
+}
+
 LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMTypeRef ft = LLVMTypeOf(lo);
     bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
+    if (vec && c->target.bf16_dot && LLVMGetVectorSize(ft) == 16) {
+        /* words lo0 hi0 lo1 hi1 .. from lo0..lo15 hi0..hi15 */
+        LLVMValueRef idx[32];
+        for (int i = 0; i < 32; i++)
+            idx[i] = LLVMConstInt(c->i32, (unsigned long long)(i / 2 + (i % 2) * 16), false);
+        LLVMValueRef w = cg_bf16_words(c, lo, hi);
+        return LLVMBuildBitCast(
+            c->b, LLVMBuildShuffleVector(c->b, w, w, LLVMConstVector(idx, 32), ""), c->vi, "pair");
+    }
     LLVMTypeRef it = vec ? LLVMVectorType(c->i32, LLVMGetVectorSize(ft)) : c->i32;
     LLVMValueRef l = LLVMBuildBitCast(c->b, cg_bf16_round(c, lo), it, "");
     LLVMValueRef h = LLVMBuildBitCast(c->b, cg_bf16_round(c, hi), it, "");

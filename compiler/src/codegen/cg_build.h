@@ -211,6 +211,9 @@ ATTNC_HIDDEN LLVMValueRef cg_bf16_round(cg *c, LLVMValueRef v);
  * the low half (the first of a pair), hi in the high half; and back: the
  * f32 of a pair's low or high half. */
 ATTNC_HIDDEN LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi);
+/* lo and hi (16 f32 each) rounded to bf16 as cg_bf16_round rounds, as 32
+ * i16 words: lo's, then hi's (vcvtne2ps2bf16 where the target has it). */
+ATTNC_HIDDEN LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi);
 ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
 /* AVX512-BF16 (target.bf16_dot): acc + the products of the bf16 pairs of
  * x and w in each lane (vectors of lanes i32 pairs): vdpbf16ps, the
