@@ -98,7 +98,8 @@ static const char bench_usage[] =
     "                   cache_token_bytes (what the cache holds per token: K and V\n"
     "                   of every K/V group, or MLA's latent, in the cache dtype),\n"
     "                   gflops, gbps, peak_gflops and peak_kind (fma; for compute\n"
-    "                   bf16 bf16_dot, or amx_bf16 for a block on an AMX CPU; for\n"
+    "                   bf16 bf16_dot, or amx_bf16 on an AMX CPU but for a\n"
+    "                   decode core (its split kernel runs f32 FMAs); for\n"
     "                   a block of activations q8_0 on a VNNI CPU vnni_int8: the\n"
     "                   peak %peak is against), read_gbps (+ _min/_max: the reads\n"
     "                   before the runs), pct_peak, pct_read, compile_ms (the JIT\n"
@@ -955,12 +956,13 @@ static void report(const bench *b, const roofline *rl, const char *variant, cons
     double gflops = flops / t.median / 1e9, gbps = bytes / t.median / 1e9;
     /* the peak of the arithmetic the kernels run: for compute bf16 where
      * the CPU has them (the code compiled for it uses them) AMX tiles (the
-     * block's projections: most of its FLOPs) or bf16 dot products (the
-     * attention core without AMX, and the block without AMX), else f32
-     * FMAs (the core on an AMX CPU: cg_flash.c says why); for
+     * projections and the flash prefill) or bf16 dot products (without
+     * AMX), else f32 FMAs (the decode core on an AMX CPU: its split kernel
+     * runs f32 FMAs on the rounded operands, cg_flash.c says why); for
      * activations q8_0 the block's int8 dot products (its projections) */
-    bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16 && !(rl->has_amx && b->core);
-    bool amx = bf16 && rl->has_amx && !b->core;
+    bool amx_decode_core = rl->has_amx && b->core && b->decode;
+    bool bf16 = b->cfg.compute == ATTN_DTYPE_BF16 && rl->has_bf16 && !amx_decode_core;
+    bool amx = bf16 && rl->has_amx;
     bool int8 = b->cfg.activations == ATTN_DTYPE_Q8_0 && rl->has_int8 && !b->core;
     double peak = int8   ? rl->int8.median
                   : amx  ? rl->amx.median

@@ -5,8 +5,9 @@
  * bitwise, the expression forms of the built-in window, chunks, softcap
  * and ALiBi against the built-ins, rows that see no key, every pass
  * disabled (the unfused score_mod / mask_mod ops), MLA's absorbed form,
- * expressions reading token, sequence and weight inputs, and the masks
- * the causal_mask pass sees as causal. */
+ * expressions reading token, sequence and weight inputs, the masks the
+ * causal_mask pass sees as causal, and random expressions with compute
+ * bf16 on AMX tiles (emulated where the host has none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,19 +343,20 @@ static void gen_expr(char *b, size_t n, uint64_t *s, bool mask) {
     snprintf(b, n, join[pick(s, 3)], x, cmp[pick(s, 6)], y);
 }
 
-/* JIT == reference for random expressions reading doc and prefix (and
+/* JIT == reference for n random expressions reading doc and prefix (and
  * reading doc anywhere: past the positions set, before 0) over the
- * sweep's configs: prefill, chunks, split decode, 1-3 threads. */
-static void random_expressions_equal_the_reference(void **state) {
-    (void)state;
+ * sweep's configs from state s (expressions from state g): prefill, chunks, split decode, 1-3
+ * threads; `bf16`: with compute bf16 (against the bf16 reference). */
+static void random_expressions(uint64_t s, uint64_t g, int n, bool bf16) {
     char *dir = tmpdir_new();
-    uint64_t s = 9001, g = 31;
-    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 24;
+    n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : n;
     for (int i = 0; i < n; i++) {
         int64_t T, chunk;
         attn_config c = sweep_config(i, &s, &T, &chunk);
         if (c.memory_dim > 0)
             continue;
+        if (bf16)
+            c.compute = ATTN_DTYPE_BF16;
         gen_expr(c.mask_mod, sizeof c.mask_mod, &g, true);
         if (i % 2)
             gen_expr(c.score_mod, sizeof c.score_mod, &g, false);
@@ -370,13 +372,38 @@ static void random_expressions_equal_the_reference(void **state) {
         const char *path = write_spec(dir, &c, "random.yaml");
         int64_t ch = i % 4 == 3 && c.causal ? 1 : c.causal ? chunk : T;
         double e = inputs_jit_vs_ref(path, NULL, T, ch, 1 + i % 3, (uint64_t)i + 300);
-        if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
-            fail_msg("config %d (T %lld chunk %lld causal %d kv %s) mask_mod '%s' score_mod '%s': "
-                     "relative error %g",
+        /* compute bf16: the kernels' p rounded against their running max
+         * (README: compute) */
+        double tol = bf16 ? 8e-3 : 2 * kv_tolerance(c.kv_dtype);
+        if (!(e <= tol))
+            fail_msg("config %d (T %lld chunk %lld causal %d kv %s compute %s) mask_mod '%s' "
+                     "score_mod '%s': relative error %g",
                      i, (long long)T, (long long)ch, c.causal, attn_dtype_name(c.kv_dtype),
-                     c.mask_mod, c.score_mod, e);
+                     attn_dtype_name(c.compute), c.mask_mod, c.score_mod, e);
     }
     tmpdir_remove(dir);
+}
+
+static void random_expressions_equal_the_reference(void **state) {
+    (void)state;
+    random_expressions(9001, 31, 24, false);
+}
+
+/* The same with compute bf16 on AMX tiles (cg_flash.c's amx_key_tile):
+ * the host's own where it has AMX, else the tile instructions emulated
+ * ($ATTNC_AMX_EMULATE) where it has AVX512-BF16. */
+static void amx_expressions_equal_the_reference(void **state) {
+    (void)state;
+    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    bool emulate = (f & amx) != amx;
+    if (emulate && !(f & ATTN_CPU_AVX512BF16)) {
+        print_message("skipped: this host has neither AMX nor AVX512-BF16 to emulate it with\n");
+        skip();
+    }
+    if (emulate)
+        setenv("ATTNC_AMX_EMULATE", "1", 1);
+    random_expressions(4711, 57, 16, true);
+    unsetenv("ATTNC_AMX_EMULATE");
 }
 
 /* causal: false with a mask_mod that hides every key after its query:
@@ -519,6 +546,7 @@ int main(void) {
         cmocka_unit_test(masks_implying_causal),
         cmocka_unit_test(inputs_follow_their_sequences),
         cmocka_unit_test(random_expressions_equal_the_reference),
+        cmocka_unit_test(amx_expressions_equal_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

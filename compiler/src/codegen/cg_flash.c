@@ -35,6 +35,7 @@ typedef struct flash {
      * tile kf [hd/2][bk] i32 pairs of bf16 (d, d + 1), vf [bk/2][hd] pairs
      * of keys (j, j + 1): q.k and (full tiles) p.v by vdpbf16ps */
     bool pairs;
+    bool amx;        /* AMX tiles for both products (amx_key_tile): bk is AMX_BK */
     LLVMValueRef pp; /* pairs: the tile's p as [bk/2][rows] pairs of keys (j, j + 1) */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
@@ -305,16 +306,23 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
     }
 }
 
-/* Branches to *vec where the tile's keys lie in one block, consecutive
- * (the last key repeated past jend breaks it), so that the keys of one d
- * are a vector, else to *one; both end at *done. */
+/* Branches to *vec where each vector of the tile's keys (lanes of them
+ * from a multiple of lanes) lies in one block, consecutive (the last key
+ * repeated past jend breaks it), so that those keys of one d are a
+ * vector, else to *one; both end at *done. */
 static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_dtype dt,
                                LLVMBasicBlockRef *vec, LLVMBasicBlockRef *one,
                                LLVMBasicBlockRef *done) {
-    LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, krow[f->bk - 1].p, c->i64, ""),
-                                     LLVMBuildPtrToInt(c->b, krow[0].p, c->i64, ""), "");
-    LLVMValueRef together =
-        LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->bk - 1) * cg_elem_bytes(dt)), "");
+    LLVMValueRef together = NULL;
+    for (int g = 0; g < f->bk / f->lanes; g++) {
+        const kv_row *k0 = krow + g * f->lanes;
+        LLVMValueRef span =
+            LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, k0[f->lanes - 1].p, c->i64, ""),
+                         LLVMBuildPtrToInt(c->b, k0[0].p, c->i64, ""), "");
+        LLVMValueRef t =
+            LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->lanes - 1) * cg_elem_bytes(dt)), "");
+        together = g ? LLVMBuildAnd(c->b, together, t, "") : t;
+    }
     *vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
     *one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
     *done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
@@ -340,16 +348,11 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     LLVMValueRef dsc =
         LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
+        const kv_row *k0 = krow + jv * L;
         LLVMValueRef x =
-            cg_vload(c, dt,
-                     cg_gep(c, et, krow[0].p,
-                            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""),
-                                         cg_i64(c, jv * L), "")));
-        if (krow[0].d)
-            x = LLVMBuildFMul(c->b, x,
-                              cg_vload(c, ATTN_DTYPE_F16,
-                                       cg_gep(c, c->f16, krow[0].d,
-                                              LLVMBuildAdd(c->b, dsc, cg_i64(c, jv * L), ""))),
+            cg_vload(c, dt, cg_gep(c, et, k0->p, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), "")));
+        if (k0->d)
+            x = LLVMBuildFMul(c->b, x, cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, k0->d, dsc)),
                               "");
         cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
                   cg_gep(c, c->f32, f->kf,
@@ -415,7 +418,7 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
         for (int h = 0; h < 2; h++)
             x[h] = cg_vload(
                 c, dt,
-                cg_gep(c, et, krow[0].p, LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt + jv * L), "")));
+                cg_gep(c, et, krow[jv * L].p, LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), "")));
         LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
                                        cg_i64(c, jv * L), "");
         LLVMBuildStore(c->b, cg_bf16_pair(c, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
@@ -499,6 +502,194 @@ static void pv_pairs(cg *c, const flash *f) {
     cg_for_end(c, &ld);
 }
 
+/* AMX (compute bf16 where the target has AMX tiles: f->amx). The item's
+ * arrays are row-major, so that both products take as their second
+ * operand the tile widen_pairs makes: S[row][key] = Q[row][d] K[key][d]
+ * (kf: pairs (d, d + 1) of each key) and O[row][d] += P[row][key]
+ * V[key][d] (vf: pairs of keys (j, j + 1) of each d). qt holds Q as bf16
+ * [rows][hd], pb S [rows][bk] (f32), pp P [rows][bk] (bf16), ot O
+ * [rows][vd]; m and l are per row. The softmax runs along each row's
+ * keys, two vectors of them (bk = 32: P's A tile is a row of 32 keys).
+ * Turning the scores around instead (S^T = K Q^T, the other kernels'
+ * [key][row]) would transpose K and V for every tile. */
+enum { AMX_BK = 32, AMX_ROWS = 16 };
+
+/* Stores 32 bf16 (cg_bf16_words) at byte offset `at` of base. */
+static void store_bf16x32(cg *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef at) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    LLVMSetAlignment(LLVMBuildStore(c->b, v, cg_gep(c, i8, base, at)), 2);
+}
+
+/* A tile at byte offset `at` of base, rows `stride` bytes apart. */
+static LLVMValueRef tile_at(cg *c, LLVMValueRef base, int64_t at, int64_t stride) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    return cg_tile_load(c, cg_gep(c, i8, base, cg_i64(c, at)), cg_i64(c, stride));
+}
+
+/* Row r's query (q at p, dtype dt) into qt as bf16, 0 where !ok. */
+static void amx_query_row(cg *c, const flash *f, LLVMValueRef r, LLVMValueRef p, attn_dtype dt,
+                          LLVMValueRef ok) {
+    LLVMTypeRef et = cg_elem_type(c, dt);
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 32), "dq");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, 32), "");
+    LLVMValueRef x[2];
+    for (int h = 0; h < 2; h++) {
+        x[h] = cg_vload(c, dt, cg_gep(c, et, p, LLVMBuildAdd(c->b, d0, cg_i64(c, 16 * h), "")));
+        x[h] = LLVMBuildSelect(c->b, ok, x[h], cg_vf32(c, 0), "");
+    }
+    LLVMValueRef at =
+        LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, f->hd), ""), d0, ""),
+                     cg_i64(c, 2), "");
+    store_bf16x32(c, cg_bf16_words(c, x[0], x[1]), f->qt, at);
+    cg_for_end(c, &ld);
+}
+
+/* S = Q K over the tile: rv x 2 tiles of 16 rows x 16 keys, summed over
+ * the hd / 32 tiles of d. */
+static void amx_scores(cg *c, const flash *f) {
+    int64_t qstride = f->hd * 2, kstride = AMX_BK * 4;
+    for (int kt = 0; kt < AMX_BK / 16; kt++) {
+        LLVMValueRef acc[8];
+        for (int rt = 0; rt < f->rv; rt++)
+            acc[rt] = cg_tile_zero(c);
+        for (int64_t dk = 0; dk < f->hd / 32; dk++) {
+            LLVMValueRef kb = tile_at(c, f->kf, (dk * 16 * AMX_BK + kt * 16) * 4, kstride);
+            for (int rt = 0; rt < f->rv; rt++) {
+                LLVMValueRef qa =
+                    tile_at(c, f->qt, ((int64_t)rt * AMX_ROWS * f->hd + dk * 32) * 2, qstride);
+                acc[rt] = cg_tile_dp_bf16(c, acc[rt], qa, kb);
+            }
+        }
+        LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+        for (int rt = 0; rt < f->rv; rt++)
+            cg_tile_store(
+                c, cg_gep(c, i8, f->pb, cg_i64(c, ((int64_t)rt * AMX_ROWS * AMX_BK + kt * 16) * 4)),
+                cg_i64(c, kstride), acc[rt]);
+    }
+}
+
+/* O += P V: for each 16 d's, rv tiles of 16 rows, one tile of 32 keys. */
+static void amx_pv(cg *c, const flash *f) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    int64_t ostride = f->vd * 4;
+    for (int64_t dt = 0; dt < f->vd / 16; dt++) {
+        LLVMValueRef vb = tile_at(c, f->vf, dt * 16 * 4, f->hd * 4);
+        for (int rt = 0; rt < f->rv; rt++) {
+            LLVMValueRef pa = tile_at(c, f->pp, (int64_t)rt * AMX_ROWS * AMX_BK * 2, AMX_BK * 2);
+            int64_t at = ((int64_t)rt * AMX_ROWS * f->vd + dt * 16) * 4;
+            LLVMValueRef o = tile_at(c, f->ot, at, ostride);
+            cg_tile_store(c, cg_gep(c, i8, f->ot, cg_i64(c, at)), cg_i64(c, ostride),
+                          cg_tile_dp_bf16(c, o, pa, vb));
+        }
+    }
+}
+
+static LLVMValueRef row_scalar(cg *c, LLVMTypeRef t, LLVMValueRef a, LLVMValueRef r) {
+    return LLVMBuildLoad2(c->b, t, cg_gep(c, t, cg_opaque_ptr(c, a), r), "");
+}
+
+/* The tile's softmax along each row r: its scores (pb) through the
+ * scale, score_mod, softcap, ALiBi and (`masked`) the mask, the running
+ * max and sum as in key_tile (the max moves only when a score passes it,
+ * then to the tile's max + FLASH_SLACK, rescaling l and the row of O),
+ * and p = e^(s - m) rounded to bf16 into pp. */
+static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend, bool masked) {
+    const ir_node *n = f->n;
+    int nv = AMX_BK / f->lanes;
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), masked ? "amx_row_cut" : "amx_row");
+    LLVMValueRef r = lr.i;
+    LLVMValueRef pos = cg_splat(c, row_scalar(c, c->i32, f->pos, r));
+    LLVMValueRef head = f->hv ? cg_splat(c, row_scalar(c, c->i32, f->hv, r)) : NULL;
+    LLVMValueRef pre[ATTN_EXPR_MAX_NODES] = {NULL};
+    for (int i = 0; i < f->n_pre; i++)
+        pre[f->pre_node[i]] =
+            cg_splat(c, row_scalar(c, c->f32, f->pre,
+                                   LLVMBuildAdd(c->b, r, cg_i64(c, (int64_t)i * f->rows), "")));
+    LLVMValueRef key0 =
+        LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "");
+    LLVMValueRef s[4], top = cg_vf32(c, -INFINITY);
+    for (int k = 0; k < nv; k++) {
+        LLVMValueRef keys = LLVMBuildAdd(
+            c->b, key0,
+            cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)(k * f->lanes), false)), "");
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, AMX_BK), ""),
+                                       cg_i64(c, (int64_t)k * f->lanes), "");
+        LLVMValueRef x = cg_scale_sum(c, n, cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f->pb, at)));
+        if (n->score_mod)
+            x = cg_score_mod(c, n, x, keys, pos, head, f->n_pre ? pre : NULL);
+        x = cg_softcap(c, n, x);
+        if (n->alibi)
+            x = cg_alibi_add(c, x, cg_splat(c, row_scalar(c, c->f32, f->sl, r)), keys, pos);
+        if (masked) {
+            LLVMValueRef bits = f->tb ? cg_splat(c, row_scalar(c, c->i64, f->tb, r)) : NULL;
+            LLVMValueRef beyond = LLVMBuildICmp(
+                c->b, LLVMIntSGE, keys, cg_splat(c, LLVMBuildTrunc(c->b, jend, c->i32, "")), "");
+            LLVMValueRef hidden = cg_keys_hidden(c, n, keys, pos, head, bits, beyond);
+            x = LLVMBuildSelect(c->b, hidden, cg_vf32(c, -INFINITY), x, "");
+        }
+        s[k] = x;
+        top = cg_intrinsic(c, "llvm.maxnum", c->vf, top, x);
+    }
+    LLVMValueRef tmax = cg_intrinsic(c, "llvm.vector.reduce.fmax", c->vf, top, NULL);
+    LLVMValueRef mp = at_f32(c, f->m, r), lp = at_f32(c, f->l, r);
+    LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, mp, "mold");
+    LLVMValueRef grow = LLVMBuildFCmp(c->b, LLVMRealOGT, tmax, mold, "grow");
+    LLVMValueRef mnew = LLVMBuildSelect(
+        c->b, grow, LLVMBuildFAdd(c->b, tmax, cg_f32(c, FLASH_SLACK), ""), mold, "mnew");
+    LLVMBuildStore(c->b, mnew, mp);
+    /* a row that has seen only masked keys keeps m = -inf: 0 stands in */
+    LLVMValueRef muse =
+        LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, cg_f32(c, -INFINITY), ""),
+                        cg_f32(c, 0), mnew, "");
+    LLVMBasicBlockRef rescale = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_rescale");
+    LLVMBasicBlockRef weights = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_weights");
+    LLVMBuildCondBr(c->b, grow, rescale, weights);
+    LLVMPositionBuilderAtEnd(c->b, rescale);
+    LLVMValueRef alpha = cg_exp_nonpos(c, cg_splat(c, LLVMBuildFSub(c->b, mold, muse, "")));
+    LLVMBuildStore(c->b,
+                   LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, lp, ""),
+                                 LLVMBuildExtractElement(c->b, alpha, cg_i64(c, 0), ""), ""),
+                   lp);
+    LLVMValueRef orow = at_f32(c, f->ot, LLVMBuildMul(c->b, r, cg_i64(c, f->vd), ""));
+    for (int64_t d = 0; d < f->vd; d += f->lanes) {
+        LLVMValueRef at = at_f32(c, orow, cg_i64(c, d));
+        cg_vstore(c, ATTN_DTYPE_F32,
+                  LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, at), alpha, ""), at);
+    }
+    LLVMBuildBr(c->b, weights);
+    LLVMPositionBuilderAtEnd(c->b, weights);
+    LLVMValueRef p[4], sum = NULL;
+    for (int k = 0; k < nv; k++) {
+        p[k] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, s[k], cg_splat(c, muse), ""));
+        sum = k ? LLVMBuildFAdd(c->b, sum, p[k], "") : p[k];
+    }
+    LLVMValueRef add = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, 0), sum);
+    LLVMSetFastMathFlags(add, LLVMFastMathAllowReassoc);
+    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lp, ""), add, ""), lp);
+    store_bf16x32(c, cg_bf16_words(c, p[0], p[1]), f->pp,
+                  LLVMBuildMul(c->b, r, cg_i64(c, AMX_BK * 2), ""));
+    cg_for_end(c, &lr);
+}
+
+/* key_tile with AMX tiles (f->amx). */
+static void amx_key_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow, LLVMValueRef j0,
+                         LLVMValueRef jend, LLVMValueRef partial) {
+    widen_pairs(c, f, krow, vrow);
+    amx_scores(c, f);
+    LLVMBasicBlockRef cut = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_cut");
+    LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_whole");
+    LLVMBasicBlockRef pv = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_pv");
+    LLVMBuildCondBr(c->b, partial, cut, whole);
+    LLVMPositionBuilderAtEnd(c->b, cut);
+    amx_softmax(c, f, j0, jend, true);
+    LLVMBuildBr(c->b, pv);
+    LLVMPositionBuilderAtEnd(c->b, whole);
+    amx_softmax(c, f, j0, jend, false);
+    LLVMBuildBr(c->b, pv);
+    LLVMPositionBuilderAtEnd(c->b, pv);
+    amx_pv(c, f);
+}
+
 /* One tile of bk keys j0.. (below jend). */
 /* The score_mod's X(d, h) over the tile of keys from j0 for the item's
  * rows (f->dtab's layout), a vector of entries a step. */
@@ -534,6 +725,10 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
+    }
+    if (f->amx) {
+        amx_key_tile(c, f, krow, vrow, j0, jend, partial);
+        return;
     }
     if (f->kf && f->pairs) /* bf16 pairs, for vdpbf16ps */
         widen_pairs(c, f, krow, vrow);
@@ -655,6 +850,7 @@ static flash flash_shape(cg *c, const ir_node *n, int rv) {
 }
 
 static void flash_items(cg *c, const flash *fp, bool split);
+static int64_t in_blocks(cg *c, const flash *f, const ir_node *rows, int64_t nd);
 
 /* The end of an item: the next one (item + step), back at head. */
 static void flash_next(cg *c, LLVMValueRef item, LLVMValueRef step, LLVMBasicBlockRef head,
@@ -699,6 +895,25 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash sp = by_flash ? flash_shape(c, n, split_rv(&f)) : f;
 
     cg_kernel_begin(c, name);
+    attn_dtype kvdt = c->plan->view[f.k->id].dt;
+    /* MLA: the values are a view of K's rows (their first dims) */
+    const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
+    bool v_in_k = cg_cache_which(c, f.v) == 0 && vview->buf == kview->buf &&
+                  ir_dim_eq(vview->off, kview->off);
+    bool narrow = (kvdt != ATTN_DTYPE_F32 || ir_cfg_bf16(c->g)) && cg_cache_which(c, f.k) == 0 &&
+                  (cg_cache_which(c, f.v) == 1 || v_in_k) && f.hd % f.lanes == 0;
+    /* AMX tiles: compute bf16 over an f32, f16 or bf16 cache, the rows of
+     * q and of the output contiguous (AMX_ROWS rows a vector of rows) */
+    f.amx = narrow && !v_in_k && ir_cfg_bf16(c->g) && c->target.amx && f.lanes == AMX_ROWS &&
+            kvdt != ATTN_DTYPE_Q8_0 && f.hd % 32 == 0 && f.vd == f.hd &&
+            in_blocks(c, &f, f.q, f.hd) == f.hd && in_blocks(c, &f, n, f.vd) == f.vd;
+    if (f.amx) { /* few and sp (shaped above) use the slots of f's larger rows */
+        int rv = c->target.flash_amx_rv;
+        f = flash_shape(c, n, rv > f.rv ? rv : f.rv);
+        f.amx = true;
+        f.bk = AMX_BK;
+        ATTNC_ASSERT(f.rv <= 6); /* amx_scores: rv sums, a tile of K and one of Q */
+    }
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
     LLVMTypeRef outt = LLVMArrayType2(c->f32, (uint64_t)(f.vd * f.rows));
     LLVMTypeRef pbt = LLVMArrayType2(c->f32, (uint64_t)(f.bk * f.rows));
@@ -743,15 +958,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef slots[10] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl, f.pos, f.rowok, f.inv, f.dummy};
     for (int i = 0; i < 10; i++)
         LLVMSetAlignment(slots[i], 64);
-    attn_dtype kvdt = c->plan->view[f.k->id].dt;
-    /* MLA: the values are a view of K's rows (their first dims) */
-    const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
-    bool v_in_k = cg_cache_which(c, f.v) == 0 && vview->buf == kview->buf &&
-                  ir_dim_eq(vview->off, kview->off);
     /* compute bf16: tiles rounded once too */
-    if ((kvdt != ATTN_DTYPE_F32 || ir_cfg_bf16(c->g)) && cg_cache_which(c, f.k) == 0 &&
-        (cg_cache_which(c, f.v) == 1 || v_in_k) &&
-        f.hd % f.lanes == 0) { /* a narrow cache: tiles widened once (widen_tile) */
+    if (narrow) { /* a narrow cache: tiles widened once (widen_tile) */
         ATTNC_ASSERT(vview->dt == kvdt && f.bk % f.lanes == 0 &&
                      (kvdt != ATTN_DTYPE_Q8_0 || 32 % f.lanes == 0));
         LLVMTypeRef tile = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.bk));
@@ -768,7 +976,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
          * 38-41; f32 FMAs on the rounded operands do the same arithmetic */
         f.pairs = ir_cfg_bf16(c->g) && c->target.bf16_dot && !c->target.amx && f.vf &&
                   kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
-        if (f.pairs) {
+        if (f.pairs || f.amx) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);
         }
@@ -901,13 +1109,16 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     /* qt[d][r] = q[d, head, tok] * scale (0 for rows past the item):
      * blocks of lanes d's after the row loop (rows_in_blocks), the d's
      * past the last block here */
-    int64_t qb = in_blocks(c, f, f->q, f->hd);
+    int64_t qb = f->amx ? f->hd : in_blocks(c, f, f->q, f->hd);
     cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
     LLVMValueRef hh, tok, ok;
     row_of(c, f, kvh, chunk, s0, lr.i, &hh, &tok, &ok);
     LLVMValueRef safe_h = LLVMBuildSelect(c->b, ok, hh, cg_i64(c, 0), "");
     LLVMValueRef safe_t = LLVMBuildSelect(c->b, ok, tok, cg_i64(c, 0), "");
-    if (qb) {
+    if (f->amx) { /* qt[r] = q[., head, tok] as bf16, row-major */
+        LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
+        amx_query_row(c, f, lr.i, cg_addr(c, f->q, q0), f->q->dt, cg_splat(c, ok));
+    } else if (qb) {
         LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
         LLVMBuildStore(c->b, cg_addr(c, f->q, q0), cg_gep(c, c->ptr, f->rowp, lr.i));
         LLVMBuildStore(c->b, LLVMBuildZExt(c->b, ok, c->i32, ""),
@@ -944,7 +1155,8 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
                                       c->i32, ""),
                        cg_gep(c, c->i32, f->hv, lr.i));
     cg_for_end(c, &lr);
-    rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false, f->q->dt);
+    if (!f->amx)
+        rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false, f->q->dt);
     if (f->pairs) { /* qt as pairs (d, d + 1), in place: pair i is written over d = i */
         cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "qpair");
         LLVMValueRef d = LLVMBuildMul(c->b, lq.i, cg_i64(c, 2), "");
@@ -1035,7 +1247,7 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
      * of the row; blocks of lanes d's after the row loop, the d's past
      * the last block here */
     const ir_node *dst = split ? NULL : n;
-    int64_t ob = in_blocks(c, f, dst, f->vd);
+    int64_t ob = f->amx ? 0 : in_blocks(c, f, dst, f->vd);
     cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
     row_of(c, f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
     LLVMValueRef inv =
@@ -1060,7 +1272,16 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
             LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, ml[e], lo.i), ""),
                            cg_split_part(c, n, kc, row, cg_i64(c, e)));
     }
-    if (ob < f->vd) {
+    if (f->amx) { /* ot[r] row-major; the output's rows are contiguous (f->amx) */
+        LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok}, out = cg_addr(c, n, oi);
+        LLVMValueRef orow = at_f32(c, f->ot, LLVMBuildMul(c->b, lo.i, cg_i64(c, f->vd), ""));
+        for (int64_t d = 0; d < f->vd; d += f->lanes)
+            cg_vstore(c, n->dt,
+                      LLVMBuildFMul(c->b,
+                                    cg_vload(c, ATTN_DTYPE_F32, at_f32(c, orow, cg_i64(c, d))),
+                                    cg_splat(c, inv), ""),
+                      cg_gep(c, cg_elem_type(c, n->dt), out, cg_i64(c, d)));
+    } else if (ob < f->vd) {
         cg_loop ld = cg_for(c, cg_i64(c, ob), cg_i64(c, f->vd), "d");
         LLVMValueRef src =
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lo.i, "");

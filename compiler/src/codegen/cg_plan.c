@@ -66,6 +66,12 @@ cg_target cg_target_for(int lanes, int regs) {
          * outputs (12 KB each) just fill the 32 KB L1 */
         .flash_bk = wide ? 16 : 8,
         .flash_dc = wide ? 8 : 4,
+        /* AMX flash items (cg_flash.c): each K/V tile is rounded into
+         * pairs once for an item's rows. llama3_8b prefill 2048 core,
+         * Xeon with AMX, 16 threads: 3 row tiles 26.6-29.5 ms, 4
+         * 23.0-23.5, 6 23.2-24.2; 2 threads: 4 130 ms, 6 152 (one run
+         * each) */
+        .flash_amx_rv = 4,
         /* split decode: half the registers hold p.v sums, the rest its
          * V vectors and broadcasts */
         .split_pv_regs = regs / 2,
