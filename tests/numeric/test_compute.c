@@ -285,6 +285,56 @@ static void amx_code_emulated_equals_reference(void **state) {
     tmpdir_remove(dir);
 }
 
+/* A token whose x is not finite makes its K and V not finite; the rows
+ * before it (causal: they do not see it) stay finite and equal the
+ * reference's, also those in the same work item, whose tile holds the
+ * token as a masked key (p = 0 times V must add nothing): f32 and bf16
+ * compute on this host's code, and the AMX code (its own tiles or
+ * emulated). */
+static void rows_that_do_not_see_a_bad_token_stay_finite(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    attn_config c = config_small(8, 2, 64, 96);
+    c.kv_max_tokens = 256;
+    const int64_t T = 100, bad = 70;
+    size_t n = (size_t)(T * c.d_model), good = (size_t)(bad * c.d_model);
+    float *x = random_floats(n, 5), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *want);
+    x[bad * c.d_model + 3] = INFINITY;
+    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    bool emulate = (f & amx) != amx && (f & ATTN_CPU_AVX512BF16) && (f & ATTN_CPU_AVX512F);
+    for (int k = 0; k < 3; k++) {
+        c.compute = k ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        if (k == 2 && !emulate) {
+            print_message("note: no AMX emulation here (AMX itself, or no AVX512-BF16): the "
+                          "bf16 run above took this host's own code\n");
+            continue;
+        }
+        if (k == 2)
+            setenv("ATTNC_AMX_EMULATE", "1", 1);
+        const char *path = write_spec(dir, &c, "bad.yaml");
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
+        attnc_options o = attnc_options_default();
+        attnc_jit *jit = jit_or_fail(path, &o);
+        run_jit(jit, w, T, x, y, T, 2);
+        run_ref(w, T, x, want);
+        for (size_t i = 0; i < good; i++)
+            if (!isfinite(y[i]))
+                fail_msg("compute %s%s: y[%zu] (token %zu) is %g, before the bad token",
+                         attn_dtype_name(c.compute), k == 2 ? " (AMX emulated)" : "", i,
+                         i / (size_t)c.d_model, (double)y[i]);
+        double e = rel_err(y, want, good);
+        if (!(e <= (k ? BF16_TOL : 1e-4)))
+            fail_msg("compute %s: relative error %g before the bad token",
+                     attn_dtype_name(c.compute), e);
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        unsetenv("ATTNC_AMX_EMULATE");
+    }
+    free(x), free(y), free(want);
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_is_near_f32_and_not_equal),
@@ -293,6 +343,7 @@ int main(void) {
         cmocka_unit_test(bf16_decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(amx_kernels_run_or_are_refused),
         cmocka_unit_test(amx_code_emulated_equals_reference),
+        cmocka_unit_test(rows_that_do_not_see_a_bad_token_stay_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

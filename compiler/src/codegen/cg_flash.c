@@ -671,6 +671,63 @@ static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jen
     cg_for_end(c, &lr);
 }
 
+/* Whether some value of the tile's V pairs (vf) is not finite (i1). */
+static LLVMValueRef amx_v_not_finite(cg *c, const flash *f) {
+    LLVMValueRef lo = cg_splat(c, LLVMConstInt(c->i32, 0x7f80, false));
+    LLVMValueRef hi = cg_splat(c, LLVMConstInt(c->i32, 0x7f800000u, false));
+    LLVMTypeRef mt = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)f->lanes);
+    LLVMValueRef none = LLVMConstNull(mt), bad;
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "v_finite", mt, 1);
+    LLVMValueRef w = LLVMBuildLoad2(
+        c->b, c->vi, cg_gep(c, c->i32, f->vf, LLVMBuildMul(c->b, l.i, cg_i64(c, f->lanes), "")),
+        "");
+    bad = LLVMBuildOr(
+        c->b, l.acc[0],
+        LLVMBuildOr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, w, lo, ""), lo, ""),
+                    LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, w, hi, ""), hi, ""), ""),
+        "");
+    cg_acc_loop_end(c, &l, cg_i64(c, AMX_BK / 2 * f->hd / f->lanes), &none, &bad);
+    return cg_intrinsic(c, "llvm.vector.reduce.or", mt, bad, NULL);
+}
+
+/* amx_pv for a cut tile whose V holds a value that is not finite: the
+ * keys of weight 0 add nothing (as the other kernels' guarded p.v and
+ * the reference, which skip masked keys), a row and a key at a time. */
+static void amx_pv_guarded(cg *c, const flash *f) {
+    LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llctx);
+    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "gpv_row");
+    cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, AMX_BK), "gpv_key");
+    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, AMX_BK), ""), lj.i, "");
+    LLVMValueRef bits =
+        LLVMBuildZExt(c->b, LLVMBuildLoad2(c->b, i16, cg_gep(c, i16, f->pp, at), ""), c->i32, "");
+    LLVMValueRef p = LLVMBuildBitCast(
+        c->b, LLVMBuildShl(c->b, bits, LLVMConstInt(c->i32, 16, false), ""), c->f32, "p");
+    LLVMBasicBlockRef add = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gpv_add");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "gpv_next");
+    LLVMBuildCondBr(c->b, LLVMBuildFCmp(c->b, LLVMRealUNE, p, cg_f32(c, 0), ""), add, next);
+    LLVMPositionBuilderAtEnd(c->b, add);
+    /* key j's v: the low (j even) or high halves of pair row j / 2 */
+    LLVMValueRef vrow = cg_gep(
+        c, c->i32, f->vf,
+        LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, lj.i, cg_i64(c, 2), ""), cg_i64(c, f->hd), ""));
+    LLVMValueRef odd = cg_splat(c, LLVMBuildTrunc(c->b, LLVMBuildAnd(c->b, lj.i, cg_i64(c, 1), ""),
+                                                  LLVMInt1TypeInContext(c->llctx), ""));
+    LLVMValueRef orow = at_f32(c, f->ot, LLVMBuildMul(c->b, lr.i, cg_i64(c, f->vd), ""));
+    for (int64_t d = 0; d < f->vd; d += f->lanes) {
+        LLVMValueRef w = LLVMBuildLoad2(c->b, c->vi, cg_gep(c, c->i32, vrow, cg_i64(c, d)), "");
+        LLVMValueRef v =
+            LLVMBuildSelect(c->b, odd, cg_bf16_half(c, w, true), cg_bf16_half(c, w, false), "");
+        LLVMValueRef o = at_f32(c, orow, cg_i64(c, d));
+        cg_vstore(c, ATTN_DTYPE_F32, cg_fma(c, cg_splat(c, p), v, cg_vload(c, ATTN_DTYPE_F32, o)),
+                  o);
+    }
+    LLVMBuildBr(c->b, next);
+    LLVMPositionBuilderAtEnd(c->b, next);
+    cg_for_end(c, &lj);
+    cg_for_end(c, &lr);
+}
+
 /* key_tile with AMX tiles (f->amx). */
 static void amx_key_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow, LLVMValueRef j0,
                          LLVMValueRef jend, LLVMValueRef partial) {
@@ -678,16 +735,23 @@ static void amx_key_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow, LLVM
     amx_scores(c, f);
     LLVMBasicBlockRef cut = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_cut");
     LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_whole");
+    LLVMBasicBlockRef guarded = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_pv_guarded");
     LLVMBasicBlockRef pv = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_pv");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_pv_done");
     LLVMBuildCondBr(c->b, partial, cut, whole);
     LLVMPositionBuilderAtEnd(c->b, cut);
     amx_softmax(c, f, j0, jend, true);
-    LLVMBuildBr(c->b, pv);
+    LLVMBuildCondBr(c->b, amx_v_not_finite(c, f), guarded, pv);
+    LLVMPositionBuilderAtEnd(c->b, guarded);
+    amx_pv_guarded(c, f);
+    LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, whole);
     amx_softmax(c, f, j0, jend, false);
     LLVMBuildBr(c->b, pv);
     LLVMPositionBuilderAtEnd(c->b, pv);
     amx_pv(c, f);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 /* One tile of bk keys j0.. (below jend). */
