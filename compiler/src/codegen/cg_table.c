@@ -18,9 +18,10 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
 }
 
 /* The features the table records: the target's, AMX only where the
- * kernels use it (compute bf16's GEMM), so that other kernels compiled
- * on an AMX machine neither need its state nor ask Linux for it; VNNI
- * only where activations q8_0's GEMMs use it, and the form they use. */
+ * kernels use it (compute bf16's GEMM and flash prefill), so that other
+ * kernels compiled on an AMX machine neither need its state nor ask
+ * Linux for it; VNNI only where activations q8_0's GEMMs use it, and the
+ * form they use. */
 static uint32_t table_features(const cg_result *res) {
     uint32_t f = res->target.cpu_features;
     if (!(res->target.amx && ir_cfg_bf16(res->g)))
