@@ -335,6 +335,68 @@ static void rows_that_do_not_see_a_bad_token_stay_finite(void **state) {
     tmpdir_remove(dir);
 }
 
+/* A tile's keys past the sequence's end read the slots of its last block
+ * (a vector of keys stays whole): slots a truncated sequence left holding
+ * values that are not finite must change nothing. 60 tokens whose last
+ * ten have an infinite input, truncated to 40, then 12 tokens in one
+ * call (the flash prefill, not the split decode), against the reference
+ * fed the 52 finite tokens: f32 and bf16
+ * compute, f32, f16 and bf16 caches, this host's code and the AMX code
+ * (emulated where the host has AVX512-BF16 and no AMX). */
+static void slots_past_the_end_change_nothing(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    bool emulate = (f & amx) != amx && (f & ATTN_CPU_AVX512BF16) && (f & ATTN_CPU_AVX512F);
+    static const attn_dtype caches[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int k = 0; k < 9; k++) {
+        attn_config c = config_small(8, 2, 64, 96);
+        c.kv_max_tokens = 128;
+        c.kv_dtype = caches[k % 3];
+        c.compute = k < 3 ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
+        if (k >= 6 && !emulate)
+            continue;
+        if (k >= 6)
+            setenv("ATTNC_AMX_EMULATE", "1", 1);
+        const char *path = write_spec(dir, &c, "past.yaml");
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 21, &w, NULL), ATTN_OK);
+        const int64_t D = c.d_model, T = 52;
+        float *bad = random_floats((size_t)(60 * D), 22), *x = random_floats((size_t)(T * D), 22);
+        for (int64_t t = 50; t < 60; t++)
+            bad[t * D + 1] = INFINITY;
+        float *y = malloc((size_t)(60 * D) * sizeof *y),
+              *want = malloc((size_t)(T * D) * sizeof *want);
+        attnc_options o = attnc_options_default();
+        attnc_jit *jit = jit_or_fail(path, &o);
+        attn_block_options bo = attn_block_options_default();
+        bo.n_threads = 2;
+        attn_block *b = NULL;
+        attn_cache *cache = NULL;
+        int32_t s = 0, n60 = 60, n12 = 12;
+        assert_int_equal(attn_block_new(attnc_jit_kernels(jit), &bo, &b), ATTN_OK);
+        assert_int_equal(attn_block_set_weights(b, w), ATTN_OK);
+        assert_int_equal(attn_cache_new(b, 64, &cache), ATTN_OK);
+        assert_int_equal(attn_seq_new(cache, &s), ATTN_OK);
+        assert_int_equal(attn_forward(b, cache, 1, &s, &n60, bad, y), ATTN_OK);
+        assert_int_equal(attn_seq_truncate(cache, s, 40), ATTN_OK);
+        assert_int_equal(attn_forward(b, cache, 1, &s, &n12, x + 40 * D, y), ATTN_OK);
+        run_ref(w, T, x, want);
+        double e = rel_err(y, want + 40 * D, (size_t)(12 * D));
+        if (!(e <= (c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : kv_tolerance(c.kv_dtype))))
+            fail_msg("compute %s, %s cache%s: relative error %g after the truncated slots",
+                     attn_dtype_name(c.compute), attn_dtype_name(c.kv_dtype),
+                     k >= 6 ? " (AMX emulated)" : "", e);
+        attn_cache_free(cache);
+        attn_block_free(b);
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        free(bad), free(x), free(y), free(want);
+        unsetenv("ATTNC_AMX_EMULATE");
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_is_near_f32_and_not_equal),
@@ -344,6 +406,7 @@ int main(void) {
         cmocka_unit_test(amx_kernels_run_or_are_refused),
         cmocka_unit_test(amx_code_emulated_equals_reference),
         cmocka_unit_test(rows_that_do_not_see_a_bad_token_stay_finite),
+        cmocka_unit_test(slots_past_the_end_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -781,11 +781,35 @@ static void distance_table(cg *c, const flash *f, LLVMValueRef j0) {
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
                      LLVMValueRef partial) {
     kv_row krow[32], vrow[32];
+    /* keys past jend (masked below) read the block of key jend - 1 to its
+     * end, the keys side by side as before them (a vector of keys past
+     * that block reads the vector before it): the tile's vectors of keys
+     * stay whole for widen_pairs and widen_tile (else key by key, ten
+     * times slower). What those slots hold (unwritten, or another
+     * sequence's) is masked: p = 0, and p.v skips weight 0 where V may
+     * not be finite (the guarded p.v, amx_pv_guarded). */
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
+    LLVMValueRef last = LLVMBuildSub(c->b, jend, cg_i64(c, 1), "");
+    LLVMValueRef block_end = LLVMBuildAdd(
+        c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, last, cg_i64(c, bt), ""), cg_i64(c, bt), ""),
+        cg_i64(c, bt - 1), "block_end");
     for (int j = 0; j < f->bk; j++) {
-        /* keys past jend read the last key (masked below) */
-        LLVMValueRef kj =
-            cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, j0, cg_i64(c, j), ""),
-                         LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""));
+        LLVMValueRef kj = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
+        if (f->kf) {
+            /* past the block: back by whole vectors into it (j0 + j - L * ceil(over / L)) */
+            LLVMValueRef over = cg_intrinsic(c, "llvm.smax", c->i64,
+                                             LLVMBuildSub(c->b, kj, block_end, ""), cg_i64(c, 0));
+            LLVMValueRef back = LLVMBuildMul(
+                c->b,
+                LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, over, cg_i64(c, f->lanes - 1), ""),
+                              cg_i64(c, f->lanes), ""),
+                cg_i64(c, f->lanes), "");
+            kj = cg_intrinsic(c, "llvm.smax", c->i64, LLVMBuildSub(c->b, kj, back, ""),
+                              cg_i64(c, 0));
+            kj = cg_intrinsic(c, "llvm.smin", c->i64, kj, block_end);
+        } else {
+            kj = cg_intrinsic(c, "llvm.smin", c->i64, kj, last);
+        }
         LLVMValueRef ki[3] = {cg_i64(c, 0), kvh, kj};
         krow[j] = kv_row_at(c, f->k, cg_addr(c, f->k, ki));
         vrow[j] = kv_row_at(c, f->v, cg_addr(c, f->v, ki));
