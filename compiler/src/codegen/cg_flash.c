@@ -795,8 +795,11 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         cg_i64(c, bt - 1), "block_end");
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef kj = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
-        if (f->kf) {
-            /* past the block: back by whole vectors into it (j0 + j - L * ceil(over / L)) */
+        if (f->kf && bt >= f->lanes) {
+            /* past the block: back by whole vectors into it (j0 + j - L *
+             * ceil(over / L)); smaller blocks never hold a vector of
+             * keys, and going back a vector could leave them for one the
+             * window released */
             LLVMValueRef over = cg_intrinsic(c, "llvm.smax", c->i64,
                                              LLVMBuildSub(c->b, kj, block_end, ""), cg_i64(c, 0));
             LLVMValueRef back = LLVMBuildMul(
