@@ -27,6 +27,13 @@ static bool host_has(uint32_t features) {
     return (attn_cpu_features() & features) == features;
 }
 
+/* Whether this host runs the AMX code emulated ($ATTNC_AMX_EMULATE):
+ * AVX512-BF16 and no AMX of its own. */
+static bool amx_emulated_here(void) {
+    return !host_has(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16) &&
+           host_has(ATTN_CPU_AVX512F | ATTN_CPU_AVX512BF16);
+}
+
 /* Sweep config i with compute bf16. */
 static attn_config bf16_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
     attn_config c = sweep_config(i, s, T, chunk);
@@ -300,8 +307,7 @@ static void rows_that_do_not_see_a_bad_token_stay_finite(void **state) {
     size_t n = (size_t)(T * c.d_model), good = (size_t)(bad * c.d_model);
     float *x = random_floats(n, 5), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *want);
     x[bad * c.d_model + 3] = INFINITY;
-    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
-    bool emulate = (f & amx) != amx && (f & ATTN_CPU_AVX512BF16) && (f & ATTN_CPU_AVX512F);
+    bool emulate = amx_emulated_here();
     for (int k = 0; k < 3; k++) {
         c.compute = k ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
         if (k == 2 && !emulate) {
@@ -346,8 +352,7 @@ static void rows_that_do_not_see_a_bad_token_stay_finite(void **state) {
 static void slots_past_the_end_change_nothing(void **state) {
     (void)state;
     char *dir = tmpdir_new();
-    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
-    bool emulate = (f & amx) != amx && (f & ATTN_CPU_AVX512BF16) && (f & ATTN_CPU_AVX512F);
+    bool emulate = amx_emulated_here();
     static const attn_dtype caches[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
     for (int k = 0; k < 9; k++) {
         attn_config c = config_small(8, 2, 64, 96);

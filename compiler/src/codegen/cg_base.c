@@ -712,24 +712,26 @@ static LLVMValueRef is_subnormal(cg *c, LLVMValueRef x) {
                         LLVMConstInt(c->i32, 0x90, false)); /* fcSubnormal */
 }
 
-LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+/* cg_bf16_words by the integer steps of cg_bf16_round (any target). */
+static LLVMValueRef bf16_words_exact(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMTypeRef h16 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 16);
-    LLVMTypeRef w32 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 32);
-    LLVMValueRef idx[32];
+    LLVMValueRef idx[32], half[2], x[2] = {lo, hi};
     for (int i = 0; i < 32; i++)
         idx[i] = LLVMConstInt(c->i32, (unsigned long long)i, false);
-    LLVMValueRef cat = LLVMConstVector(idx, 32);
-    ATTNC_ASSERT(c->target.lanes == 16);
-    if (!c->target.bf16_dot) { /* the integer steps of cg_bf16_round */
-        LLVMValueRef half[2], x[2] = {lo, hi};
-        for (int i = 0; i < 2; i++) {
-            LLVMValueRef u = LLVMBuildBitCast(c->b, cg_bf16_round(c, x[i]), c->vi, "");
-            half[i] = LLVMBuildTrunc(
-                c->b, LLVMBuildLShr(c->b, u, cg_splat(c, LLVMConstInt(c->i32, 16, false)), ""), h16,
-                "");
-        }
-        return LLVMBuildShuffleVector(c->b, half[0], half[1], cat, "bf16_words");
+    for (int i = 0; i < 2; i++) {
+        LLVMValueRef u = LLVMBuildBitCast(c->b, cg_bf16_round(c, x[i]), c->vi, "");
+        half[i] = LLVMBuildTrunc(
+            c->b, LLVMBuildLShr(c->b, u, cg_splat(c, LLVMConstInt(c->i32, 16, false)), ""), h16,
+            "");
     }
+    return LLVMBuildShuffleVector(c->b, half[0], half[1], LLVMConstVector(idx, 32), "bf16_words");
+}
+
+LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMTypeRef w32 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 32);
+    ATTNC_ASSERT(c->target.lanes == 16);
+    if (!c->target.bf16_dot)
+        return bf16_words_exact(c, lo, hi);
     /* vcvtne2ps2bf16 rounds to nearest even and quiets NaN as
      * cg_bf16_round does, but takes subnormal inputs as 0: a vector with
      * one goes the integer way */
@@ -740,10 +742,7 @@ LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "bf16_done");
     LLVMBuildCondBr(c->b, any, exact, quick);
     LLVMPositionBuilderAtEnd(c->b, exact);
-    bool dot = c->target.bf16_dot;
-    c->target.bf16_dot = false;
-    LLVMValueRef slow = cg_bf16_words(c, lo, hi);
-    c->target.bf16_dot = dot;
+    LLVMValueRef slow = bf16_words_exact(c, lo, hi);
     LLVMBasicBlockRef exact_end = LLVMGetInsertBlock(c->b);
     LLVMBuildBr(c->b, join);
     LLVMPositionBuilderAtEnd(c->b, quick);

@@ -789,13 +789,16 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
      * sequence's) is masked: p = 0, and p.v skips weight 0 where V may
      * not be finite (the guarded p.v, amx_pv_guarded). */
     int64_t bt = ir_cfg_kv_block_tokens(c->g);
-    LLVMValueRef last = LLVMBuildSub(c->b, jend, cg_i64(c, 1), "");
-    LLVMValueRef block_end = LLVMBuildAdd(
-        c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, last, cg_i64(c, bt), ""), cg_i64(c, bt), ""),
-        cg_i64(c, bt - 1), "block_end");
+    bool whole = f->kf && bt >= f->lanes; /* else: the last key */
+    LLVMValueRef last = LLVMBuildSub(c->b, jend, cg_i64(c, 1), ""), block_end = NULL;
+    if (whole)
+        block_end = LLVMBuildAdd(
+            c->b,
+            LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, last, cg_i64(c, bt), ""), cg_i64(c, bt), ""),
+            cg_i64(c, bt - 1), "block_end");
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef kj = LLVMBuildAdd(c->b, j0, cg_i64(c, j), "");
-        if (f->kf && bt >= f->lanes) {
+        if (whole) {
             /* past the block: back by whole vectors into it (j0 + j - L *
              * ceil(over / L)); smaller blocks never hold a vector of
              * keys, and going back a vector could leave them for one the
