@@ -534,7 +534,11 @@ static void inputs_follow_their_sequences(void **state) {
     tmpdir_remove(dir);
 }
 
-int main(void) {
+/* test_mods [PATTERN]: the tests whose names match PATTERN (cmocka's
+ * wildcards * and ?), all without it. */
+int main(int argc, char **argv) {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jit_equals_reference_over_expressions_and_sweep),
         cmocka_unit_test(threads_give_the_same_bits),

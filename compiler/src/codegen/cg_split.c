@@ -222,8 +222,14 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
         k->jend = cg_intrinsic(c, "llvm.smax", c->i64, skip_hidden(c, n, k->jend, k->jfirst, -tk),
                                k->jfirst);
     }
+    /* a mask_mod that hides every key leaves jfirst == jend: no tiles
+     * (rounded down, a tile from jbeg would clamp its keys to jfirst,
+     * a key no block holds) */
     k->jbeg =
         LLVMBuildSub(c->b, k->jfirst, LLVMBuildSRem(c->b, k->jfirst, cg_i64(c, tk), ""), "jbeg");
+    if (n->mask_mod)
+        k->jbeg = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, k->jfirst, k->jend, ""),
+                                  k->jbeg, k->jend, "jbeg");
     LLVMValueRef nk = LLVMBuildSub(c->b, k->jend, k->jbeg, "");
     k->nt = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, nk, cg_i64(c, tk - 1), ""), cg_i64(c, tk), "nt");
     int64_t min_keys = cg_split_by_flash(c->g) ? SPLIT_MIN_KEYS_FLASH : SPLIT_MIN_KEYS;
