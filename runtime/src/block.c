@@ -46,9 +46,9 @@ void attn_block_free(attn_block *b) {
     if (!b)
         return;
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++)
-        free(b->weight[i]);
+        rt_free_large(b->weight[i]);
     for (int i = 0; i < ATTN_MAX_BUFFERS; i++)
-        free(b->packed[i]);
+        rt_free_large(b->packed[i]);
     free(b);
 }
 
@@ -87,7 +87,7 @@ static attn_status stage_one(attn_block *b, stage_fn stage, void *ctx, int id, b
 
 static void unstage(const attn_config *c, int id, bool keep, void *p) {
     if (keep)
-        free(p);
+        rt_free_large(p);
     else if (p)
         munmap(p, weight_bytes(c, id));
 }
@@ -144,7 +144,7 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
             st = stage_one(b, stage, ctx, id, true, &staged[id]);
     for (int j = 0; j < ATTN_WEIGHT_COUNT; j++) {
         if (st == ATTN_OK) {
-            free(b->weight[j]);
+            rt_free_large(b->weight[j]);
             b->weight[j] = staged[j]; /* only weights forwards read are left */
         } else {
             unstage(&b->cfg, j, at_run[j], staged[j]);
@@ -152,10 +152,10 @@ static attn_status load_weights(attn_block *b, stage_fn stage, void *ctx) {
     }
     for (int i = 0; i < ATTN_MAX_BUFFERS; i++) {
         if (st == ATTN_OK) {
-            free(b->packed[i]);
+            rt_free_large(b->packed[i]);
             b->packed[i] = packed[i];
         } else {
-            free(packed[i]);
+            rt_free_large(packed[i]);
         }
     }
     b->loaded |= st == ATTN_OK;

@@ -170,16 +170,16 @@ void attn_cache_free(attn_cache *c) {
     if (!c)
         return;
     for (int32_t i = 0; i < c->n_seqs; i++) {
-        free(c->seqs[i].table);
+        rt_free_large(c->seqs[i].table);
         drop_inputs(&c->seqs[i]);
     }
     free(c->seqs);
-    free(c->k);
-    free(c->v);
+    rt_free_large(c->k);
+    rt_free_large(c->v);
     free(c->refs);
     free(c->free_list);
     prefix_fini(&c->pub);
-    free(c->scratch);
+    rt_free_large(c->scratch);
     free(c->pos);
     free(c->slot);
     free(c->args);
@@ -289,7 +289,7 @@ static seq *new_slot(attn_cache *c, int32_t *id) {
         c->seqs[c->n_seqs++] = (seq){0};
     }
     seq *s = &c->seqs[i];
-    if (!s->table && !(s->table = malloc((size_t)c->max_blocks * sizeof *s->table)))
+    if (!s->table && !(s->table = rt_alloc_large((size_t)c->max_blocks * sizeof *s->table)))
         return NULL;
     for (int64_t b = 0; b < c->max_blocks; b++)
         s->table[b] = -1;
@@ -637,11 +637,11 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
         c->cap_threads = c->b->n_threads;
     }
     if (scratch > c->scratch_bytes) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, scratch) != 0)
+        void *p = rt_alloc_large(scratch);
+        if (!p)
             return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for %zu bytes of scratch",
                            scratch);
-        free(c->scratch);
+        rt_free_large(c->scratch);
         c->scratch = p;
         c->scratch_bytes = scratch;
     }

@@ -55,12 +55,22 @@ RT_HIDDEN void rt_to_f32(attn_dtype t, const unsigned char *src, float *y, int64
  * (a finite v that rt_quant_row refused) its block's scale overflow. */
 RT_HIDDEN const char *rt_unstorable(float v);
 
-/* bytes (rounded up to 64) of 64-byte aligned memory, free()d as usual;
- * from 2 MB on, 2 MB aligned and advised to the kernel as huge pages:
- * streams through the KV cache and the packed weights then do not miss
- * the TLB every 4 KB, and hardware prefetchers run on. NULL if out of
- * memory. */
+/* bytes (rounded up to 64) of 64-byte aligned memory, freed by
+ * rt_free_large; from 2 MB on, 2 MB aligned and advised to the kernel as
+ * huge pages: streams through the KV cache and the packed weights then
+ * do not miss the TLB every 4 KB, and hardware prefetchers run on. NULL
+ * if out of memory. With $ATTN_GUARD_PAGES=front or back (tests:
+ * docs/development.md), a mapping of its own whose first byte follows,
+ * or whose last precedes, a page nothing may touch: a kernel's read
+ * outside it faults instead of reading a neighbour. */
 RT_HIDDEN void *rt_alloc_large(size_t bytes);
+
+/* Frees what rt_alloc_large returned (or malloc: then free). */
+RT_HIDDEN void rt_free_large(void *p);
+
+/* rt_alloc_large never guarded: memory its owner may free() (the public
+ * attn_weights' arrays, which the kernels never read). */
+RT_HIDDEN void *rt_alloc_heap(size_t bytes);
 
 /* Field by field (structs may differ in padding; config.c). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);

@@ -284,7 +284,7 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
     for (int i = 0; i < ATTN_WEIGHT_COUNT; i++) {
         size_t n = w_numel(cfg, i);
         float **p = slot(w, i);
-        if (n && (*p = rt_alloc_large(n * sizeof(float)))) /* huge pages: fewer faults */
+        if (n && (*p = rt_alloc_heap(n * sizeof(float)))) /* huge pages: fewer faults */
             memset(*p, 0, n * sizeof(float));
         else if (n) {
             attn_weights_free(w);

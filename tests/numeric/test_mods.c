@@ -206,6 +206,36 @@ static void rows_that_see_no_key_are_zero(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Calls whose rows the window and the mask_mod together show no key
+ * (q % 8 == 5 sees only kv < 2, which the window of 4 hides from q 5
+ * on): nothing is read. The split kernel once read key T there (the
+ * keys' range empty, its first tile's keys clamped to it), a block no
+ * table entry names (-1: the block before the pool); with
+ * $ATTN_GUARD_PAGES=front the pool follows a page nothing may touch, so
+ * that read faults. Decodes and chunks, blocks of 1 and 7 tokens,
+ * compute f32 and bf16, 1 and 2 threads. */
+static void rows_the_window_and_mask_hide_read_nothing(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    setenv("ATTN_GUARD_PAGES", "front", 1);
+    for (int i = 0; i < 8; i++) {
+        attn_config c = load_spec_file(spec_path("seed"));
+        c.sliding_window = 4;
+        c.kv_block_tokens = i % 2 ? 7 : 1;
+        c.compute = i % 4 >= 2 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        snprintf(c.mask_mod, sizeof c.mask_mod, "q %% 8 != 5 or kv < 2");
+        const char *path = write_spec(dir, &c, "hidden.yaml");
+        int64_t chunk = i < 4 ? 1 : 3;
+        double e = jit_vs_ref(path, NULL, 40, chunk, 1 + i % 2, (uint64_t)i + 11);
+        double tol = c.compute == ATTN_DTYPE_BF16 ? 8e-3 : 1e-4;
+        if (!(e <= tol))
+            fail_msg("blocks of %lld, compute %s, chunks of %lld: relative error %g",
+                     (long long)c.kv_block_tokens, attn_dtype_name(c.compute), (long long)chunk, e);
+    }
+    unsetenv("ATTN_GUARD_PAGES");
+    tmpdir_remove(dir);
+}
+
 /* Each pass disabled (and all): the unfused rowwise ops evaluate the
  * same expressions. */
 static void every_pass_disabled(void **state) {
@@ -544,6 +574,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(threads_give_the_same_bits),
         cmocka_unit_test(expression_forms_of_built_ins),
         cmocka_unit_test(rows_that_see_no_key_are_zero),
+        cmocka_unit_test(rows_the_window_and_mask_hide_read_nothing),
         cmocka_unit_test(every_pass_disabled),
         cmocka_unit_test(mla_blocks),
         cmocka_unit_test(inputs_jit_equals_reference),
