@@ -727,6 +727,28 @@ static LLVMValueRef bf16_words_exact(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     return LLVMBuildShuffleVector(c->b, half[0], half[1], LLVMConstVector(idx, 32), "bf16_words");
 }
 
+/* vcvtne2ps2bf16: lo and hi as 32 bf16 words, lo's first. */
+static LLVMValueRef cvtne2ps2bf16(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    static const char name[] = "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    ATTNC_ASSERT(id != 0);
+    LLVMValueRef args[2] = {hi, lo}; /* the second operand's words come first */
+    return LLVMBuildBitCast(c->b,
+                            LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0),
+                                           LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0), args,
+                                           2, ""),
+                            LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 32), "");
+}
+
+/* Words lo0 hi0 lo1 hi1 .. from lo0..lo15 hi0..hi15, as 16 i32 pairs. */
+static LLVMValueRef interleave_words(cg *c, LLVMValueRef w) {
+    LLVMValueRef idx[32];
+    for (int i = 0; i < 32; i++)
+        idx[i] = LLVMConstInt(c->i32, (unsigned long long)(i / 2 + (i % 2) * 16), false);
+    return LLVMBuildBitCast(c->b, LLVMBuildShuffleVector(c->b, w, w, LLVMConstVector(idx, 32), ""),
+                            c->vi, "pair");
+}
+
 LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMTypeRef w32 = LLVMVectorType(LLVMInt16TypeInContext(c->llctx), 32);
     ATTNC_ASSERT(c->target.lanes == 16);
@@ -746,15 +768,7 @@ LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMBasicBlockRef exact_end = LLVMGetInsertBlock(c->b);
     LLVMBuildBr(c->b, join);
     LLVMPositionBuilderAtEnd(c->b, quick);
-    static const char name[] = "llvm.x86.avx512bf16.cvtne2ps2bf16.512";
-    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
-    ATTNC_ASSERT(id != 0);
-    LLVMValueRef args[2] = {hi, lo}; /* the second operand's words come first */
-    LLVMValueRef fast = LLVMBuildBitCast(
-        c->b,
-        LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0),
-                       LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0), args, 2, ""),
-        w32, "");
+    LLVMValueRef fast = cvtne2ps2bf16(c, lo, hi);
     LLVMBuildBr(c->b, join);
     LLVMPositionBuilderAtEnd(c->b, join);
     LLVMValueRef phi = LLVMBuildPhi(c->b, w32, "bf16_words");
@@ -767,19 +781,27 @@ LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
 LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMTypeRef ft = LLVMTypeOf(lo);
     bool vec = LLVMGetTypeKind(ft) == LLVMVectorTypeKind;
-    if (vec && c->target.bf16_dot && LLVMGetVectorSize(ft) == 16) {
-        /* words lo0 hi0 lo1 hi1 .. from lo0..lo15 hi0..hi15 */
-        LLVMValueRef idx[32];
-        for (int i = 0; i < 32; i++)
-            idx[i] = LLVMConstInt(c->i32, (unsigned long long)(i / 2 + (i % 2) * 16), false);
-        LLVMValueRef w = cg_bf16_words(c, lo, hi);
-        return LLVMBuildBitCast(
-            c->b, LLVMBuildShuffleVector(c->b, w, w, LLVMConstVector(idx, 32), ""), c->vi, "pair");
-    }
+    if (vec && c->target.bf16_dot && LLVMGetVectorSize(ft) == 16)
+        return interleave_words(c, cg_bf16_words(c, lo, hi));
     LLVMTypeRef it = vec ? LLVMVectorType(c->i32, LLVMGetVectorSize(ft)) : c->i32;
     LLVMValueRef l = LLVMBuildBitCast(c->b, cg_bf16_round(c, lo), it, "");
     LLVMValueRef h = LLVMBuildBitCast(c->b, cg_bf16_round(c, hi), it, "");
     return LLVMBuildOr(c->b, LLVMBuildLShr(c->b, l, int_like(it, c->i32, 16), ""), h, "pair");
+}
+
+LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef hi) {
+    LLVMTypeRef ft = LLVMTypeOf(lo);
+    bool vec16 = LLVMGetTypeKind(ft) == LLVMVectorTypeKind && LLVMGetVectorSize(ft) == 16;
+    if (dt == ATTN_DTYPE_BF16 && vec16) { /* exact: the words as they are */
+        LLVMValueRef l = LLVMBuildBitCast(c->b, lo, c->vi, ""),
+                     h = LLVMBuildBitCast(c->b, hi, c->vi, "");
+        return LLVMBuildOr(c->b, LLVMBuildLShr(c->b, l, int_like(c->vi, c->i32, 16), ""),
+                           LLVMBuildAnd(c->b, h, int_like(c->vi, c->i32, 0xffff0000u), ""), "pair");
+    }
+    /* an f16 widened is never subnormal in f32: no check */
+    if (dt == ATTN_DTYPE_F16 && vec16 && c->target.bf16_dot)
+        return interleave_words(c, cvtne2ps2bf16(c, lo, hi));
+    return cg_bf16_pair(c, lo, hi);
 }
 
 LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high) {
@@ -789,6 +811,14 @@ LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high) {
     LLVMValueRef w = high ? LLVMBuildAnd(c->b, pair, int_like(it, c->i32, 0xffff0000u), "")
                           : LLVMBuildShl(c->b, pair, int_like(it, c->i32, 16), "");
     return LLVMBuildBitCast(c->b, w, ft, "");
+}
+
+bool cg_bf16_pairs_pay(const cg *c) {
+    /* Not on AMX CPUs (Intel): there vdpbf16ps runs at half the FLOP rate
+     * of f32 FMAs (Xeon, 16 threads: 674 against 1280 GFLOP/s), and the
+     * llama3_8b prefill 2048 core in pairs took 67 ms against f32's
+     * 38-41; f32 FMAs on the rounded operands do the same arithmetic */
+    return ir_cfg_bf16(c->g) && c->target.bf16_dot && !c->target.amx;
 }
 
 LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {

@@ -206,6 +206,9 @@ ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValu
  * compute takes it: with bf16 rounded to bf16 (to nearest, ties to even,
  * subnormals kept; NaN stays NaN, quiet), else v itself. */
 ATTNC_HIDDEN LLVMValueRef cg_operand(cg *c, LLVMValueRef v);
+/* Whether compute bf16 takes its products as vdpbf16ps over pairs
+ * (cg_dot_pairs): where the target has it, except AMX CPUs. */
+ATTNC_HIDDEN bool cg_bf16_pairs_pay(const cg *c);
 ATTNC_HIDDEN LLVMValueRef cg_bf16_round(cg *c, LLVMValueRef v);
 /* Two f32 (scalars or vectors) as i32 pairs of bf16, each rounded: lo in
  * the low half (the first of a pair), hi in the high half; and back: the
@@ -215,6 +218,10 @@ ATTNC_HIDDEN LLVMValueRef cg_bf16_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi);
  * i16 words: lo's, then hi's (vcvtne2ps2bf16 where the target has it). */
 ATTNC_HIDDEN LLVMValueRef cg_bf16_words(cg *c, LLVMValueRef lo, LLVMValueRef hi);
 ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
+/* cg_bf16_pair of K or V elements of cache dtype dt widened to f32: a
+ * bf16 cache's words as they are (exact), an f16 cache's (never
+ * subnormal in f32) by vcvtne2ps2bf16 without cg_bf16_words' check. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef hi);
 /* AVX512-BF16 (target.bf16_dot): acc + the products of the bf16 pairs of
  * x and w in each lane (vectors of lanes i32 pairs): vdpbf16ps, the
  * high halves' product added first, then the low ones', each product

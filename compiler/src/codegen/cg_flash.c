@@ -1063,13 +1063,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
-        /* (a q8_0 tile is dequantized and rounded by widen_tile). Not on
-         * AMX CPUs (Intel): there vdpbf16ps runs at half the FLOP rate of
-         * f32 FMAs (Xeon, 16 threads: 674 against 1280 GFLOP/s), and the
-         * llama3_8b prefill 2048 core in pairs took 67 ms against f32's
-         * 38-41; f32 FMAs on the rounded operands do the same arithmetic */
-        f.pairs = ir_cfg_bf16(c->g) && c->target.bf16_dot && !c->target.amx && f.vf &&
-                  kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
+        /* (a q8_0 tile is dequantized and rounded by widen_tile) */
+        f.pairs = cg_bf16_pairs_pay(c) && f.vf && kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 &&
+                  f.bk % 2 == 0 && f.vd == f.hd;
         if (f.pairs || f.amx) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);

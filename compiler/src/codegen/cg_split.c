@@ -55,6 +55,11 @@ typedef struct split {
     /* score_mod: its row parts (cg_expr_row_parts) per row, [n_pre][rows_max] f32 */
     LLVMValueRef pre;
     int n_pre, pre_node[4];
+    /* compute bf16 where the CPU has vdpbf16ps (16 lanes): q.k over pairs
+     * of d's (kpairs; q as pairs, qp [rows_max][hdp / 2] i32) and p.v
+     * over pairs of keys (vpairs; p as pairs, pp [SPLIT_ROWS][lanes / 2]) */
+    bool kpairs, vpairs;
+    LLVMValueRef qp, pp;
 } split;
 
 int64_t cg_split_elements(const ir_node *n, const ir_graph *g) {
@@ -112,7 +117,27 @@ static split split_of(cg *c, const ir_node *n) {
     /* tiles start at multiples of lanes: whole tiles in each block */
     s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) &&
              ir_cfg_kv_block_tokens(c->g) % s.lanes == 0;
+    bool pairs = cg_bf16_pairs_pay(c) && s.lanes == 16 && s.hd % 2 == 0;
+    s.kpairs = pairs && s.kdt != ATTN_DTYPE_Q8_0;
+    s.vpairs = pairs && s.vdt != ATTN_DTYPE_Q8_0;
     return s;
+}
+
+/* The bf16 pairs (x[2i], x[2i + 1]) of a vector x of values bf16 holds
+ * exactly (rounded already), as i32 (the first of a pair in the low
+ * half, as vdpbf16ps reads them). */
+static LLVMValueRef pairs_of(cg *c, LLVMValueRef x) {
+    int L = c->target.lanes;
+    LLVMValueRef bits = LLVMBuildLShr(c->b, LLVMBuildBitCast(c->b, x, c->vi, ""),
+                                      cg_splat(c, LLVMConstInt(c->i32, 16, false)), "");
+    LLVMValueRef w =
+        LLVMBuildTrunc(c->b, bits, LLVMVectorType(LLVMInt16TypeInContext(c->llctx), L), "");
+    return LLVMBuildBitCast(c->b, w, LLVMVectorType(c->i32, (unsigned)L / 2), "");
+}
+
+/* Stores pairs_of(x) at element `at` of the i32 slot `slot`. */
+static void store_pairs(cg *c, LLVMValueRef x, LLVMValueRef slot, LLVMValueRef at) {
+    LLVMSetAlignment(LLVMBuildStore(c->b, pairs_of(c, x), cg_gep(c, c->i32, slot, at)), 4);
 }
 
 /* Whether the mask_mod may show one of the keys [j0, j0 + tk) to a row
@@ -365,7 +390,27 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     /* each row's p[j] in a register for the pass's vectors, unless the
      * FMA takes it from memory (below) */
     bool hold = (!pd || deq) && (guarded || !c->target.fma_bcast);
-    for (int j = 0; j < L; j++) {
+    /* keys (j, j + 1) at once by vdpbf16ps: their p as a pair (rounded
+     * when formed) times the pair of their v[d]; a guarded pass goes key
+     * by key (a weight 0 skips its key) */
+    bool pairs = s->vpairs && !guarded && !pd;
+    LLVMValueRef pp = pairs ? cg_opaque_ptr(c, s->pp) : NULL;
+    for (int j = 0; pairs && j < L; j += 2)
+        for (int64_t v = 0; v < nvp; v++) {
+            ATTNC_ASSERT(v0 >= 0);
+            for (int h = 0; av && h < 2; h++)
+                ahead_step(c, av, kvh, (*it)++, L * s->nv);
+            LLVMValueRef vp = cg_cache_pair(c, s->vdt, row_vec(c, s, s->vdt, vrow[j], v0 + v),
+                                            row_vec(c, s, s->vdt, vrow[j + 1], v0 + v));
+            for (int i = 0; i < s->rb; i++) {
+                /* volatile: each load stays the dot product's broadcast */
+                LLVMValueRef p = LLVMBuildLoad2(
+                    c->b, c->i32, cg_gep(c, c->i32, pp, cg_i64(c, (i * L + j) / 2)), "");
+                LLVMSetVolatile(p, 1);
+                acc[i][v] = cg_dot_pairs(c, acc[i][v], cg_splat(c, p), vp);
+            }
+        }
+    for (int j = 0; !pairs && j < L; j++) {
         LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
         for (int i = 0; (hold || guarded) && i < s->rb; i++) {
             pj[i] = cg_splat(
@@ -545,17 +590,36 @@ typedef struct score_ops {
  * times the keys' d into the row's total (tot), so k's scale costs a
  * multiply per block, not per d; with compute bf16 (deq) each element is
  * dequantized and rounded as an operand, summed as a float cache's. */
+/* The tile's keys' d (dk as score_d's), as the cache holds them. */
+static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk) {
+    const split *s = o->s;
+    LLVMValueRef off = LLVMBuildMul(c->b, d, cg_i64(c, s->kd), "");
+    if (!s->kvec)
+        return cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
+    if (dk % o->line_d == 0) /* the next tile's line of this d, into L2 */
+        cg_prefetch(c, cg_gep(c, o->et, o->kpf, off), 2);
+    return cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
+}
+
 static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                     LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
     const split *s = o->s;
-    LLVMValueRef kv, off = LLVMBuildMul(c->b, d, cg_i64(c, s->kd), "");
-    if (s->kvec) {
-        if (dk % o->line_d == 0) /* the next tile's line of this d, into L2 */
-            cg_prefetch(c, cg_gep(c, o->et, o->kpf, off), 2);
-        kv = cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
-    } else {
-        kv = cg_vgather(c, s->kdt, LLVMBuildGEP2(c->b, o->et, o->kptrs, &off, 1, ""));
+    if (s->kpairs) { /* d (and dk) count pairs of d's: (2d, 2d + 1) by vdpbf16ps */
+        LLVMValueRef d0 = LLVMBuildMul(c->b, d, cg_i64(c, 2), "");
+        LLVMValueRef kp =
+            cg_cache_pair(c, s->kdt, keys_d(c, o, d0, 2 * dk),
+                          keys_d(c, o, LLVMBuildAdd(c->b, d0, cg_i64(c, 1), ""), 2 * dk + 1));
+        int u = (int)(dk % o->chains);
+        for (int i = 0; i < s->rb; i++) {
+            LLVMValueRef qe = LLVMBuildAdd(
+                c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hdp / 2), ""), d, "");
+            LLVMValueRef q =
+                cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, s->qp, qe), ""));
+            acc[i][u] = cg_dot_pairs(c, dk < o->chains ? cg_vf32(c, 0) : acc[i][u], q, kp);
+        }
+        return;
     }
+    LLVMValueRef kv = keys_d(c, o, d, dk);
     /* the keys' d of this d's block of 32 (block_tokens apart) */
     LLVMValueRef at = o->kd ? LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
                                            cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "")
@@ -615,7 +679,8 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     bool deq = s->kdt == ATTN_DTYPE_Q8_0 && ir_cfg_bf16(c->g);
     bool q8 = s->kdt == ATTN_DTYPE_Q8_0 && !deq;
     int most = c->target.split_accs < SPLIT_CHAINS ? c->target.split_accs : SPLIT_CHAINS;
-    int chains = most / s->rb < s->hd ? most / s->rb : (int)s->hd;
+    int64_t nd = s->kpairs ? s->hd / 2 : s->hd; /* steps of score_d */
+    int chains = most / s->rb < nd ? most / s->rb : (int)nd;
     chains = chains < 1 ? 1 : chains;
     int64_t es = (int64_t)cg_elem_bytes(s->kdt);
     int64_t line_d = s->kd * es >= 64 ? 1 : 64 / (s->kd * es); /* d rows per cache line */
@@ -631,10 +696,10 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     int64_t nb = chains > line_d ? chains : line_d;
     while (nb * s->rb < 32 || (q8 && nb % 32)) /* q8_0: whole blocks of 32 d's */
         nb *= 2;
-    int64_t blocks = s->hd / nb, d = 0;
+    int64_t blocks = nd / nb, d = 0;
     if (blocks < 3)
         blocks = 0; /* short: all unrolled */
-    for (; d < (blocks ? nb : s->hd); d++)
+    for (; d < (blocks ? nb : nd); d++)
         score_d(c, &ops, cg_i64(c, d), d, acc);
     if (blocks) {
         /* the loop carries the chains, or with q8_0 (whole blocks of 32
@@ -658,7 +723,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
         for (int k = 0; k < na; k++)
             next[k] = *carry[k];
         cg_acc_loop_end(c, &l, cg_i64(c, blocks - 1), init, next);
-        for (d = blocks * nb; d < s->hd; d++)
+        for (d = blocks * nb; d < nd; d++)
             score_d(c, &ops, cg_i64(c, d), d, acc);
     }
     for (int i = 0; i < s->rb; i++) {
@@ -753,7 +818,10 @@ static void unit_softmax(cg *c, const split *s, const unit *w, LLVMValueRef cons
         LLVMValueRef p =
             cg_exp_nonpos(c, LLVMBuildFSub(c->b, x[i], cg_splat(c, finite_m(c, m[i])), ""));
         l[i] = LLVMBuildFAdd(c->b, l[i], p, "");
-        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, p), cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+        p = cg_operand(c, p);
+        cg_vstore(c, ATTN_DTYPE_F32, p, cg_gep(c, c->f32, ps, cg_i64(c, i * L)));
+        if (s->vpairs)
+            store_pairs(c, p, s->pp, cg_i64(c, i * L / 2));
     }
     for (int i = 0; i < s->rb; i++)
         cg_vstore(c, ATTN_DTYPE_F32, l[i], row_at(c, ls, w->r[i], L));
@@ -895,6 +963,10 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef slots[3] = {qs, os, ps};
     for (int i = 0; i < 3; i++)
         LLVMSetAlignment(slots[i], 64);
+    if (s.kpairs)
+        s.qp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(s.rows_max * s.hdp / 2)), NULL);
+    if (s.vpairs)
+        s.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(SPLIT_ROWS * L / 2)), NULL);
     /* alibi_expr's slope exp(-c * (h + 1)) per row and tile of keys cost
      * its decode @4000 core 5.1-5.5 ms against the built-in's 4.0-4.8 */
     s.n_pre = n->score_mod ? cg_expr_row_parts(cg_expr_of(c, false), s.pre_node, 4) : 0;
@@ -923,6 +995,13 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
     stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at),
               cg_query_scale(c, n->scale));
+    for (int64_t v = 0; s.kpairs && v < s.nv; v++) /* rounded when staged */
+        store_pairs(c,
+                    cg_vload(c, ATTN_DTYPE_F32,
+                             cg_gep(c, c->f32, qs, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), ""))),
+                    s.qp,
+                    LLVMBuildAdd(c->b, LLVMBuildUDiv(c->b, at, cg_i64(c, 2), ""),
+                                 cg_i64(c, v * L / 2), ""));
     for (int64_t v = 0; v < s.nv; v++)
         cg_vstore(c, ATTN_DTYPE_F32, cg_vf32(c, 0),
                   cg_gep(c, c->f32, os, LLVMBuildAdd(c->b, at, cg_i64(c, v * L), "")));
