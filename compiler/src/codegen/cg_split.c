@@ -582,14 +582,6 @@ typedef struct score_ops {
     int64_t line_d;
 } score_ops;
 
-/* One d of the scores (d, an i64 value; dk, a number congruent to it
- * modulo chains, line_d and (q8_0) 32, and below chains only for d
- * itself): each row's chain d mod chains += q[row][d] * k[d][keys].
- * q8_0: the chains sum q * (int8 of k) over a block of 32 d's (each
- * starting anew in it); at the block's last d they are added up and
- * times the keys' d into the row's total (tot), so k's scale costs a
- * multiply per block, not per d; with compute bf16 (deq) each element is
- * dequantized and rounded as an operand, summed as a float cache's. */
 /* The tile's keys' d (dk as score_d's), as the cache holds them. */
 static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk) {
     const split *s = o->s;
@@ -601,6 +593,15 @@ static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk
     return cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
 }
 
+/* One d of the scores (d, an i64 value; dk, a number congruent to it
+ * modulo chains, line_d and (q8_0) 32, and below chains only for d
+ * itself): each row's chain d mod chains += q[row][d] * k[d][keys].
+ * q8_0: the chains sum q * (int8 of k) over a block of 32 d's (each
+ * starting anew in it); at the block's last d they are added up and
+ * times the keys' d into the row's total (tot), so k's scale costs a
+ * multiply per block, not per d; with compute bf16 (deq) each element is
+ * dequantized and rounded as an operand, summed as a float cache's;
+ * with pairs (kpairs) d counts pairs of d's, each by vdpbf16ps. */
 static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                     LLVMValueRef acc[SPLIT_ROWS][SPLIT_CHAINS]) {
     const split *s = o->s;
