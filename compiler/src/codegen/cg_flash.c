@@ -421,7 +421,7 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
                 cg_gep(c, et, krow[jv * L].p, LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), "")));
         LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
                                        cg_i64(c, jv * L), "");
-        LLVMBuildStore(c->b, cg_bf16_pair(c, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
+        LLVMBuildStore(c->b, cg_cache_pair(c, dt, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
     }
     cg_for_end(c, &ld);
     LLVMBuildBr(c->b, done);
@@ -445,7 +445,7 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
         LLVMValueRef x0 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp].p, e));
         LLVMValueRef x1 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp + 1].p, e));
-        LLVMBuildStore(c->b, cg_bf16_pair(c, x0, x1),
+        LLVMBuildStore(c->b, cg_cache_pair(c, dt, x0, x1),
                        cg_gep(c, c->i32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, jp * f->hd), e, "")));
         cg_for_end(c, &lv);
     }
