@@ -21,7 +21,6 @@
 #include "support.h"
 
 enum { SWEEP = 30 };
-#define BF16_TOL 8e-3
 
 static bool host_has(uint32_t features) {
     return (attn_cpu_features() & features) == features;

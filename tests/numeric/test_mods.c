@@ -227,7 +227,7 @@ static void rows_the_window_and_mask_hide_read_nothing(void **state) {
         const char *path = write_spec(dir, &c, "hidden.yaml");
         int64_t chunk = i < 4 ? 1 : 3;
         double e = jit_vs_ref(path, NULL, 40, chunk, 1 + i % 2, (uint64_t)i + 11);
-        double tol = c.compute == ATTN_DTYPE_BF16 ? 8e-3 : 1e-4;
+        double tol = c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : kv_tolerance(c.kv_dtype);
         if (!(e <= tol))
             fail_msg("blocks of %lld, compute %s, chunks of %lld: relative error %g",
                      (long long)c.kv_block_tokens, attn_dtype_name(c.compute), (long long)chunk, e);
@@ -404,7 +404,7 @@ static void random_expressions(uint64_t s, uint64_t g, int n, bool bf16) {
         double e = inputs_jit_vs_ref(path, NULL, T, ch, 1 + i % 3, (uint64_t)i + 300);
         /* compute bf16: the kernels' p rounded against their running max
          * (README: compute) */
-        double tol = bf16 ? 8e-3 : 2 * kv_tolerance(c.kv_dtype);
+        double tol = bf16 ? BF16_TOL : 2 * kv_tolerance(c.kv_dtype);
         if (!(e <= tol))
             fail_msg("config %d (T %lld chunk %lld causal %d kv %s compute %s) mask_mod '%s' "
                      "score_mod '%s': relative error %g",
