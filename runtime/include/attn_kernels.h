@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define ATTN_KERNELS_ABI 15
+#define ATTN_KERNELS_ABI 16
 #define ATTN_MAX_BUFFERS 48
 
 /* What one kernel call sees; every other size is a constant compiled into
@@ -28,10 +28,22 @@ extern "C" {
  *   block_table[j / block_tokens] * block_tokens + j % block_tokens).
  *   tree (attn_forward_tree; NULL otherwise): new token i sees, of the
  *   call's keys P.., only P + k for the bits k set in tree[i] (S <= 64);
- *   the causal mask still applies by index, and RoPE takes pos[t]. */
+ *   the causal mask still applies by index, and RoPE takes pos[t].
+ * Shared-prefix ("cascade") calls, where the table has an
+ * ATTN_BUF_CASCADE buffer: sequences of a batch whose first blocks are
+ * the same blocks of the pool attend to those keys once, together.
+ * - A prefix call (flags ATTN_ARGS_PREFIX) runs the steps marked
+ *   ATTN_STEP_PREFIX only: its n_tokens rows are the new tokens of
+ *   several sequences, back to back at batch rows tok0.., and every row
+ *   sees exactly the keys 0..n_past-1 of block_table (T = P, nothing of
+ *   its own). It writes each row's softmax state over them, unnormalized,
+ *   to the cascade buffer at the row's batch index, and no output.
+ * - Then each of those sequences' own call (n_shared = the prefix's key
+ *   count) reads only its keys from n_shared on and merges the state the
+ *   prefix call left for its rows. n_shared is 0 in every other call. */
 typedef struct attn_kernel_args {
     uint32_t abi_version;
-    uint32_t reserved;
+    uint32_t flags; /* ATTN_ARGS_* */
     int64_t n_tokens;
     int64_t n_past;
     int64_t tok0;
@@ -39,8 +51,11 @@ typedef struct attn_kernel_args {
     const int64_t *slot;
     const int32_t *block_table;
     const uint64_t *tree;
+    int64_t n_shared;
     void *buf[ATTN_MAX_BUFFERS];
 } attn_kernel_args;
+
+#define ATTN_ARGS_PREFIX (1u << 0)
 
 _Static_assert(offsetof(attn_kernel_args, abi_version) == 0, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, n_tokens) == 8, "kernel ABI");
@@ -50,7 +65,9 @@ _Static_assert(offsetof(attn_kernel_args, pos) == 32, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, slot) == 40, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, block_table) == 48, "kernel ABI");
 _Static_assert(offsetof(attn_kernel_args, tree) == 56, "kernel ABI");
-_Static_assert(offsetof(attn_kernel_args, buf) == 64, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, flags) == 4, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, n_shared) == 64, "kernel ABI");
+_Static_assert(offsetof(attn_kernel_args, buf) == 72, "kernel ABI");
 
 /* - load: once when a block's weights are set (n_tokens = 0), turning the
  *   weight buffers into the kernels' packed buffers; never in a forward.
@@ -122,6 +139,12 @@ typedef enum attn_buf_role {
     ATTN_BUF_TOKEN_INPUT, /* a token input of the expressions (input `weight`, attn_inputs):
                              an attn_token_input of the sequence (sequence phase only) */
     ATTN_BUF_SEQ_INPUT,   /* a sequence input (input `weight`): its int32 value */
+    ATTN_BUF_CASCADE,     /* f32 scratch of s*S elements over a batch's new tokens: each row's
+                             softmax state over a shared prefix (kernel args); `weight`: the
+                             most new tokens of a sequence whose own call follows a prefix call;
+                             `prefill_min` here: the most new tokens one prefix call takes (0:
+                             any). Present only where the kernels take shared-prefix calls;
+                             bound only in calls that make them */
     ATTN_BUF_ROLE_COUNT
 } attn_buf_role;
 
@@ -147,8 +170,11 @@ typedef struct attn_kernel_step {
     const char *name; /* symbol, attnk_<graph>_<node>_<op> */
     attn_kernel_fn fn;
     uint32_t phase; /* attn_phase */
-    uint32_t reserved;
+    uint32_t flags; /* ATTN_STEP_* */
 } attn_kernel_step;
+
+/* The step takes prefix calls (ATTN_ARGS_PREFIX); the others do not run in them. */
+#define ATTN_STEP_PREFIX (1u << 0)
 
 /* CPU features a table's code may use (attn_kernels.cpu_features), as the
  * compiler found them enabled for its target: attn_block_new refuses a

@@ -7,7 +7,9 @@
  * sequence-phase steps of one schedule (schedule()): a sequence with more
  * than a thread's share of the work by every thread, a barrier after each
  * step, then the others whole on one thread each, balanced by their cost,
- * with one barrier at the end.
+ * with one barrier at the end. Where the kernels take shared-prefix calls
+ * (attn_kernels.h), sequences of the batch holding the same first blocks
+ * attend to them together first (group()).
  *
  * A cross-attention block's sequences hold their memory's K/V instead:
  * attn_seq_set_memory runs the memory-phase steps once over its rows
@@ -83,6 +85,15 @@ struct attn_cache {
     double *load;           /* [cap_threads] */
     int n_team, n_run, cap_threads;
     size_t solo_bytes[ATTN_MAX_BUFFERS];
+    /* shared-prefix calls (group()): the table's ATTN_BUF_CASCADE buffer
+     * (-1: none, or ATTN_CASCADE=0); this forward's prefix calls, each
+     * over the batch's sequences first[k]..end[k]-1 and keys[k] keys;
+     * each sequence's keys a prefix call covers (0: none) */
+    int cascade;
+    int n_pre;
+    attn_kernel_args *pre;        /* [cap_batch] */
+    int32_t *pre_first, *pre_end; /* [cap_batch] */
+    int64_t *pre_keys, *shared;   /* [cap_batch] */
     uint64_t tree[ATTN_TREE_MAX]; /* a tree forward's attn_kernel_args.tree */
     double *step_seconds;         /* owned [n_steps] while profiling, else NULL */
     attn_msg error;               /* the last failure */
@@ -153,6 +164,11 @@ attn_status attn_cache_new(attn_block *b, int64_t capacity_tokens, attn_cache **
     c->n_free = c->n_blocks;
     c->pub = (prefix_index){.head = -1, .tail = -1};
     attn_inputs_parse(c->cfg.inputs, &c->inputs, NULL); /* the block's config was checked */
+    c->cascade = -1;
+    const char *cascade = getenv("ATTN_CASCADE"); /* "0": every sequence reads its own keys */
+    for (uint32_t i = 0; i < b->k->n_buffers && !(cascade && strcmp(cascade, "0") == 0); i++)
+        if (b->k->buffers[i].role == ATTN_BUF_CASCADE)
+            c->cascade = (int)i;
     *out = c;
     return ATTN_OK;
 }
@@ -186,6 +202,11 @@ void attn_cache_free(attn_cache *c) {
     free(c->order);
     free(c->owner);
     free(c->items);
+    free(c->pre);
+    free(c->pre_first);
+    free(c->pre_end);
+    free(c->pre_keys);
+    free(c->shared);
     free(c->load);
     free(c->step_seconds);
     free(c);
@@ -613,19 +634,24 @@ static attn_status reserve(attn_cache *c, int n, int64_t total, size_t scratch) 
         c->cap_tokens = total;
     }
     if (n > c->cap_batch) {
-        attn_kernel_args *a = realloc(c->args, ((size_t)n + 1) * sizeof *a);
-        if (a)
-            c->args = a;
-        int32_t *o = a ? realloc(c->order, (size_t)n * sizeof *o) : NULL;
-        if (o)
-            c->order = o;
-        int32_t *w = o ? realloc(c->owner, (size_t)n * sizeof *w) : NULL;
-        if (w)
-            c->owner = w;
-        sched_item *it = w ? realloc(c->items, (size_t)n * sizeof *it) : NULL;
-        if (!it)
-            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
-        c->items = it;
+        /* each array kept as it was where its realloc fails */
+#define GROW(p, count)                                                                             \
+    do {                                                                                           \
+        void *grown = realloc((p), (size_t)(count) * sizeof *(p));                                 \
+        if (!grown)                                                                                \
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);         \
+        (p) = grown;                                                                               \
+    } while (0)
+        GROW(c->args, n + 1);
+        GROW(c->order, n);
+        GROW(c->owner, n);
+        GROW(c->items, n);
+        GROW(c->pre, n);
+        GROW(c->pre_first, n);
+        GROW(c->pre_end, n);
+        GROW(c->pre_keys, n);
+        GROW(c->shared, n);
+#undef GROW
         c->cap_batch = n;
     }
     if (c->b->n_threads > c->cap_threads) {
@@ -698,9 +724,58 @@ static bool runs(const attn_buffer_desc *d, int64_t S, int64_t P) {
     return d->prefill_min <= 0 || (S >= d->prefill_min && P == 0);
 }
 
-/* What one sequence's attention costs: its rows times the keys they see. */
-static double seq_cost(const attn_cache *c, int64_t P, int64_t S) {
-    return (double)S * (double)visible_keys(c, P, S);
+/* What one sequence's attention costs: its rows times the keys they see
+ * (but the `shared` keys a prefix call covers). */
+static double seq_cost(const attn_cache *c, int64_t P, int64_t S, int64_t shared) {
+    return (double)S * (double)(visible_keys(c, P, S) - shared);
+}
+
+/* Keys a prefix call covers at least: a shorter prefix costs its rows
+ * more in barriers than they save in reads. */
+enum { CASCADE_MIN_KEYS = 64 };
+
+/* The shared-prefix calls of a batch (attn_kernels.h): runs of
+ * consecutive sequences of the batch whose block tables begin with the
+ * same full blocks, CASCADE_MIN_KEYS keys or more, each sequence taking
+ * 1 to `most` new tokens (its own call's split path) and the run at most
+ * `run_most` in all (ATTN_BUF_CASCADE). A run of two or more makes a prefix call over the
+ * blocks all of it shares; a sequence sharing fewer with the run than
+ * the run's first two share starts the next one. Depends on the batch
+ * alone: never on the thread count. */
+static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens) {
+    c->n_pre = 0;
+    for (int q = 0; q < n; q++)
+        c->shared[q] = 0;
+    if (c->cascade < 0)
+        return;
+    const attn_buffer_desc *d = &c->b->k->buffers[c->cascade];
+    int64_t most = d->weight, run_most = d->prefill_min > 0 ? d->prefill_min : INT64_MAX;
+    for (int q = 0, end; q < n; q = end) {
+        end = q + 1;
+        if (n_tokens[q] < 1 || n_tokens[q] > most)
+            continue;
+        const seq *a = &c->seqs[seqs[q]];
+        int64_t blocks = held(c, a) / c->bt, tokens = n_tokens[q];
+        for (; end < n && n_tokens[end] >= 1 && n_tokens[end] <= most &&
+               tokens + n_tokens[end] <= run_most;
+             end++) {
+            const seq *s = &c->seqs[seqs[end]];
+            int64_t common = 0, full = held(c, s) / c->bt;
+            while (common < blocks && common < full && s->table[common] == a->table[common])
+                common++;
+            if (common * c->bt < CASCADE_MIN_KEYS || (end > q + 1 && common < blocks))
+                break;
+            blocks = common;
+            tokens += n_tokens[end];
+        }
+        if (end - q < 2)
+            continue;
+        c->pre_first[c->n_pre] = q;
+        c->pre_end[c->n_pre] = end;
+        c->pre_keys[c->n_pre++] = blocks * c->bt;
+        for (int i = q; i < end; i++)
+            c->shared[i] = blocks * c->bt;
+    }
 }
 
 /* The sequence phase of a batch on T threads, without a barrier between
@@ -724,7 +799,7 @@ static void schedule(attn_cache *c, int n, const int32_t *seqs, const int32_t *n
     sched_item *it = c->items;
     double total = 0;
     for (int q = 0; q < n; q++) {
-        it[q] = (sched_item){seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q]), q};
+        it[q] = (sched_item){seq_cost(c, held(c, &c->seqs[seqs[q]]), n_tokens[q], c->shared[q]), q};
         total += it[q].cost;
     }
     int nt = 0, ns = 0; /* it[0..ns): the solo sequences, gathered in place */
@@ -772,6 +847,9 @@ static size_t scratch_bytes(const attn_cache *c, int64_t total, int n, const int
     for (uint32_t i = 0; i < k->n_buffers; i++) {
         const attn_buffer_desc *d = &k->buffers[i];
         bytes[i] = 0;
+        if (d->role == ATTN_BUF_CASCADE) /* where this call makes prefix calls (group()) */
+            bytes[i] = c->n_pre ? buf_bytes(d, total, 0) : 0;
+        sum += bytes[i];
         if (d->role != ATTN_BUF_SCRATCH)
             continue;
         bool used = d->prefill_min <= 0;
@@ -811,6 +889,7 @@ static void bind(attn_cache *c, attn_kernel_args *a, int64_t total, const float 
         case ATTN_BUF_CACHE_K: a->buf[i] = c->k; break;
         case ATTN_BUF_CACHE_V: a->buf[i] = c->v; break;
         case ATTN_BUF_SCRATCH: a->buf[i] = (char *)c->scratch + at; break;
+        case ATTN_BUF_CASCADE: a->buf[i] = bytes[i] ? (char *)c->scratch + at : NULL; break;
         case ATTN_BUF_TOKEN_INPUT: /* a sequence's (run()) */
         case ATTN_BUF_SEQ_INPUT:
         case ATTN_BUF_ROLE_COUNT: a->buf[i] = NULL; break;
@@ -901,10 +980,11 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
                        int64_t total, const float *x, float *y, const int8_t *depth) {
     attn_block *b = c->b;
     const attn_kernels *k = b->k;
-    size_t bytes[ATTN_MAX_BUFFERS], shared = scratch_bytes(c, total, n, seqs, n_tokens, bytes);
     attn_status st = reserve(c, n, total, 0); /* the schedule's arrays */
     if (st)
         return st;
+    group(c, n, seqs, n_tokens);
+    size_t bytes[ATTN_MAX_BUFFERS], shared = scratch_bytes(c, total, n, seqs, n_tokens, bytes);
     int T = b->n_threads;
     schedule(c, n, seqs, n_tokens, T);
     size_t solo = 0; /* each thread's copy of its solo sequences' scratch */
@@ -928,6 +1008,7 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
         for (int64_t t = 0; depth && t < n_tokens[q]; t++) /* RoPE at len + depth */
             c->pos[row + t] = s->len + depth[t];
         c->args[q].tree = depth ? c->tree : NULL;
+        c->args[q].n_shared = c->shared[q];
         for (uint32_t i = 0; i < k->n_buffers; i++) { /* the expressions' inputs: its own */
             const attn_buffer_desc *d = &k->buffers[i];
             if (d->role == ATTN_BUF_TOKEN_INPUT)
@@ -937,6 +1018,16 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
         }
         row += n_tokens[q];
     }
+    for (int i = 0; i < c->n_pre; i++) { /* the team's scratch; place() kept the first blocks */
+        const attn_kernel_args *last = &c->args[c->pre_end[i] - 1];
+        attn_kernel_args *a = &c->pre[i];
+        *a = c->args[c->pre_first[i]];
+        a->flags = ATTN_ARGS_PREFIX;
+        a->n_past = c->pre_keys[i];
+        a->n_shared = 0;
+        a->n_tokens = last->tok0 + last->n_tokens - a->tok0;
+    }
+
     for (int j = c->n_team; j < c->n_run; j++) { /* a solo sequence: its thread's scratch */
         size_t at = shared + (size_t)c->owner[j] * solo;
         for (uint32_t i = 0; i < k->n_buffers; i++) {
@@ -962,6 +1053,10 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
             uint32_t end = i;
             while (end < k->n_steps && k->steps[end].phase == ATTN_PHASE_SEQUENCE)
                 end++;
+            for (int p = 0; p < c->n_pre; p++) /* shared prefixes first, by every thread */
+                for (uint32_t j = i; j < end; j++)
+                    if (k->steps[j].flags & ATTN_STEP_PREFIX)
+                        run_step(c, j, &c->pre[p], ith, nth);
             for (int t = 0; t < c->n_team; t++)
                 for (uint32_t j = i; j < end; j++)
                     run_step(c, j, &c->args[c->order[t]], ith, nth);

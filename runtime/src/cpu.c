@@ -209,7 +209,9 @@ attn_status attn_kernels_check(const attn_kernels *k, attn_msg *msg) {
             ((d->role == ATTN_BUF_WEIGHT || d->role == ATTN_BUF_PACKED) &&
              d->weight >= ATTN_WEIGHT_COUNT) ||
             ((d->role == ATTN_BUF_TOKEN_INPUT || d->role == ATTN_BUF_SEQ_INPUT) &&
-             d->weight >= ATTN_EXPR_MAX_INPUTS))
+             d->weight >= ATTN_EXPR_MAX_INPUTS) ||
+            (d->role == ATTN_BUF_CASCADE &&
+             (d->weight < 1 || d->s < 1 || d->c || d->t || d->st || d->prefill_min < 0)))
             return rt_fail(msg, ATTN_E_INVALID, "kernel table buffer %u is malformed", i);
         n_packed += d->role == ATTN_BUF_PACKED;
     }

@@ -36,6 +36,7 @@ static double budget(const attn_kernels *k) {
         case ATTN_BUF_OUTPUT:
         case ATTN_BUF_MEMORY:
         case ATTN_BUF_SCRATCH:
+        case ATTN_BUF_CASCADE:
         case ATTN_BUF_PACKED: bytes += elems * 4; break;
         case ATTN_BUF_WEIGHT: bytes += d->load_only ? 0 : elems * 4; break;
         case ATTN_BUF_CACHE_K:

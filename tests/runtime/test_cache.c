@@ -19,12 +19,13 @@ typedef struct fixture {
     int64_t D;
 } fixture;
 
-static fixture *make(const char *spec_text) {
+/* A fixture of spec_text compiled for o (NULL: this host). */
+static fixture *make_for(const char *spec_text, const attnc_options *o) {
     fixture *f = calloc(1, sizeof *f);
     f->dir = tmpdir_new();
     const char *path = path_in(f->dir, "spec.yaml");
     write_file(path, spec_text, strlen(spec_text));
-    f->jit = jit_or_fail(path, NULL);
+    f->jit = jit_or_fail(path, o);
     const attn_kernels *k = attnc_jit_kernels(f->jit);
     assert_int_equal(attn_weights_random(&k->config, 3, &f->w, NULL), ATTN_OK);
     attn_block_options bo = attn_block_options_default();
@@ -33,6 +34,10 @@ static fixture *make(const char *spec_text) {
     assert_int_equal(attn_block_set_weights(f->b, f->w), ATTN_OK);
     f->D = k->config.d_model;
     return f;
+}
+
+static fixture *make(const char *spec_text) {
+    return make_for(spec_text, NULL);
 }
 
 static int setup(void **state) {
@@ -610,6 +615,144 @@ static void shared_prefix_batch_equals_unshared(void **state) {
     free(hist), free(mine), free(xb), free(ys), free(yu);
 }
 
+/* ---- shared-prefix calls ------------------------------------------------------ */
+
+/* One call over sequences sharing a prefix with a few of their own
+ * tokens each, where the kernels attend to the prefix once for several
+ * of them (prefix calls, attn_kernels.h): forks of one sequence holding
+ * 100 tokens (whole blocks) and of one holding 102 (inside a block),
+ * more of them than one prefix call takes, decodes and a chunk of 3,
+ * beside a sequence of its own and a prefill in the same call. Each
+ * output == the same sequence fed alone into a cache sharing nothing,
+ * within tol (the prefix's keys are summed apart, then merged), and not
+ * bitwise (else no prefix call ran); with ATTN_CASCADE=0 bitwise; on 1,
+ * 2 and 3 threads the same bits. */
+static void check_cascade(const char *spec, const attnc_options *o, double tol) {
+    fixture *f = make_for(spec, o);
+    int64_t D = f->D;
+    enum { N = 16 };
+    /* sinks that weigh as much as the keys: one counted twice (or not at
+     * all) shows whatever the arithmetic's tolerance */
+    for (int64_t h = 0; f->w->sinks && h < f->w->cfg.heads; h++)
+        f->w->sinks[h] = 4.0f + 0.5f * (float)h;
+    float *hist = random_floats((size_t)(102 * D), 40),
+          *mine = random_floats((size_t)(N * 24 * D), 41);
+    /* sequence i: share[i] tokens of hist (forks), own[i] of its own, then now[i] */
+    int32_t share[N], own[N], now[N];
+    for (int i = 0; i < N; i++) {
+        share[i] = i < 11 ? 100 : i < 14 ? 102 : 0;
+        own[i] = i % 4;
+        now[i] = i == 5 ? 3 : i == 15 ? 20 : 1;
+    }
+    own[15] = 0; /* a prefill */
+    int64_t total = 0;
+    for (int i = 0; i < N; i++)
+        total += now[i];
+    float *xb = malloc((size_t)(total * D) * sizeof *xb), *junk = malloc(120 * D * sizeof *junk);
+    size_t bytes = (size_t)(total * D) * sizeof(float);
+    float *yu = malloc(bytes), *y3 = malloc(bytes), *y = malloc(bytes), *yo = malloc(bytes);
+    for (int pass = 0; pass < 4; pass++) { /* unshared, then 3, 2 and 1 threads */
+        int threads = pass ? 4 - pass : 2;
+        attn_block_options bo = attn_block_options_default();
+        bo.n_threads = threads;
+        attn_block *b;
+        assert_int_equal(attn_block_new(attnc_jit_kernels(f->jit), &bo, &b), ATTN_OK);
+        assert_int_equal(attn_block_set_weights(b, f->w), ATTN_OK);
+        for (int off = pass ? 0 : 1; off < 2; off++) { /* off: ATTN_CASCADE=0 */
+            if (off)
+                setenv("ATTN_CASCADE", "0", 1);
+            attn_cache *c;
+            assert_int_equal(attn_cache_new(b, 4096, &c), ATTN_OK);
+            unsetenv("ATTN_CASCADE");
+            int32_t base[2], sq[N];
+            for (int k = 0; pass && k < 2; k++) {
+                int32_t len = 100 + 2 * k;
+                assert_int_equal(attn_seq_new(c, &base[k]), ATTN_OK);
+                assert_int_equal(attn_forward(b, c, 1, &base[k], &len, hist, junk), ATTN_OK);
+            }
+            int64_t row = 0;
+            for (int i = 0; i < N; i++) {
+                const float *m = mine + (int64_t)i * 24 * D;
+                if (pass && share[i]) {
+                    assert_int_equal(attn_seq_fork(c, base[share[i] == 102], &sq[i]), ATTN_OK);
+                } else {
+                    assert_int_equal(attn_seq_new(c, &sq[i]), ATTN_OK);
+                    if (share[i])
+                        assert_int_equal(attn_forward(b, c, 1, &sq[i], &share[i], hist, junk),
+                                         ATTN_OK);
+                }
+                if (own[i])
+                    assert_int_equal(attn_forward(b, c, 1, &sq[i], &own[i], m, junk), ATTN_OK);
+                memcpy(xb + row * D, m + own[i] * D, (size_t)(now[i] * D) * sizeof(float));
+                row += now[i];
+            }
+            float *out = pass == 0 ? yu : off ? yo : pass == 1 ? y3 : y;
+            assert_int_equal(attn_forward(b, c, N, sq, now, xb, out), ATTN_OK);
+            if (off && pass) /* no prefix calls: the unshared bits */
+                assert_memory_equal(out, yu, bytes);
+            attn_cache_free(c);
+        }
+        if (pass == 1) {
+            double e = rel_err(y3, yu, (size_t)(total * D));
+            if (!(e <= tol))
+                fail_msg("%.*s (cpu %s): shared vs unshared: relative error %g",
+                         (int)strcspn(spec, "\n"), spec, o ? o->cpu : "host", e);
+            /* the first 8 decodes' rows (a prefix call's) differ somewhere */
+            assert_true(memcmp(y3, yu, (size_t)(8 * D) * sizeof(float)) != 0);
+            /* the prefill's rows take no prefix call: the unshared bits */
+            assert_memory_equal(y3 + (total - 20) * D, yu + (total - 20) * D,
+                                (size_t)(20 * D) * sizeof(float));
+        } else if (pass > 1) { /* the bits of 3 threads */
+            assert_memory_equal(y, y3, bytes);
+        }
+        attn_block_free(b);
+    }
+    free(hist), free(mine), free(xb), free(junk), free(yu), free(y3), free(y), free(yo);
+    attnc_jit_free(f->jit);
+    attn_weights_free(f->w);
+    tmpdir_remove(f->dir);
+    free(f);
+}
+
+static void shared_prefix_calls_equal_unshared(void **state) {
+    (void)state;
+    static const struct {
+        const char *spec;
+        double tol;
+        bool avx2; /* also compiled for x86-64-v3 (on x86-64) */
+    } cases[] = {
+        /* f32, GQA 2, tiles gathered from blocks of 4 */
+        {"name: cascade\nheads: 4\nkv_groups: 2\nhead_dim: 16\nd_model: 24\n"
+         "rope: {base: 10000}\nqkv_bias: true\nkv_cache: {block_tokens: 4, max_tokens: 512}\n",
+         1e-6, false},
+        /* f16 cache, group 4, sinks and softcap, whole tiles of blocks of 16 */
+        {"name: cascade_f16\nheads: 8\nkv_groups: 2\nhead_dim: 16\nd_model: 32\n"
+         "rope: {base: 10000}\nsinks: true\nsoftcap: 30\n"
+         "kv_cache: {dtype: f16, block_tokens: 16, max_tokens: 512}\n",
+         1e-6, true},
+        /* q8_0 cache, compute bf16 (the flash path), bidirectional */
+        {"name: cascade_q8\nheads: 4\nkv_groups: 1\nhead_dim: 32\nd_model: 32\n"
+         "rope: {base: 10000}\ncausal: false\ncompute: bf16\n"
+         "kv_cache: {dtype: q8_0, block_tokens: 8, max_tokens: 512}\n",
+         BF16_TOL, true},
+        /* bf16 cache, compute bf16 (a prefix call of all 13 tokens: the
+         * flash path), MHA, sinks */
+        {"name: cascade_bf16\nheads: 2\nhead_dim: 64\nd_model: 32\nrope: {base: 10000}\n"
+         "compute: bf16\nsinks: true\n"
+         "kv_cache: {dtype: bf16, block_tokens: 16, max_tokens: 512}\n",
+         BF16_TOL, true},
+    };
+    attnc_options avx2 = attnc_options_default();
+    avx2.cpu = "x86-64-v3";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_cascade(cases[i].spec, NULL, cases[i].tol);
+#if defined(__x86_64__)
+        if (cases[i].avx2 && (attn_cpu_features() & ATTN_CPU_AVX2))
+            check_cascade(cases[i].spec, &avx2, cases[i].tol);
+#endif
+    }
+}
+
 /* ---- prefix cache ---------------------------------------------------------- */
 
 /* Feeds s the tokens hist[from, to) and checks them against the reference
@@ -761,6 +904,7 @@ int main(void) {
         cmocka_unit_test(errors_are_statuses),
         cmocka_unit_test(positions_beyond_max_tokens_are_refused),
         cmocka_unit_test(shared_prefix_batch_equals_unshared),
+        cmocka_unit_test(shared_prefix_calls_equal_unshared),
         cmocka_unit_test(prefix_cache_publishes_and_matches),
         cmocka_unit_test(prefix_cache_evicts_least_recently_used),
     };

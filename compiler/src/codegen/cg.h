@@ -65,6 +65,7 @@ typedef struct cg_plan {
     cg_view *view; /* by node id */
     int *packed;   /* by node id: a linear's packed weight buffer */
     int *split;    /* by node id: a split flash node's partial results */
+    int cascade;   /* the ATTN_BUF_CASCADE buffer (cg_split_cascades), or -1 */
     int n_buffers;
     attn_buffer_desc buffers[ATTN_MAX_BUFFERS];
     bool *emit;                          /* by node id: the node gets a kernel */
@@ -108,6 +109,7 @@ typedef struct cg_result {
     int n_steps;
     const char **step_names; /* ctx arena */
     attn_phase *step_phase;  /* ctx arena */
+    uint32_t *step_flags;    /* ctx arena: ATTN_STEP_* */
     int n_units;
     cg_unit *units; /* ctx arena; the table is the last */
 } cg_result;

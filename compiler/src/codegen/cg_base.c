@@ -42,6 +42,15 @@ static void function_begin(cg *c, LLVMValueRef fn) {
     c->slot = args_field(c, offsetof(attn_kernel_args, slot), c->ptr, "slot");
     c->table = args_field(c, offsetof(attn_kernel_args, block_table), c->ptr, "table");
     c->tree = args_field(c, offsetof(attn_kernel_args, tree), c->ptr, "tree");
+    c->prefix = c->n_shared = NULL;
+    if (c->plan && c->plan->cascade >= 0 && c->phase == ATTN_PHASE_SEQUENCE) {
+        LLVMValueRef flags = args_field(c, offsetof(attn_kernel_args, flags), c->i32, "flags");
+        LLVMValueRef bit = LLVMConstInt(c->i32, ATTN_ARGS_PREFIX, false);
+        c->prefix =
+            LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, flags, bit, ""), bit, "prefix");
+        c->n_shared = args_field(c, offsetof(attn_kernel_args, n_shared), c->i64, "n_shared");
+        c->T = LLVMBuildSelect(c->b, c->prefix, c->P, c->T, "T"); /* the prefix's keys only */
+    }
     c->jlo = c->phase == ATTN_PHASE_SEQUENCE ? cg_first_key(c) : cg_i64(c, 0);
     c->Tk = LLVMBuildSub(c->b, c->T, c->jlo, "Tk");
     /* Loaded here, once: reloading them next to each access would let every

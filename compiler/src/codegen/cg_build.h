@@ -50,6 +50,9 @@ typedef struct cg {
     LLVMValueRef jlo, Tk;                      /* first visible key and T - jlo (sequence phase) */
     LLVMValueRef base[ATTN_MAX_BUFFERS];       /* loaded once: stores cannot change them */
     LLVMValueRef S, P, T;                      /* i64 */
+    /* where the plan has a cascade buffer, in the sequence phase: the
+     * call is a prefix call (i1), and its n_shared (attn_kernel_args) */
+    LLVMValueRef prefix, n_shared;
     /* the config's score_mod (0) and mask_mod (1), parsed at their first
      * use (cg_expr_of) */
     attn_expr expr[2];
@@ -387,6 +390,11 @@ ATTNC_HIDDEN int64_t cg_split_elements(const ir_node *n, const ir_graph *g);
  * row items, one chunk of keys each) instead of the split kernel: MLA,
  * whose values are a view of the cached latent's rows. */
 ATTNC_HIDDEN bool cg_split_by_flash(const ir_graph *g);
+/* Whether flash node n takes shared-prefix calls (attn_kernels.h): its
+ * split path's rows see every key of a prefix alike, whatever their
+ * positions (no window, chunk, ALiBi or expression), so rows of several
+ * sequences can share the prefix's tiles. */
+ATTNC_HIDDEN bool cg_split_cascades(const ir_node *n, const ir_graph *g);
 /* A call's keys [jfirst, jend) as nc chunks of nt tiles from jbeg. */
 typedef struct cg_chunks {
     LLVMValueRef jfirst, jbeg, jend, nt, nc;

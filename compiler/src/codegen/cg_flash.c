@@ -1229,10 +1229,12 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     /* a sink starts the row's max and sum: exp(sink - sink) = 1 */
     const ir_node *sinks = ir_sinks(n);
     LLVMValueRef m0 = cg_f32(c, -INFINITY), l0 = cg_f32(c, 0);
-    if (sinks && !split) { /* split: the merge adds the sink */
+    if (sinks && !split) { /* split: the merge adds the sink; a prefix call: the own call's */
         LLVMValueRef si[1] = {safe_h};
-        m0 = LLVMBuildSelect(c->b, ok, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
-        l0 = LLVMBuildSelect(c->b, ok, cg_f32(c, 1), l0, "");
+        LLVMValueRef with =
+            c->prefix ? LLVMBuildAnd(c->b, ok, LLVMBuildNot(c->b, c->prefix, ""), "") : ok;
+        m0 = LLVMBuildSelect(c->b, with, cg_load(c, sinks->dt, cg_addr(c, sinks, si)), m0, "");
+        l0 = LLVMBuildSelect(c->b, with, cg_f32(c, 1), l0, "");
     }
     LLVMBuildStore(c->b, m0, at_f32(c, f->m, lr.i));
     LLVMBuildStore(c->b, l0, at_f32(c, f->l, lr.i));
@@ -1306,6 +1308,8 @@ static void item_keys(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef s0, 
         if (first)
             jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, first);
     }
+    if (c->prefix) /* a prefix call (T = P): the prefix's keys, all its rows see them */
+        jend = cg_intrinsic(c, "llvm.smin", c->i64, jend, c->T);
     if (split) { /* the item's chunk of those keys */
         jbeg = cg_intrinsic(c, "llvm.smax", c->i64, jbeg, cg_split_chunk_key(c, ck, kc));
         jend = cg_intrinsic(c, "llvm.smin", c->i64, jend,
@@ -1344,9 +1348,21 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
         split ? NULL : cg_inv_sum(c, n, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""));
     LLVMValueRef row =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tok, cg_i64(c, ir_cfg_heads(c->g)), ""), hh, "row");
+    /* a prefix call (attn_kernel_args): the row's m, l and unnormalized
+     * output go to its batch row of the cascade buffer instead */
+    LLVMValueRef pre = split ? NULL : c->prefix, cas = NULL;
+    if (pre) {
+        LLVMValueRef brow = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, c->tok0, cg_i64(c, ir_cfg_heads(c->g)), ""), row, "");
+        cas = cg_buf_elem(c, c->plan->cascade, ATTN_DTYPE_F32,
+                          LLVMBuildMul(c->b, brow, cg_i64(c, f->vd + 2), ""));
+        inv = LLVMBuildSelect(c->b, pre, cg_f32(c, 1), inv, "");
+    }
     if (ob) { /* a row past the item stores its blocks to the dummy */
         LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok};
         LLVMValueRef at = split ? cg_split_part(c, n, kc, row, cg_i64(c, 2)) : cg_addr(c, n, oi);
+        if (pre)
+            at = LLVMBuildSelect(c->b, pre, cg_gep(c, c->f32, cas, cg_i64(c, 2)), at, "");
         LLVMBuildStore(c->b, LLVMBuildSelect(c->b, ok, at, f->dummy, ""),
                        cg_gep(c, c->ptr, f->rowp, lo.i));
         if (inv)
@@ -1356,14 +1372,19 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
     LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "skip");
     LLVMBuildCondBr(c->b, ok, store, skip);
     LLVMPositionBuilderAtEnd(c->b, store);
-    if (split) {
+    if (split || pre) {
+        LLVMBasicBlockRef put = cg_live_begin(c, pre);
         LLVMValueRef ml[2] = {f->m, f->l};
         for (int e = 0; e < 2; e++)
             LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, at_f32(c, ml[e], lo.i), ""),
-                           cg_split_part(c, n, kc, row, cg_i64(c, e)));
+                           split ? cg_split_part(c, n, kc, row, cg_i64(c, e))
+                                 : cg_gep(c, c->f32, cas, cg_i64(c, e)));
+        cg_live_end(c, put);
     }
     if (f->amx) { /* ot[r] row-major; the output's rows are contiguous (f->amx) */
         LLVMValueRef oi[3] = {cg_i64(c, 0), hh, tok}, out = cg_addr(c, n, oi);
+        if (pre)
+            out = LLVMBuildSelect(c->b, pre, cg_gep(c, c->f32, cas, cg_i64(c, 2)), out, "");
         LLVMValueRef orow = at_f32(c, f->ot, LLVMBuildMul(c->b, lo.i, cg_i64(c, f->vd), ""));
         for (int64_t d = 0; d < f->vd; d += f->lanes)
             cg_vstore(c, n->dt,
@@ -1377,11 +1398,16 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->rows), ""), lo.i, "");
         LLVMValueRef x = LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->ot, src), "");
         LLVMValueRef oi[3] = {ld.i, hh, tok};
+        LLVMValueRef to = cg_addr(c, n, oi);
+        if (pre)
+            to = LLVMBuildSelect(c->b, pre,
+                                 cg_gep(c, c->f32, cas, LLVMBuildAdd(c->b, ld.i, cg_i64(c, 2), "")),
+                                 to, "");
         if (split)
             LLVMBuildStore(
                 c->b, x, cg_split_part(c, n, kc, row, LLVMBuildAdd(c->b, ld.i, cg_i64(c, 2), "")));
         else
-            cg_store(c, n->dt, LLVMBuildFMul(c->b, x, inv, ""), cg_addr(c, n, oi));
+            cg_store(c, n->dt, LLVMBuildFMul(c->b, x, inv, ""), to);
         cg_for_end(c, &ld);
     }
     LLVMBuildBr(c->b, skip);

@@ -75,6 +75,10 @@ static attnc_status add_unit(ir_graph *g, cg_result *r, cg_unit_kind kind, const
     }
     if (kind != CG_UNIT_SPLIT && kind != CG_UNIT_TABLE) {
         r->step_names[r->n_steps] = u->name;
+        /* the steps of a flash that takes shared-prefix calls (plan_cascade) */
+        bool prefix = r->plan.cascade >= 0 && n && n->op == IR_OP_FLASH &&
+                      (kind == CG_UNIT_NODE || kind == CG_UNIT_MERGE);
+        r->step_flags[r->n_steps] = prefix ? ATTN_STEP_PREFIX : 0;
         r->step_phase[r->n_steps++] = phase;
     }
     return ATTNC_OK;
@@ -92,8 +96,9 @@ attnc_status cg_units_plan(ir_graph *g, const cg_target *t, cg_result *out) {
     size_t max_units = 4 * (size_t)g->n_nodes + 1;
     out->step_names = arena_alloc(&g->ctx->arena, max_units * sizeof *out->step_names);
     out->step_phase = arena_alloc(&g->ctx->arena, max_units * sizeof *out->step_phase);
+    out->step_flags = arena_alloc(&g->ctx->arena, max_units * sizeof *out->step_flags);
     out->units = arena_alloc(&g->ctx->arena, max_units * sizeof *out->units);
-    if (!out->step_names || !out->step_phase || !out->units) {
+    if (!out->step_names || !out->step_phase || !out->step_flags || !out->units) {
         diag_error(g->ctx, ATTNC_E_NOMEM, (attnc_loc){0}, "out of memory");
         return ATTNC_E_NOMEM;
     }

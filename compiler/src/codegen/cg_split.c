@@ -70,6 +70,12 @@ bool cg_split_by_flash(const ir_graph *g) {
     return ir_cfg_mla(g);
 }
 
+bool cg_split_cascades(const ir_node *n, const ir_graph *g) {
+    return n->op == IR_OP_FLASH && n->dt == ATTN_DTYPE_F32 && n->split_tokens > 0 &&
+           !cg_split_by_flash(g) && ir_cfg_memory_dim(g) == 0 && !n->alibi && !n->score_mod &&
+           !n->mask_mod && ir_cfg_sliding_window(g) <= 0 && ir_cfg_chunk(g) <= 0;
+}
+
 /* Machine vectors in one of the split kernel's vectors: the target's
  * split_vecs where cache blocks hold whole tiles of them (a tile's keys
  * of one d then stay one load), else 1. */
@@ -237,6 +243,8 @@ void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k) {
     LLVMValueRef first = n->causal ? cg_first_key_at(c, c->P) : NULL; /* the first row's */
     if (first)
         k->jfirst = cg_intrinsic(c, "llvm.smax", c->i64, k->jfirst, first);
+    if (c->n_shared) /* an own call after a prefix call: the keys past the prefix */
+        k->jfirst = cg_intrinsic(c, "llvm.smax", c->i64, k->jfirst, c->n_shared);
     if (n->mask_mod) {
         /* tiles the mask_mod hides from every row, at either end, are not
          * shared out (a window written as an expression splits its keys
@@ -1036,6 +1044,13 @@ static void emit_partials(cg *c, const ir_node *n) {
                                      cg_lane_ids(c), "keys");
     LLVMValueRef past = LLVMBuildICmp(c->b, LLVMIntSGE, keys,
                                       cg_splat(c, LLVMBuildTrunc(c->b, cj1, c->i32, "")), "");
+    if (c->n_shared) { /* a prefix's last keys in the own call's first tile: not its own */
+        past = LLVMBuildOr(c->b, past,
+                           LLVMBuildICmp(c->b, LLVMIntSLT, keys,
+                                         cg_splat(c, LLVMBuildTrunc(c->b, jfirst, c->i32, "")), ""),
+                           "");
+        partial = LLVMBuildOr(c->b, partial, LLVMBuildICmp(c->b, LLVMIntSLT, j0, jfirst, ""), "");
+    }
     /* the next tile's V token rows (past the keys: the last key again), its
      * first key (past the keys: this tile's) */
     for (int j = 0; av.rows && j < L; j++) {
@@ -1107,12 +1122,41 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
         c->b, cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), mc),
         mslot);
     cg_for_end(c, &lc);
-    /* a sink joins the max and the sum (and adds no output) */
+    /* shared-prefix calls (attn_kernel_args): a prefix call stores its
+     * rows' state (M, the sum L and the unnormalized output) at their
+     * batch rows of the cascade buffer, and no output; an own call after
+     * it (n_shared > 0) takes that state as one more chunk (its m and l
+     * slots stay -inf and 0 otherwise: weight 0) */
+    LLVMValueRef pre = c->prefix, joins = NULL, cas = NULL, mshared = NULL, lshared = NULL;
+    if (pre) {
+        joins = LLVMBuildAnd(c->b, LLVMBuildNot(c->b, pre, ""),
+                             LLVMBuildICmp(c->b, LLVMIntSGT, c->n_shared, cg_i64(c, 0), ""), "");
+        LLVMValueRef brow =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, c->tok0, cg_i64(c, H), ""), r, "");
+        cas = cg_buf_elem(c, c->plan->cascade, ATTN_DTYPE_F32,
+                          LLVMBuildMul(c->b, brow, cg_i64(c, s.hd + 2), ""));
+        mshared = cg_slot(c, c->f32, cg_f32(c, -INFINITY));
+        lshared = cg_slot(c, c->f32, cg_f32(c, 0));
+        LLVMBasicBlockRef got = cg_live_begin(c, joins);
+        LLVMValueRef m = LLVMBuildLoad2(c->b, c->f32, cas, "");
+        LLVMBuildStore(c->b, m, mshared);
+        LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, cas, cg_i64(c, 1)), ""),
+                       lshared);
+        LLVMBuildStore(
+            c->b,
+            cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), m),
+            mslot);
+        cg_live_end(c, got);
+    }
+    /* a sink joins the max and the sum (and adds no output); an own
+     * call's, not the prefix's */
     const ir_node *sinks = ir_sinks(n);
     LLVMValueRef sink = NULL;
     if (sinks) {
         LLVMValueRef si[1] = {LLVMBuildSRem(c->b, r, cg_i64(c, H), "")};
         sink = cg_load(c, sinks->dt, cg_addr(c, sinks, si));
+        if (pre)
+            sink = LLVMBuildSelect(c->b, pre, cg_f32(c, -INFINITY), sink, "");
         LLVMBuildStore(
             c->b,
             cg_intrinsic(c, "llvm.maxnum", c->f32, LLVMBuildLoad2(c->b, c->f32, mslot, ""), sink),
@@ -1122,6 +1166,15 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     M = finite_m(c, M);
     LLVMBuildStore(c->b, sink ? cg_exp_nonpos(c, LLVMBuildFSub(c->b, sink, M, "")) : cg_f32(c, 0),
                    lslot);
+    LLVMValueRef wshared = NULL;
+    if (pre) {
+        wshared =
+            cg_exp_nonpos(c, LLVMBuildFSub(c->b, LLVMBuildLoad2(c->b, c->f32, mshared, ""), M, ""));
+        LLVMBuildStore(c->b,
+                       cg_fma(c, wshared, LLVMBuildLoad2(c->b, c->f32, lshared, ""),
+                              LLVMBuildLoad2(c->b, c->f32, lslot, "")),
+                       lslot);
+    }
     cg_loop lc2 = cg_for(c, cg_i64(c, 0), nc, "chunk");
     LLVMValueRef w = cg_exp_nonpos(
         c, LLVMBuildFSub(c->b,
@@ -1133,10 +1186,23 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lslot, ""), lw, ""),
                    lslot);
     cg_for_end(c, &lc2);
-    LLVMValueRef inv = cg_inv_sum(c, n, LLVMBuildLoad2(c->b, c->f32, lslot, ""));
+    LLVMValueRef L = LLVMBuildLoad2(c->b, c->f32, lslot, "L");
+    LLVMValueRef inv = cg_inv_sum(c, n, L);
     LLVMValueRef oi[3] = {cg_i64(c, 0), LLVMBuildSRem(c->b, r, cg_i64(c, H), ""),
                           LLVMBuildSDiv(c->b, r, cg_i64(c, H), "")};
     LLVMValueRef orow = cg_addr(c, n, oi);
+    LLVMValueRef oshared = NULL; /* the prefix's output where an own call joins it */
+    if (pre) {
+        LLVMBasicBlockRef put = cg_live_begin(c, pre);
+        LLVMBuildStore(c->b, M, cas);
+        LLVMBuildStore(c->b, L, cg_gep(c, c->f32, cas, cg_i64(c, 1)));
+        cg_live_end(c, put);
+        inv = LLVMBuildSelect(c->b, pre, cg_f32(c, 1), inv, "");
+        /* never read through cas where no prefix call ran (unbound) */
+        oshared = LLVMBuildSelect(c->b, joins, cg_gep(c, c->f32, cas, cg_i64(c, 2)),
+                                  part_at(c, &s, cg_i64(c, 0), r, cg_i64(c, 2)), "");
+        orow = LLVMBuildSelect(c->b, pre, cg_gep(c, c->f32, cas, cg_i64(c, 2)), orow, "");
+    }
     /* out = sum_c w_c o_c / sum_c w_c l_c, whole vectors of head_dim, then the rest */
     int64_t full = s.hd / s.lanes;
     for (int64_t v = 0; v <= full; v++) {
@@ -1144,6 +1210,14 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
         int64_t d0 = v * s.lanes, nd = vec ? 1 : s.hd - d0;
         for (int64_t d = 0; d < nd; d++) {
             LLVMValueRef init = vec ? cg_vf32(c, 0) : cg_f32(c, 0), next;
+            if (oshared) {
+                LLVMValueRef op = cg_gep(c, c->f32, oshared, cg_i64(c, d0 + d));
+                LLVMValueRef o =
+                    vec ? LLVMBuildFMul(c->b, cg_splat(c, wshared), cg_vload(c, ATTN_DTYPE_F32, op),
+                                        "")
+                        : LLVMBuildFMul(c->b, wshared, LLVMBuildLoad2(c->b, c->f32, op, ""), "");
+                init = LLVMBuildSelect(c->b, joins, o, init, "");
+            }
             cg_acc_loop l;
             cg_acc_loop_begin(c, &l, "chunk", vec ? c->vf : c->f32, 1);
             LLVMValueRef wc = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, wts, l.i), "");

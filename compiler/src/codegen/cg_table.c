@@ -78,7 +78,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMValueRef buffers =
         bytes_global(mod, llctx, "attn.buffers", bufs, (size_t)res->n_buffers * sizeof bufs[0]);
 
-    /* steps: {name, kernel, phase, 0} */
+    /* steps: {name, kernel, phase, flags} */
     LLVMTypeRef step_fields[4] = {ptr, ptr, i32, i32};
     LLVMTypeRef step_ty = LLVMStructTypeInContext(llctx, step_fields, 4, false);
     LLVMValueRef steps[256];
@@ -94,7 +94,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
         if (!fn) /* built in another unit */
             fn = LLVMAddFunction(mod, sym, kernel_ty);
         LLVMValueRef f[4] = {sg, fn, LLVMConstInt(i32, res->step_phase[i], false),
-                             LLVMConstInt(i32, 0, false)};
+                             LLVMConstInt(i32, res->step_flags[i], false)};
         steps[i] = LLVMConstNamedStruct(step_ty, f, 4);
     }
     LLVMValueRef steps_init = LLVMConstArray2(step_ty, steps, (uint64_t)res->n_steps);
