@@ -708,10 +708,8 @@ static void check_cascade(const char *spec, const attnc_options *o, double tol) 
         attn_block_free(b);
     }
     free(hist), free(mine), free(xb), free(junk), free(yu), free(y3), free(y), free(yo);
-    attnc_jit_free(f->jit);
-    attn_weights_free(f->w);
-    tmpdir_remove(f->dir);
-    free(f);
+    void *state = f;
+    teardown(&state);
 }
 
 static void shared_prefix_calls_equal_unshared(void **state) {
