@@ -403,21 +403,25 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
      * by key (a weight 0 skips its key) */
     bool pairs = s->vpairs && !guarded && !pd;
     LLVMValueRef pp = pairs ? cg_opaque_ptr(c, s->pp) : NULL;
-    for (int j = 0; pairs && j < L; j += 2)
+    for (int j = 0; pairs && j < L; j += 2) {
+        /* each row's pair of p's broadcast once for the pass's vectors
+         * (vdpbf16ps takes no broadcast operand from memory here: a
+         * broadcast per product cost a third more instructions) */
+        LLVMValueRef pj[SPLIT_ROWS];
+        for (int i = 0; i < s->rb; i++)
+            pj[i] =
+                cg_splat(c, LLVMBuildLoad2(c->b, c->i32,
+                                           cg_gep(c, c->i32, pp, cg_i64(c, (i * L + j) / 2)), ""));
         for (int64_t v = 0; v < nvp; v++) {
             ATTNC_ASSERT(v0 >= 0);
             for (int h = 0; av && h < 2; h++)
                 ahead_step(c, av, kvh, (*it)++, L * s->nv);
             LLVMValueRef vp = cg_cache_pair(c, s->vdt, row_vec(c, s, s->vdt, vrow[j], v0 + v),
                                             row_vec(c, s, s->vdt, vrow[j + 1], v0 + v));
-            for (int i = 0; i < s->rb; i++) {
-                /* volatile: each load stays the dot product's broadcast */
-                LLVMValueRef p = LLVMBuildLoad2(
-                    c->b, c->i32, cg_gep(c, c->i32, pp, cg_i64(c, (i * L + j) / 2)), "");
-                LLVMSetVolatile(p, 1);
-                acc[i][v] = cg_dot_pairs(c, acc[i][v], cg_splat(c, p), vp);
-            }
+            for (int i = 0; i < s->rb; i++)
+                acc[i][v] = cg_dot_pairs(c, acc[i][v], pj[i], vp);
         }
+    }
     for (int j = 0; !pairs && j < L; j++) {
         LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
         for (int i = 0; (hold || guarded) && i < s->rb; i++) {
