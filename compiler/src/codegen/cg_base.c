@@ -711,8 +711,8 @@ LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef 
     unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
     ATTNC_ASSERT(id != 0 && c->target.lanes == 16);
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0);
-    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, x, bv, ""),
-                            LLVMBuildBitCast(c->b, w, bv, "")};
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, w, bv, ""),
+                            LLVMBuildBitCast(c->b, x, bv, "")};
     return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0), fn, args, 3, "");
 }
 

@@ -228,7 +228,9 @@ ATTNC_HIDDEN LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, L
 /* AVX512-BF16 (target.bf16_dot): acc + the products of the bf16 pairs of
  * x and w in each lane (vectors of lanes i32 pairs): vdpbf16ps, the
  * high halves' product added first, then the low ones', each product
- * exact in f32 and each sum rounded to nearest even. */
+ * exact in f32 and each sum rounded to nearest even. x, the operand
+ * callers broadcast, is the instruction's last source, the one that may
+ * be a broadcast from memory ({1to16}): LLVM folds a splat load there. */
 ATTNC_HIDDEN LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w);
 /* AMX tiles (target.amx): 16 rows of 64 bytes. A tile's type (x86_amx,
  * or a pointer where target.amx_emulated: cg_amx.c); a tile of zeros;
