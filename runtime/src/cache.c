@@ -737,11 +737,11 @@ enum { CASCADE_MIN_KEYS = 64 };
 /* The shared-prefix calls of a batch (attn_kernels.h): runs of
  * consecutive sequences of the batch whose block tables begin with the
  * same full blocks, CASCADE_MIN_KEYS keys or more, each sequence taking
- * 1 to `most` new tokens (its own call's split path) and the run at most
- * `run_most` in all (ATTN_BUF_CASCADE). A run of two or more makes a prefix call over the
- * blocks all of it shares; a sequence sharing fewer with the run than
- * the run's first two share starts the next one. Depends on the batch
- * alone: never on the thread count. */
+ * 1 to `most` new tokens (its own call's split path) and the run at
+ * most `run_most` in all (ATTN_BUF_CASCADE). A run of two or more makes
+ * a prefix call over the blocks all of it shares; a sequence sharing
+ * fewer with the run than the run's first two share starts the next
+ * one. Depends on the batch alone: never on the thread count. */
 static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens) {
     c->n_pre = 0;
     for (int q = 0; q < n; q++)

@@ -405,8 +405,7 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     LLVMValueRef pp = pairs ? cg_opaque_ptr(c, s->pp) : NULL;
     for (int j = 0; pairs && j < L; j += 2) {
         /* each row's pair of p's broadcast once for the pass's vectors
-         * (vdpbf16ps takes no broadcast operand from memory here: a
-         * broadcast per product cost a third more instructions) */
+         * (a broadcast for each product cost a third more instructions) */
         LLVMValueRef pj[SPLIT_ROWS];
         for (int i = 0; i < s->rb; i++)
             pj[i] =
