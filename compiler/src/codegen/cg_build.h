@@ -405,6 +405,9 @@ typedef struct cg_chunks {
 ATTNC_HIDDEN void cg_split_chunks(cg *c, const ir_node *n, cg_chunks *k);
 /* The first key of chunk ch (ch = nc: jend). */
 ATTNC_HIDDEN LLVMValueRef cg_split_chunk_key(cg *c, const cg_chunks *k, LLVMValueRef ch);
+/* A prefix call's state of row `row` (token x heads + head) in the
+ * cascade buffer (attn_kernel_args): m, l, then the unnormalized o. */
+ATTNC_HIDDEN LLVMValueRef cg_split_cascade_row(cg *c, const ir_node *n, LLVMValueRef row);
 /* Element e (0: m, 1: l, 2..: o) of row `row` (token x heads + head) of a chunk's partials. */
 ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk,
                                         LLVMValueRef row, LLVMValueRef e);

@@ -1352,10 +1352,7 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
      * output go to its batch row of the cascade buffer instead */
     LLVMValueRef pre = split ? NULL : c->prefix, cas = NULL;
     if (pre) {
-        LLVMValueRef brow = LLVMBuildAdd(
-            c->b, LLVMBuildMul(c->b, c->tok0, cg_i64(c, ir_cfg_heads(c->g)), ""), row, "");
-        cas = cg_buf_elem(c, c->plan->cascade, ATTN_DTYPE_F32,
-                          LLVMBuildMul(c->b, brow, cg_i64(c, f->vd + 2), ""));
+        cas = cg_split_cascade_row(c, n, row);
         inv = LLVMBuildSelect(c->b, pre, cg_f32(c, 1), inv, "");
     }
     if (ob) { /* a row past the item stores its blocks to the dummy */

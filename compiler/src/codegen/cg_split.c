@@ -302,6 +302,13 @@ LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef chunk, LLVMValu
     return part_at(c, &s, chunk, row, e);
 }
 
+LLVMValueRef cg_split_cascade_row(cg *c, const ir_node *n, LLVMValueRef row) {
+    LLVMValueRef brow =
+        LLVMBuildAdd(c->b, LLVMBuildMul(c->b, c->tok0, cg_i64(c, ir_cfg_heads(c->g)), ""), row, "");
+    return cg_buf_elem(c, c->plan->cascade, ATTN_DTYPE_F32,
+                       LLVMBuildMul(c->b, brow, cg_i64(c, n->ne[0].c + 2), ""));
+}
+
 /* The largest lane of v (maxnum: NaN lanes are passed over, as the
  * flash kernel's running max does), by halving. */
 static LLVMValueRef max_across(cg *c, LLVMValueRef v) {
@@ -1134,10 +1141,7 @@ void cg_emit_split_merge(cg *c, const ir_node *n, const char *name) {
     if (pre) {
         joins = LLVMBuildAnd(c->b, LLVMBuildNot(c->b, pre, ""),
                              LLVMBuildICmp(c->b, LLVMIntSGT, c->n_shared, cg_i64(c, 0), ""), "");
-        LLVMValueRef brow =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, c->tok0, cg_i64(c, H), ""), r, "");
-        cas = cg_buf_elem(c, c->plan->cascade, ATTN_DTYPE_F32,
-                          LLVMBuildMul(c->b, brow, cg_i64(c, s.hd + 2), ""));
+        cas = cg_split_cascade_row(c, n, r);
         mshared = cg_slot(c, c->f32, cg_f32(c, -INFINITY));
         lshared = cg_slot(c, c->f32, cg_f32(c, 0));
         LLVMBasicBlockRef got = cg_live_begin(c, joins);
