@@ -436,6 +436,52 @@ static void amx_expressions_equal_the_reference(void **state) {
     unsetenv("ATTNC_AMX_EMULATE");
 }
 
+/* Scores that grow along the keys (score_mod "score + kv / 2": 8 more
+ * every 16 keys) pass the running max in every tile, so that each one
+ * rescales the sum and the output kept so far: random weights alone keep
+ * the scores within the max's slack after the first tile, where a
+ * missing rescale would go unseen. f32 and bf16 compute on this host's
+ * code, its AVX2 code, and the AMX code (the host's tiles, or emulated);
+ * one call (the flash prefill) and a token a call (the split decode). */
+static void growing_scores_rescale_the_output(void **state) {
+    (void)state;
+    uint32_t f = attn_cpu_features(), amx = ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    bool amx_here = (f & amx) == amx, emulate = !amx_here && (f & ATTN_CPU_AVX512BF16);
+    char *dir = tmpdir_new();
+    for (int k = 0; k < 5; k++) {
+        bool bf16 = k % 2 == 1, tiles = k == 4;
+        if (k == 2 && !host_avx512_and_v3()) {
+            print_message("AVX2 code: not run (this host does not run it beside AVX-512)\n");
+            continue;
+        }
+        if (tiles && !amx_here && !emulate) {
+            print_message("AMX code: not run (this host has neither AMX nor AVX512-BF16)\n");
+            continue;
+        }
+        attn_config c = config_small(4, 2, 64, 96);
+        c.kv_dtype = k == 0 ? ATTN_DTYPE_F32 : ATTN_DTYPE_F16;
+        c.compute = bf16 || tiles ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        c.causal = k != 3;
+        snprintf(c.score_mod, sizeof c.score_mod, "score + kv / 2");
+        const char *path = write_spec(dir, &c, "grow.yaml");
+        attnc_options o = attnc_options_default();
+        o.cpu = k == 2 ? "x86-64-v3" : NULL;
+        if (tiles && emulate)
+            setenv("ATTNC_AMX_EMULATE", "1", 1);
+        for (int one = 0; one < 2; one++) {
+            int64_t T = 150, chunk = one && c.causal ? 1 : T;
+            double e = jit_vs_ref(path, &o, T, chunk, 2, (uint64_t)(90 + k));
+            double tol = c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : 2 * kv_tolerance(c.kv_dtype);
+            if (!(e <= tol))
+                fail_msg("case %d (compute %s, cpu %s%s, chunk %lld): relative error %g", k,
+                         attn_dtype_name(c.compute), o.cpu ? o.cpu : "host", tiles ? ", AMX" : "",
+                         (long long)chunk, e);
+        }
+        unsetenv("ATTNC_AMX_EMULATE");
+    }
+    tmpdir_remove(dir);
+}
+
 /* causal: false with a mask_mod that hides every key after its query:
  * the causal_mask pass adds the causal mask (the flash node's flag)
  * exactly where the mask implies kv <= q, and the results are the
@@ -582,6 +628,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(inputs_follow_their_sequences),
         cmocka_unit_test(random_expressions_equal_the_reference),
         cmocka_unit_test(amx_expressions_equal_the_reference),
+        cmocka_unit_test(growing_scores_rescale_the_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
