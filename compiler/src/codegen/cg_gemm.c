@@ -71,10 +71,11 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *gr
     if (g.pairs)
         g.kc *= 2;
     /* AMX: tiles of 16 rows x 32 k; a micro-kernel of 2 x 2 f32 tiles is
-     * 32 rows x one panel's 32 columns; an x block of 64 rows x kc */
+     * 32 rows x one panel's 32 columns; x blocks of the target's mc rows
+     * x kc (cg_target_for) */
     g.amx = g.pairs && t->amx;
     if (g.amx)
-        g.mr = 32, g.mc = 64;
+        g.mr = 32, g.mc = t->gemm_amx_mc, g.kc = t->gemm_amx_kc;
     /* activations q8_0: a row's int32 and f32 sums (2 vectors each), two
      * panel vectors, a broadcast and the two weight scales in registers;
      * row blocks of as many rows as the f32 kernel's */
@@ -1048,17 +1049,28 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
     cg_for_end(c, &lr);
 }
 
-/* AMX: rows [mb, mb + mc) of x (zero from mend), k's [kb, kb + kn)
- * rounded up to 32 (zero past kn), into ap as tiles' A: [row][kc/2] i32
- * pairs of bf16, row-major; 32 k a step. (One element a step cost more
- * than the tiles' products at 16 threads: every thread packs the whole
- * block, and each packs it for its share of the panels alone.) */
+/* AMX: rows [mb, mend) of x (then zeros to a multiple of 32), k's [kb, kb + kn)
+ * rounded up to 32 (zero past kn), into ap as the tiles' A operands:
+ * tile (t, s) of rows 16t.. and k's 32s.. is 1 KB at ((t * kc / 32 + s)
+ * * 256 words, its 16 rows of 16 i32 pairs of bf16 contiguous; 32 k a
+ * step. (One element a step cost more than the tiles' products at 16
+ * threads: every thread packs the whole block, and each packs it for
+ * its share of the panels alone.) Until tiles of their own, a tile's 16
+ * rows lay kc * 2 bytes apart (4 KB at kc 2048), in a few sets of the L1
+ * cache: llama3_8b prefill 2048 block, Xeon with AMX, kc 2048, mc 64,
+ * 16 threads 82-86 -> 78 ms, 2 threads 470-624 -> 426. */
 static void pack_x_amx(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb,
                        LLVMValueRef mend, LLVMValueRef kb, LLVMValueRef kn) {
     const cg_gemm *gm = &gc->gm;
     LLVMValueRef steps =
         LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");
-    cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, gm->mc), "pack_row");
+    /* the tiles of 32 rows the block's rows need (a short block: not mc) */
+    LLVMValueRef nrows = LLVMBuildMul(
+        c->b,
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, mend, mb, ""), cg_i64(c, 31), ""),
+                      cg_i64(c, 32), ""),
+        cg_i64(c, 32), "");
+    cg_loop lr = cg_for(c, cg_i64(c, 0), nrows, "pack_row");
     LLVMValueRef row = LLVMBuildAdd(c->b, mb, lr.i, "");
     LLVMValueRef real = LLVMBuildICmp(c->b, LLVMIntSLT, row, mend, "");
     /* rows past mend read as zeros (no lane of theirs is loaded) */
@@ -1066,31 +1078,35 @@ static void pack_x_amx(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef 
     LLVMValueRef xrow = LLVMBuildAdd(
         c->b, LLVMBuildMul(c->b, LLVMBuildSelect(c->b, real, row, mb, ""), cg_i64(c, gm->k), ""),
         kb, "");
+    /* the row's first word: tile t = row / 16 of steps kc / 32, row % 16 */
+    LLVMValueRef row0 = LLVMBuildAdd(
+        c->b,
+        LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, lr.i, cg_i64(c, 16), ""),
+                     cg_i64(c, gm->kc / 32 * 256), ""),
+        LLVMBuildMul(c->b, LLVMBuildSRem(c->b, lr.i, cg_i64(c, 16), ""), cg_i64(c, 16), ""), "");
     cg_loop ls = cg_for(c, cg_i64(c, 0), steps, "pack_step");
     LLVMValueRef pair = pairs_at(c, gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 32), ""), kreal);
-    LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gm->kc / 2), ""),
-                                   LLVMBuildMul(c->b, ls.i, cg_i64(c, 16), ""), "");
+    LLVMValueRef to = LLVMBuildAdd(c->b, row0, LLVMBuildMul(c->b, ls.i, cg_i64(c, 256), ""), "");
     LLVMValueRef st = LLVMBuildStore(c->b, pair, cg_gep(c, c->i32, ap, to));
     LLVMSetAlignment(st, 64);
     cg_for_end(c, &ls);
     cg_for_end(c, &lr);
 }
 
-/* void amx(args, m, p, kb, a, R): rows m..m+R-1 (R <= 32) of panel p,
- * k block kb, x of the 32 rows at a (pack_x_amx's): four 16 x 16 f32
- * tiles (two row halves x the panel's two column halves) summed by
- * tdpbf16ps over the block's tiles of 32 k (the A tile 16 rows x 32 k
- * of x, the B tile 32 k x 16 columns: 16 rows of the panel's pairs),
- * stored to the stack, then row by row the block's sums (plus the
- * partial sums of earlier blocks) to the epilogue or to y. */
-static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
+/* Rows m..m+R-1 (R <= 32) of panel p, k block kb, x's tiles of the 32
+ * rows at a (pack_x_amx's): four 16 x 16 f32 tiles (two row halves x
+ * the panel's two column halves) summed by tdpbf16ps over the block's
+ * tiles of 32 k (the A tile 16 rows x 32 k of x, the B tile 32 k x 16
+ * columns: 16 rows of the panel's pairs), stored to the stack, then row
+ * by row the block's sums (plus the partial sums of earlier blocks) to
+ * the epilogue or to y. Emitted in the kernel itself: as a function of
+ * its own, every call loaded the tile configuration (ldtilecfg) and
+ * released the tiles (tilerelease) on the way out (llama3_8b prefill
+ * 2048 block, Xeon with AMX, 2 threads, alternating: 207 and 464 ms
+ * called, 175 and 407 inline; 16 threads 52-60 both ways, noisy). */
+static void amx_micro(cg *c, const gemm_ctx *gc, LLVMValueRef m, LLVMValueRef p, LLVMValueRef kb,
+                      LLVMValueRef a, LLVMValueRef R) {
     const cg_gemm *gm = &gc->gm;
-    char name[160];
-    snprintf(name, sizeof name, "%s_amx", kname);
-    LLVMTypeRef params[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
-    LLVMValueRef fn = cg_helper_begin(c, name, params, 6);
-    LLVMValueRef m = LLVMGetParam(fn, 1), p = LLVMGetParam(fn, 2), kb = LLVMGetParam(fn, 3);
-    LLVMValueRef a = LLVMGetParam(fn, 4), R = LLVMGetParam(fn, 5);
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gm->kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gm->k), kb, ""));
@@ -1100,7 +1116,7 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     LLVMValueRef last = LLVMBuildICmp(
         c->b, LLVMIntSGE, LLVMBuildAdd(c->b, kb, cg_i64(c, gm->kc), ""), cg_i64(c, gm->k), "last");
     LLVMValueRef wb = fpanel_at(c, gc, p, kb); /* the panel's pairs from kb: B's rows */
-    LLVMValueRef astride = cg_i64(c, gm->kc * 2), bstride = cg_i64(c, gm->nr * 4);
+    LLVMValueRef astride = cg_i64(c, 64), bstride = cg_i64(c, gm->nr * 4);
     LLVMValueRef init[4], next[4];
     for (int i = 0; i < 4; i++)
         init[i] = cg_tile_zero(c);
@@ -1108,8 +1124,8 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     cg_acc_loop_begin(c, &l, "ktile", cg_tile_type(c), 4);
     LLVMValueRef A[2], B[2];
     for (int h = 0; h < 2; h++) {
-        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 64), ""),
-                                       cg_i64(c, h * 16 * gm->kc * 2), "");
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 1024), ""),
+                                       cg_i64(c, h * gm->kc / 32 * 1024), "");
         A[h] = cg_tile_load(c, cg_gep(c, i8, a, at), astride);
         LLVMValueRef bt = LLVMBuildAdd(
             c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 16 * gm->nr * 4), ""), cg_i64(c, h * 64), "");
@@ -1144,13 +1160,11 @@ static LLVMValueRef amx_micro(cg *c, const gemm_ctx *gc, const char *kname) {
     }
     row_out(c, gc, t, p, v, last, col, inside);
     cg_for_end(c, &lr);
-    LLVMBuildRetVoid(c->b);
-    return fn;
 }
 
 /* The AMX micro-kernel over the tiles of 32 rows of rows [mb, mend). */
-static void call_amx(cg *c, const gemm_ctx *gc, LLVMValueRef amx, LLVMValueRef ap, LLVMValueRef mb,
-                     LLVMValueRef mend, LLVMValueRef panel, LLVMValueRef kb) {
+static void amx_rows(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb, LLVMValueRef mend,
+                     LLVMValueRef panel, LLVMValueRef kb) {
     LLVMValueRef nt =
         LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, LLVMBuildSub(c->b, mend, mb, ""), cg_i64(c, 31), ""),
                       cg_i64(c, 32), "");
@@ -1159,10 +1173,7 @@ static void call_amx(cg *c, const gemm_ctx *gc, LLVMValueRef amx, LLVMValueRef a
     LLVMValueRef R =
         cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, 32), LLVMBuildSub(c->b, mend, m, ""));
     LLVMValueRef at = LLVMBuildMul(c->b, lt.i, cg_i64(c, 32 * gc->gm.kc / 2), "");
-    LLVMValueRef args[6] = {c->args, m, panel, kb, cg_gep(c, c->i32, ap, at), R};
-    LLVMTypeRef ptys[6] = {c->ptr, c->i64, c->i64, c->i64, c->ptr, c->i64};
-    LLVMBuildCall2(c->b, LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), ptys, 6, false), amx,
-                   args, 6, "");
+    amx_micro(c, gc, m, panel, kb, cg_gep(c, c->i32, ap, at), R);
     cg_for_end(c, &lt);
 }
 
@@ -1179,7 +1190,6 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         n_sizes = 0;
     for (int i = 0; i < n_sizes; i++)
         fns[i] = micro(c, &gc, sizes[i], name, false, 1);
-    LLVMValueRef amx = gc.gm.amx ? amx_micro(c, &gc, name) : NULL;
     LLVMValueRef gemv[CG_GEMV_ROWS], gemv2[2] = {NULL, NULL};
     int gemv_rows = c->target.gemv_rows < CG_GEMV_ROWS ? c->target.gemv_rows : CG_GEMV_ROWS;
     /* bf16 weights too: widened exactly, as in the GEMM (a GEMV of
@@ -1252,8 +1262,8 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMBuildCall2(c->b, unpack_ty, unpack, uargs, 4, "");
     }
     LLVMBuildStore(c->b, mb, mslot);
-    if (amx) /* tiles of 32 rows of the block */
-        call_amx(c, &gc, amx, ap, mb, mend, lp.i, kb);
+    if (gc.gm.amx) /* tiles of 32 rows of the block */
+        amx_rows(c, &gc, ap, mb, mend, lp.i, kb);
     for (int i = 0; i < n_sizes; i++) {
         /* mr rows while they last; then each smaller size at most once */
         LLVMBasicBlockRef test = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "rows");

@@ -115,6 +115,14 @@ cg_target cg_target_for(int lanes, int regs) {
          * 519, 536, 510 with 4; AVX-512 code 438, 433, 475 against 439,
          * 433, 436 (its trip of 16 keeps 1) */
         .gemm_ku = wide ? 1 : 4,
+        /* AMX GEMM: x blocks of 256 rows x 1024 k (512 KB of bf16 pairs
+         * on the stack), each panel's 1024 k x 32 (64 KB) read from
+         * memory once per 256 rows. llama3_8b prefill 2048 block, compute
+         * bf16, Xeon with AMX, one script: 16 threads, mc x kc 64 x 2048
+         * 78 ms, 128 x 2048 78, 512 x 512 79, 256 x 1024 72; 2 threads
+         * 64 x 2048 426 ms, 256 x 1024 405 */
+        .gemm_amx_mc = 256,
+        .gemm_amx_kc = 1024,
         /* GEMV rows (2 sums each, 2 panel vectors, a broadcast): AVX2's
          * 7 rows spill 2 of their sums and still beat the GEMM (llama3_8b
          * block, 7 tokens: 6.9 against 10.8 ms), its 8 do not (12.2
