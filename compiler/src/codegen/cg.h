@@ -40,6 +40,7 @@ typedef struct cg_target {
     int flash_bk;          /* flash: keys per tile (score passes of flash_bks) */
     int flash_dc;          /* flash: most head_dim rows per p.v register block */
     int flash_amx_rv;      /* flash on AMX tiles: tiles of 16 query rows per work item */
+    int flash_amx_bk;      /* flash on AMX tiles: keys per tile (a multiple of 32) */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */
     int split_accs;        /* split decode: score partial sums of a row block (rows x chains) */
     int split_vecs;        /* split decode: vectors of keys a tile (where blocks hold them) */

@@ -35,10 +35,11 @@ typedef struct flash {
      * tile kf [hd/2][bk] i32 pairs of bf16 (d, d + 1), vf [bk/2][hd] pairs
      * of keys (j, j + 1): q.k and (full tiles) p.v by vdpbf16ps */
     bool pairs;
-    bool amx;        /* AMX tiles for both products (amx_key_tile): bk is AMX_BK */
+    bool amx;        /* AMX tiles for both products (amx_key_tile): bk a multiple of 32 */
     LLVMValueRef pp; /* pairs: the tile's p as [bk/2][rows] pairs of keys (j, j + 1) */
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
+    LLVMValueRef lv;               /* amx: each row's sum as a vector [rows][lanes], or NULL */
     LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
     LLVMValueRef tb;               /* the rows' tree bits [rows] (i64; cg_tree_bits), or NULL */
     LLVMValueRef hv; /* score_mod, mask_mod: the rows' heads [rows] (i32, cg_expr_head0 on) */
@@ -508,11 +509,12 @@ static void pv_pairs(cg *c, const flash *f) {
  * (kf: pairs (d, d + 1) of each key) and O[row][d] += P[row][key]
  * V[key][d] (vf: pairs of keys (j, j + 1) of each d). qt holds Q as bf16
  * [rows][hd], pb S [rows][bk] (f32), pp P [rows][bk] (bf16), ot O
- * [rows][vd]; m and l are per row. The softmax runs along each row's
- * keys, two vectors of them (bk = 32: P's A tile is a row of 32 keys).
+ * [rows][vd]; m is per row, l a vector per row (lv, summed in item_out).
+ * The softmax runs along each row's keys, bk / 16 vectors of them (P's A
+ * tiles: rows of 32 keys).
  * Turning the scores around instead (S^T = K Q^T, the other kernels'
  * [key][row]) would transpose K and V for every tile. */
-enum { AMX_BK = 32, AMX_ROWS = 16 };
+enum { AMX_ROWS = 16 };
 
 /* Stores 32 bf16 (cg_bf16_words) at byte offset `at` of base. */
 static void store_bf16x32(cg *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef at) {
@@ -547,13 +549,13 @@ static void amx_query_row(cg *c, const flash *f, LLVMValueRef r, LLVMValueRef p,
 /* S = Q K over the tile: rv x 2 tiles of 16 rows x 16 keys, summed over
  * the hd / 32 tiles of d. */
 static void amx_scores(cg *c, const flash *f) {
-    int64_t qstride = f->hd * 2, kstride = AMX_BK * 4;
-    for (int kt = 0; kt < AMX_BK / 16; kt++) {
+    int64_t qstride = f->hd * 2, kstride = f->bk * 4;
+    for (int kt = 0; kt < f->bk / 16; kt++) {
         LLVMValueRef acc[8];
         for (int rt = 0; rt < f->rv; rt++)
             acc[rt] = cg_tile_zero(c);
         for (int64_t dk = 0; dk < f->hd / 32; dk++) {
-            LLVMValueRef kb = tile_at(c, f->kf, (dk * 16 * AMX_BK + kt * 16) * 4, kstride);
+            LLVMValueRef kb = tile_at(c, f->kf, (dk * 16 * f->bk + kt * 16) * 4, kstride);
             for (int rt = 0; rt < f->rv; rt++) {
                 LLVMValueRef qa =
                     tile_at(c, f->qt, ((int64_t)rt * AMX_ROWS * f->hd + dk * 32) * 2, qstride);
@@ -563,23 +565,29 @@ static void amx_scores(cg *c, const flash *f) {
         LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
         for (int rt = 0; rt < f->rv; rt++)
             cg_tile_store(
-                c, cg_gep(c, i8, f->pb, cg_i64(c, ((int64_t)rt * AMX_ROWS * AMX_BK + kt * 16) * 4)),
+                c, cg_gep(c, i8, f->pb, cg_i64(c, ((int64_t)rt * AMX_ROWS * f->bk + kt * 16) * 4)),
                 cg_i64(c, kstride), acc[rt]);
     }
 }
 
-/* O += P V: for each 16 d's, rv tiles of 16 rows, one tile of 32 keys. */
+/* O += P V: for each 16 d's, rv tiles of 16 rows, bk / 32 tiles of 32
+ * keys each (their V tiles loaded once for the rv rows' tiles). */
 static void amx_pv(cg *c, const flash *f) {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-    int64_t ostride = f->vd * 4;
+    int64_t ostride = f->vd * 4, ng = f->bk / 32;
     for (int64_t dt = 0; dt < f->vd / 16; dt++) {
-        LLVMValueRef vb = tile_at(c, f->vf, dt * 16 * 4, f->hd * 4);
+        LLVMValueRef vb[4];
+        for (int64_t g = 0; g < ng; g++) /* keys 32g..: pair rows 16g.. */
+            vb[g] = tile_at(c, f->vf, (g * 16 * f->hd + dt * 16) * 4, f->hd * 4);
         for (int rt = 0; rt < f->rv; rt++) {
-            LLVMValueRef pa = tile_at(c, f->pp, (int64_t)rt * AMX_ROWS * AMX_BK * 2, AMX_BK * 2);
             int64_t at = ((int64_t)rt * AMX_ROWS * f->vd + dt * 16) * 4;
             LLVMValueRef o = tile_at(c, f->ot, at, ostride);
-            cg_tile_store(c, cg_gep(c, i8, f->ot, cg_i64(c, at)), cg_i64(c, ostride),
-                          cg_tile_dp_bf16(c, o, pa, vb));
+            for (int64_t g = 0; g < ng; g++) {
+                LLVMValueRef pa =
+                    tile_at(c, f->pp, ((int64_t)rt * AMX_ROWS * f->bk + g * 32) * 2, f->bk * 2);
+                o = cg_tile_dp_bf16(c, o, pa, vb[g]);
+            }
+            cg_tile_store(c, cg_gep(c, i8, f->ot, cg_i64(c, at)), cg_i64(c, ostride), o);
         }
     }
 }
@@ -592,10 +600,13 @@ static LLVMValueRef row_scalar(cg *c, LLVMTypeRef t, LLVMValueRef a, LLVMValueRe
  * scale, score_mod, softcap, ALiBi and (`masked`) the mask, the running
  * max and sum as in key_tile (the max moves only when a score passes it,
  * then to the tile's max + FLASH_SLACK, rescaling l and the row of O),
- * and p = e^(s - m) rounded to bf16 into pp. */
+ * and p = e^(s - m) rounded to bf16 into pp. Whether a score passes m is
+ * one compare of the row's vectors: the tile's max (a reduction across
+ * the lanes) is needed only when one does, and the sum l stays a vector
+ * (lv), reduced once in item_out. */
 static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend, bool masked) {
     const ir_node *n = f->n;
-    int nv = AMX_BK / f->lanes;
+    int nv = f->bk / f->lanes;
     cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), masked ? "amx_row_cut" : "amx_row");
     LLVMValueRef r = lr.i;
     LLVMValueRef pos = cg_splat(c, row_scalar(c, c->i32, f->pos, r));
@@ -607,12 +618,12 @@ static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jen
                                    LLVMBuildAdd(c->b, r, cg_i64(c, (int64_t)i * f->rows), "")));
     LLVMValueRef key0 =
         LLVMBuildAdd(c->b, cg_splat(c, LLVMBuildTrunc(c->b, j0, c->i32, "")), cg_lane_ids(c), "");
-    LLVMValueRef s[4], top = cg_vf32(c, -INFINITY);
+    LLVMValueRef s[8], top = cg_vf32(c, -INFINITY);
     for (int k = 0; k < nv; k++) {
         LLVMValueRef keys = LLVMBuildAdd(
             c->b, key0,
             cg_splat(c, LLVMConstInt(c->i32, (unsigned long long)(k * f->lanes), false)), "");
-        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, AMX_BK), ""),
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, f->bk), ""),
                                        cg_i64(c, (int64_t)k * f->lanes), "");
         LLVMValueRef x = cg_scale_sum(c, n, cg_vload(c, ATTN_DTYPE_F32, at_f32(c, f->pb, at)));
         if (n->score_mod)
@@ -630,26 +641,24 @@ static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jen
         s[k] = x;
         top = cg_intrinsic(c, "llvm.maxnum", c->vf, top, x);
     }
-    LLVMValueRef tmax = cg_intrinsic(c, "llvm.vector.reduce.fmax", c->vf, top, NULL);
-    LLVMValueRef mp = at_f32(c, f->m, r), lp = at_f32(c, f->l, r);
+    LLVMValueRef mp = at_f32(c, f->m, r);
+    LLVMValueRef lp = at_f32(c, f->lv, LLVMBuildMul(c->b, r, cg_i64(c, f->lanes), ""));
     LLVMValueRef mold = LLVMBuildLoad2(c->b, c->f32, mp, "mold");
-    LLVMValueRef grow = LLVMBuildFCmp(c->b, LLVMRealOGT, tmax, mold, "grow");
-    LLVMValueRef mnew = LLVMBuildSelect(
-        c->b, grow, LLVMBuildFAdd(c->b, tmax, cg_f32(c, FLASH_SLACK), ""), mold, "mnew");
-    LLVMBuildStore(c->b, mnew, mp);
-    /* a row that has seen only masked keys keeps m = -inf: 0 stands in */
-    LLVMValueRef muse =
-        LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, mnew, cg_f32(c, -INFINITY), ""),
-                        cg_f32(c, 0), mnew, "");
+    LLVMTypeRef mt = LLVMVectorType(LLVMInt1TypeInContext(c->llctx), (unsigned)f->lanes);
+    LLVMValueRef grow =
+        cg_intrinsic(c, "llvm.vector.reduce.or", mt,
+                     LLVMBuildFCmp(c->b, LLVMRealOGT, top, cg_splat(c, mold), "passes"), NULL);
     LLVMBasicBlockRef rescale = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_rescale");
     LLVMBasicBlockRef weights = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "amx_weights");
     LLVMBuildCondBr(c->b, grow, rescale, weights);
     LLVMPositionBuilderAtEnd(c->b, rescale);
-    LLVMValueRef alpha = cg_exp_nonpos(c, cg_splat(c, LLVMBuildFSub(c->b, mold, muse, "")));
-    LLVMBuildStore(c->b,
-                   LLVMBuildFMul(c->b, LLVMBuildLoad2(c->b, c->f32, lp, ""),
-                                 LLVMBuildExtractElement(c->b, alpha, cg_i64(c, 0), ""), ""),
-                   lp);
+    LLVMValueRef tmax = cg_intrinsic(c, "llvm.vector.reduce.fmax", c->vf, top, NULL);
+    LLVMValueRef mnew = LLVMBuildFAdd(c->b, tmax, cg_f32(c, FLASH_SLACK), "mnew");
+    LLVMBuildStore(c->b, mnew, mp);
+    /* mold may be -inf (no key seen yet): alpha 0 */
+    LLVMValueRef alpha = cg_exp_nonpos(c, cg_splat(c, LLVMBuildFSub(c->b, mold, mnew, "")));
+    cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFMul(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), alpha, ""),
+              lp);
     LLVMValueRef orow = at_f32(c, f->ot, LLVMBuildMul(c->b, r, cg_i64(c, f->vd), ""));
     for (int64_t d = 0; d < f->vd; d += f->lanes) {
         LLVMValueRef at = at_f32(c, orow, cg_i64(c, d));
@@ -658,16 +667,20 @@ static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jen
     }
     LLVMBuildBr(c->b, weights);
     LLVMPositionBuilderAtEnd(c->b, weights);
-    LLVMValueRef p[4], sum = NULL;
+    /* a row that has seen only masked keys keeps m = -inf: 0 stands in */
+    LLVMValueRef m = LLVMBuildLoad2(c->b, c->f32, mp, "m");
+    LLVMValueRef muse = LLVMBuildSelect(
+        c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, cg_f32(c, -INFINITY), ""), cg_f32(c, 0), m, "");
+    LLVMValueRef p[8], sum = NULL;
     for (int k = 0; k < nv; k++) {
         p[k] = cg_exp_nonpos(c, LLVMBuildFSub(c->b, s[k], cg_splat(c, muse), ""));
         sum = k ? LLVMBuildFAdd(c->b, sum, p[k], "") : p[k];
     }
-    LLVMValueRef add = cg_intrinsic(c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, 0), sum);
-    LLVMSetFastMathFlags(add, LLVMFastMathAllowReassoc);
-    LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->f32, lp, ""), add, ""), lp);
-    store_bf16x32(c, cg_bf16_words(c, p[0], p[1]), f->pp,
-                  LLVMBuildMul(c->b, r, cg_i64(c, AMX_BK * 2), ""));
+    cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFAdd(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), sum, ""), lp);
+    for (int k = 0; k < nv; k += 2) /* P's rows as A tiles: 32 keys each */
+        store_bf16x32(c, cg_bf16_words(c, p[k], p[k + 1]), f->pp,
+                      LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, f->bk * 2), ""),
+                                   cg_i64(c, (int64_t)k * f->lanes * 2), ""));
     cg_for_end(c, &lr);
 }
 
@@ -687,7 +700,7 @@ static LLVMValueRef amx_v_not_finite(cg *c, const flash *f) {
         LLVMBuildOr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, w, lo, ""), lo, ""),
                     LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, w, hi, ""), hi, ""), ""),
         "");
-    cg_acc_loop_end(c, &l, cg_i64(c, AMX_BK / 2 * f->hd / f->lanes), &none, &bad);
+    cg_acc_loop_end(c, &l, cg_i64(c, f->bk / 2 * f->hd / f->lanes), &none, &bad);
     return cg_intrinsic(c, "llvm.vector.reduce.or", mt, bad, NULL);
 }
 
@@ -697,8 +710,8 @@ static LLVMValueRef amx_v_not_finite(cg *c, const flash *f) {
 static void amx_pv_guarded(cg *c, const flash *f) {
     LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llctx);
     cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "gpv_row");
-    cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, AMX_BK), "gpv_key");
-    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, AMX_BK), ""), lj.i, "");
+    cg_loop lj = cg_for(c, cg_i64(c, 0), cg_i64(c, f->bk), "gpv_key");
+    LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, f->bk), ""), lj.i, "");
     LLVMValueRef bits =
         LLVMBuildZExt(c->b, LLVMBuildLoad2(c->b, i16, cg_gep(c, i16, f->pp, at), ""), c->i32, "");
     LLVMValueRef p = LLVMBuildBitCast(
@@ -780,7 +793,7 @@ static void distance_table(cg *c, const flash *f, LLVMValueRef j0) {
 
 static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, LLVMValueRef jend,
                      LLVMValueRef partial) {
-    kv_row krow[32], vrow[32];
+    kv_row krow[128], vrow[128]; /* f->bk of them */
     /* keys past jend (masked below) read the block of key jend - 1 to its
      * end, the keys side by side as before them (a vector of keys past
      * that block reads the vector before it): the tile's vectors of keys
@@ -1005,7 +1018,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         int rv = c->target.flash_amx_rv;
         f = flash_shape(c, n, rv > f.rv ? rv : f.rv);
         f.amx = true;
-        f.bk = AMX_BK;
+        f.bk = c->target.flash_amx_bk;
+        ATTNC_ASSERT(f.bk % 32 == 0 && f.bk <= 128);
         ATTNC_ASSERT(f.rv <= 6); /* amx_scores: rv sums, a tile of K and one of Q */
     }
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
@@ -1017,6 +1031,10 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.pb = cg_slot(c, pbt, NULL);
     f.m = cg_slot(c, rowt, NULL);
     f.l = cg_slot(c, rowt, NULL);
+    if (f.amx) {
+        f.lv = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.rows * f.lanes)), NULL);
+        LLVMSetAlignment(f.lv, 64);
+    }
     f.sl = cg_slot(c, rowt, NULL);
     f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
     if (ir_cfg_tree(c->g)) {
@@ -1238,6 +1256,10 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     }
     LLVMBuildStore(c->b, m0, at_f32(c, f->m, lr.i));
     LLVMBuildStore(c->b, l0, at_f32(c, f->l, lr.i));
+    if (f->lv) /* the sum's vector: l0 in lane 0 */
+        cg_vstore(c, ATTN_DTYPE_F32,
+                  LLVMBuildInsertElement(c->b, cg_vf32(c, 0), l0, cg_i64(c, 0), ""),
+                  at_f32(c, f->lv, LLVMBuildMul(c->b, lr.i, cg_i64(c, f->lanes), "")));
     if (n->alibi)
         LLVMBuildStore(c->b, cg_alibi_slope(c, safe_h), at_f32(c, f->sl, lr.i));
     if (f->hv)
@@ -1344,6 +1366,14 @@ static void item_out(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chunk
     int64_t ob = f->amx ? 0 : in_blocks(c, f, dst, f->vd);
     cg_loop lo = cg_for(c, cg_i64(c, 0), cg_i64(c, f->rows), "r");
     row_of(c, f, kvh, chunk, s0, lo.i, &hh, &tok, &ok);
+    if (f->lv) { /* l = the sum of its vector's lanes */
+        LLVMValueRef l = cg_intrinsic(
+            c, "llvm.vector.reduce.fadd", c->vf, cg_f32(c, 0),
+            cg_vload(c, ATTN_DTYPE_F32,
+                     at_f32(c, f->lv, LLVMBuildMul(c->b, lo.i, cg_i64(c, f->lanes), ""))));
+        LLVMSetFastMathFlags(l, LLVMFastMathAllowReassoc);
+        LLVMBuildStore(c->b, l, at_f32(c, f->l, lo.i));
+    }
     LLVMValueRef inv =
         split ? NULL : cg_inv_sum(c, n, LLVMBuildLoad2(c->b, c->f32, at_f32(c, f->l, lo.i), ""));
     LLVMValueRef row =

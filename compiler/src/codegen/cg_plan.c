@@ -70,8 +70,15 @@ cg_target cg_target_for(int lanes, int regs) {
          * pairs once for an item's rows. llama3_8b prefill 2048 core,
          * Xeon with AMX, 16 threads: 3 row tiles 26.6-29.5 ms, 4
          * 23.0-23.5, 6 23.2-24.2; 2 threads: 4 130 ms, 6 152 (one run
-         * each) */
-        .flash_amx_rv = 4,
+         * each), with tiles of 32 keys; with 64, 6 (below) */
+        .flash_amx_rv = 6,
+        /* AMX flash: keys per tile. llama3_8b prefill 2048 core, Xeon
+         * with AMX, alternating: 16 threads, 4 row tiles, 32 keys 24.8
+         * ms, 64 keys 21.3 and 18.3 (6 row tiles 17.3); 2 threads 112 ->
+         * 106-107. Then 6 row tiles against 4 (64 keys): 16 threads 16.6
+         * and 16.0 ms against 19.7 and 18.6; 2 threads 111 and 106 against
+         * 111 and 87 (noisy) */
+        .flash_amx_bk = 64,
         /* split decode: half the registers hold p.v sums, the rest its
          * V vectors and broadcasts */
         .split_pv_regs = regs / 2,
