@@ -778,6 +778,37 @@ static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_to
     }
 }
 
+/* The order in which attn_forward runs a batch so that group() finds its
+ * shared prefixes: each sequence holding CASCADE_MIN_KEYS keys or more
+ * followed by the later ones whose first block is its first block
+ * (forks of one sequence), the rest in the caller's order. Fills order
+ * and says whether it differs from the caller's. */
+static bool sharers_together(const attn_cache *c, int n, const int32_t *seqs, int *order,
+                             bool *placed) {
+    bool moved = false;
+    int at = 0;
+    for (int q = 0; q < n; q++)
+        placed[q] = false;
+    for (int q = 0; q < n; q++) {
+        if (placed[q])
+            continue;
+        placed[q] = true;
+        order[at++] = q;
+        const seq *a = &c->seqs[seqs[q]];
+        if (c->cascade < 0 || held(c, a) < CASCADE_MIN_KEYS || held(c, a) < c->bt)
+            continue;
+        for (int r = q + 1; r < n; r++) {
+            const seq *s = &c->seqs[seqs[r]];
+            if (!placed[r] && held(c, s) >= c->bt && s->table[0] == a->table[0]) {
+                placed[r] = true;
+                moved = moved || r != at;
+                order[at++] = r;
+            }
+        }
+    }
+    return moved;
+}
+
 /* The sequence phase of a batch on T threads, without a barrier between
  * sequences where it can: a sequence costing more than a thread's share
  * of the batch runs on every thread (its steps split among them, a
@@ -1076,6 +1107,35 @@ static attn_status run(attn_cache *c, int n, const int32_t *seqs, const int32_t 
     return ATTN_OK;
 }
 
+/* run() with the batch in `order`: x's rows gathered into that order, y's
+ * scattered back. */
+static attn_status run_in_order(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_tokens,
+                                int64_t total, const float *x, float *y, const int *order) {
+    int64_t D = c->cfg.d_model;
+    int32_t *s2 = malloc((size_t)n * 2 * sizeof *s2);
+    int64_t *row = malloc((size_t)n * sizeof *row);
+    float *x2 = malloc((size_t)(total * D) * sizeof *x2),
+          *y2 = malloc((size_t)(total * D) * sizeof *y2);
+    attn_status st = ATTN_E_NOMEM;
+    if (s2 && row && x2 && y2) {
+        int32_t *n2 = s2 + n;
+        for (int q = 0, r = 0; q < n; r += n_tokens[q++])
+            row[q] = r;
+        for (int i = 0, r = 0; i < n; r += n_tokens[order[i++]]) {
+            s2[i] = seqs[order[i]];
+            n2[i] = n_tokens[order[i]];
+            memcpy(x2 + r * D, x + row[order[i]] * D, (size_t)(n2[i] * D) * sizeof *x2);
+        }
+        st = run(c, n, s2, n2, total, x2, y2, NULL);
+        for (int i = 0, r = 0; st == ATTN_OK && i < n; r += n2[i++])
+            memcpy(y + row[order[i]] * D, y2 + r * D, (size_t)(n2[i] * D) * sizeof *y);
+    } else {
+        rt_fail(&c->error, st, "out of memory for the batch's order (%lld rows)", (long long)total);
+    }
+    free(s2), free(row), free(x2), free(y2);
+    return st;
+}
+
 attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seqs,
                          const int32_t *n_tokens, const float *x, float *y) {
     attn_status st = check_call(b, c);
@@ -1124,7 +1184,21 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         return ATTN_OK;
     if (!x || !y)
         return rt_fail(&c->error, ATTN_E_INVALID, "x and y are required");
-    if ((st = run(c, n, seqs, n_tokens, total, x, y, NULL)))
+    /* sequences sharing a prefix run side by side (group() takes runs) */
+    int *order = NULL;
+    if (c->cascade >= 0 && n > 2) {
+        order = malloc((size_t)n * (sizeof *order + sizeof(bool)));
+        if (!order)
+            return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
+        if (!sharers_together(c, n, seqs, order, (bool *)(order + n))) {
+            free(order);
+            order = NULL;
+        }
+    }
+    st = order ? run_in_order(c, n, seqs, n_tokens, total, x, y, order)
+               : run(c, n, seqs, n_tokens, total, x, y, NULL);
+    free(order);
+    if (st)
         return st;
     for (int q = 0; q < n; q++) {
         seq *s = &c->seqs[seqs[q]];

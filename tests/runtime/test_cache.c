@@ -626,7 +626,9 @@ static void shared_prefix_batch_equals_unshared(void **state) {
  * output == the same sequence fed alone into a cache sharing nothing,
  * within tol (the prefix's keys are summed apart, then merged), and not
  * bitwise (else no prefix call ran); with ATTN_CASCADE=0 bitwise; on 1,
- * 2 and 3 threads the same bits. */
+ * 2 and 3 threads the same bits; and the same bits when the batch lists
+ * the forks of one sequence apart, between the others (attn_forward runs
+ * them side by side). */
 static void check_cascade(const char *spec, const attnc_options *o, double tol) {
     fixture *f = make_for(spec, o);
     int64_t D = f->D;
@@ -651,8 +653,11 @@ static void check_cascade(const char *spec, const attnc_options *o, double tol) 
     float *xb = malloc((size_t)(total * D) * sizeof *xb), *junk = malloc(120 * D * sizeof *junk);
     size_t bytes = (size_t)(total * D) * sizeof(float);
     float *yu = malloc(bytes), *y3 = malloc(bytes), *y = malloc(bytes), *yo = malloc(bytes);
-    for (int pass = 0; pass < 4; pass++) { /* unshared, then 3, 2 and 1 threads */
-        int threads = pass ? 4 - pass : 2;
+    float *xp = malloc(bytes), *yp = malloc(bytes);
+    /* pass 4's batch order: the two prefixes' forks apart */
+    static const int apart[N] = {0, 11, 14, 1, 12, 15, 2, 13, 3, 4, 5, 6, 7, 8, 9, 10};
+    for (int pass = 0; pass < 5; pass++) { /* unshared, then 3, 2, 1 threads, 3 apart */
+        int threads = pass == 4 ? 3 : pass ? 4 - pass : 2;
         attn_block_options bo = attn_block_options_default();
         bo.n_threads = threads;
         attn_block *b;
@@ -687,7 +692,22 @@ static void check_cascade(const char *spec, const attnc_options *o, double tol) 
                 row += now[i];
             }
             float *out = pass == 0 ? yu : off ? yo : pass == 1 ? y3 : y;
-            assert_int_equal(attn_forward(b, c, N, sq, now, xb, out), ATTN_OK);
+            if (pass == 4) { /* the batch in the order `apart`, out in the usual one */
+                int32_t sp[N], np[N];
+                int64_t at[N + 1];
+                at[0] = 0;
+                for (int i = 0; i < N; i++)
+                    at[i + 1] = at[i] + now[i];
+                for (int i = 0, r = 0; i < N; r += np[i++]) {
+                    sp[i] = sq[apart[i]], np[i] = now[apart[i]];
+                    memcpy(xp + r * D, xb + at[apart[i]] * D, (size_t)(np[i] * D) * sizeof(float));
+                }
+                assert_int_equal(attn_forward(b, c, N, sp, np, xp, yp), ATTN_OK);
+                for (int i = 0, r = 0; i < N; r += np[i++])
+                    memcpy(out + at[apart[i]] * D, yp + r * D, (size_t)(np[i] * D) * sizeof(float));
+            } else {
+                assert_int_equal(attn_forward(b, c, N, sq, now, xb, out), ATTN_OK);
+            }
             if (off && pass) /* no prefix calls: the unshared bits */
                 assert_memory_equal(out, yu, bytes);
             attn_cache_free(c);
@@ -708,6 +728,7 @@ static void check_cascade(const char *spec, const attnc_options *o, double tol) 
         attn_block_free(b);
     }
     free(hist), free(mine), free(xb), free(junk), free(yu), free(y3), free(y), free(yo);
+    free(xp), free(yp);
     void *state = f;
     teardown(&state);
 }
