@@ -370,15 +370,22 @@ static attn_status check_dtypes(const attn_config *c, rules *r) {
     if (c->activations == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
         return broken(r, "activations",
                       "activations: q8_0 is not available with mla yet; use activations: f32");
-    if (c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0)
+    /* a q8_0 cache: q quantized for q.k (attn_q8_query) */
+    bool q8q = c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0;
+    if (q8q && c->compute == ATTN_DTYPE_BF16)
         return broken(r, "activations",
-                      "activations: q8_0 is not available with kv_cache.dtype q8_0 yet (its q.k "
-                      "in int8); use activations: f32 or a float cache");
-    if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype))
+                      "activations: q8_0 over kv_cache.dtype q8_0 is not available with compute: "
+                      "bf16 yet; use compute: f32 or activations: f32");
+    if (q8q && c->memory_dim > 0)
         return broken(r, "activations",
-                      "activations: q8_0 needs int8 weights, dtype q8_0 or q4_0, but dtype is %s; "
-                      "use activations: f32",
-                      attn_dtype_name(c->dtype));
+                      "activations: q8_0 over kv_cache.dtype q8_0 is not available with "
+                      "cross-attention yet; use activations: f32");
+    if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype) && !q8q)
+        return broken(r, "activations",
+                      "activations: q8_0 needs an int8 operand, dtype q8_0 or q4_0 or "
+                      "kv_cache.dtype q8_0, but dtype is %s and kv_cache.dtype %s; use "
+                      "activations: f32",
+                      attn_dtype_name(c->dtype), attn_dtype_name(c->kv_dtype));
     if (c->kv_dtype == ATTN_DTYPE_Q4_0)
         return broken(r, "kv_cache.dtype",
                       "kv_cache.dtype q4_0 is not supported (f32, f16, bf16 or q8_0)");

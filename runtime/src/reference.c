@@ -349,10 +349,11 @@ static void linear_q8(const float *W, const float *b, int64_t n_out, int64_t n_i
 
 /* y[n_out] = W[n_out, n_in] . x + b, in double; compute bf16 rounds x
  * and weights of a float dtype (a block format's d * q are taken as
- * they are); activations q8_0: linear_q8. */
+ * they are); activations q8_0 with int8 weights: linear_q8 (float
+ * weights: activations q8_0 is there for a q8_0 cache's q.k alone). */
 static void linear(const attn_config *c, const float *W, const float *b, int64_t n_out,
                    int64_t n_in, const double *x, double *y) {
-    if (c->activations == ATTN_DTYPE_Q8_0) {
+    if (c->activations == ATTN_DTYPE_Q8_0 && attn_dtype_block(c->dtype) > 1) {
         linear_q8(W, b, n_out, n_in, x, y);
         return;
     }
@@ -645,6 +646,7 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
     const attn_weights *w = r->w;
     bool mla = c->mla_kv_lora_rank > 0;
     int64_t hd = c->head_dim, qd = c->heads * hd, od = c->heads * attn_v_head_dim(c);
+    bool q8q = !mla && c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0;
     int64_t D = c->d_model, ql = c->mla_q_lora_rank;
     /* cross-attention: the keys are the memory's rows */
     int64_t n_kv = cross ? r->mem : r->len + n_tokens, base = r->len;
@@ -674,9 +676,10 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
     {
         /* q [qd], o [od], x and y [D], scores [n_kv], MLA's q latent [ql] */
         double *q = malloc((size_t)(qd + od + 2 * D + n_kv + ql) * sizeof *q);
+        float *qf = malloc((size_t)hd * sizeof *qf); /* a head's q as f32 (q8_query) */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_tokens; t++) {
-            if (!q)
+            if (!q || !qf)
                 continue;
             int64_t pos = base + t;
             double *o = q + qd, *xd = o + od, *yd = xd + D, *s = yd + D, *qa = s + n_kv;
@@ -692,16 +695,30 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
             double temp = attn_query_temperature(c, pos);
             for (int64_t i = 0; temp != 1.0 && i < qd; i++)
                 q[i] *= temp;
+            /* activations q8_0 over a q8_0 cache: each head's q (f32, as
+             * the kernels hold it) quantized to Q8_0 blocks for q.k, as
+             * ggml quantizes it for a q8_0 K (ggml-cpu ops.cpp,
+             * flash_attn_ext: q_to_vec_dot); d_q q8 times the cache's d_k
+             * k8 is exact in double, so q.k is ggml's int32 sums times the
+             * two scales (vec_dot_q8_0_q8_0); the scale comes after */
+            for (int64_t h = 0; q8q && h < c->heads; h++) {
+                for (int64_t d = 0; d < hd; d++)
+                    qf[d] = (float)q[h * hd + d];
+                rt_round_row(ATTN_DTYPE_Q8_0, qf, hd);
+                for (int64_t d = 0; d < hd; d++)
+                    q[h * hd + d] = qf[d];
+            }
             ref_attend_in(c, &r->in, pos, q, n_kv, K, V, w->sinks, o, NULL, s);
             linear(c, w->wo, w->bo, D, od, o, yd);
             for (int64_t i = 0; i < D; i++)
                 y[t * D + i] = (float)yd[i];
         }
-        if (!q) {
+        if (!q || !qf) {
 #pragma omp atomic write
             oom = true;
         }
         free(q);
+        free(qf);
     }
     free(kx);
     free(vx);

@@ -31,14 +31,15 @@ static bool host_has(uint32_t features) {
 }
 
 /* Sweep config i with int8 weights (q8_0 and q4_0 in turn) and
- * activations q8_0 (a q8_0 cache, which it does not take yet, f16). */
+ * activations q8_0 (a q8_0 cache stays, its q.k quantizing q, but for
+ * cross-attention and compute bf16, which do not take it yet: f16). */
 static attn_config q8_config(int i, uint64_t *s, int64_t *T, int64_t *chunk) {
     attn_config c = sweep_config(i, s, T, chunk);
     c.dtype = i % 2 ? ATTN_DTYPE_Q4_0 : ATTN_DTYPE_Q8_0;
     c.d_model = (c.d_model + 31) / 32 * 32;
     if ((c.heads * c.head_dim) % 32) /* head_dim 40 or 80: 4 x 40 = 5 x 32 */
         c.heads *= 4, c.kv_groups *= 4;
-    if (c.kv_dtype == ATTN_DTYPE_Q8_0)
+    if (c.kv_dtype == ATTN_DTYPE_Q8_0 && (c.memory_dim > 0 || c.compute == ATTN_DTYPE_BF16))
         c.kv_dtype = ATTN_DTYPE_F16;
     c.activations = ATTN_DTYPE_Q8_0;
     return c;
@@ -310,33 +311,105 @@ static void identity_block_gives_ggml_blocks_worked_by_hand(void **state) {
     tmpdir_remove(dir);
 }
 
-/* attn_config_check: q8_0 needs int8 weights, not yet a q8_0 cache or
- * MLA; activations of another dtype are refused. */
+/* activations q8_0 over a q8_0 cache: each head's q quantized to Q8_0
+ * blocks for q.k (the reference: ggml's int32 block sums times both
+ * scales). With f32 weights nothing else is quantized: the kernels equal
+ * the q8_0 reference but for the f32 arithmetic before q is quantized,
+ * which moves an element on a rounding boundary of its block one step
+ * (measured: one such element, 4.3e-4 of the largest output, on every
+ * path; with activations f32 the same runs agree to 5.5e-7), and stand
+ * apart from the f32 activations' reference by q's quantization (3.5e-3);
+ * with q8_0 weights within ACT_TOL. One call (the flash prefill), chunks
+ * of 5 and a token a call (the split decode), 1-3 threads, every path
+ * this host runs. */
+#define Q8Q_TOL 1e-3
+static void q8_query_over_a_q8_0_cache(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    path paths[3];
+    int np = host_paths(paths);
+    for (int i = 0; i < 3 * np * 2; i++) {
+        const path *p = &paths[(i / 6) % np];
+        attn_config c = config_small(4, 2, 64, 96);
+        c.rope_style = ATTN_ROPE_HALF;
+        c.rope_base = 10000;
+        c.rotary_dim = 64;
+        c.kv_dtype = ATTN_DTYPE_Q8_0;
+        c.activations = ATTN_DTYPE_Q8_0;
+        c.dtype = i % 2 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
+        int64_t T = 70, chunk = (int64_t[3]){T, 5, 1}[(i / 2) % 3];
+        attnc_options o = attnc_options_default();
+        o.cpu = p->cpu;
+        o.features = p->features;
+        const char *spec = write_spec(dir, &c, "q8q.yaml");
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);
+        size_t n = (size_t)(T * c.d_model);
+        float *x = random_floats(n, 6), *y = malloc(n * sizeof *y), *want = malloc(n * sizeof *y);
+        attnc_jit *jit = jit_or_fail(spec, &o);
+        run_jit(jit, w, T, x, y, chunk, 1 + i % 3);
+        run_ref(w, T, x, want);
+        double e = rel_err(y, want, n);
+        double tol = c.dtype == ATTN_DTYPE_F32 ? Q8Q_TOL : ACT_TOL;
+        if (!(e <= tol))
+            fail_msg("case %d (%s, weights %s, chunk %lld): relative error %g against the "
+                     "reference",
+                     i, p->name, attn_dtype_name(c.dtype), (long long)chunk, e);
+        if (c.dtype == ATTN_DTYPE_F32) { /* the f32 activations' reference: apart */
+            w->cfg.activations = ATTN_DTYPE_F32;
+            run_ref(w, T, x, want);
+            double apart = rel_err(y, want, n);
+            if (!(apart >= 2 * Q8Q_TOL))
+                fail_msg("case %d (%s, chunk %lld): %g from f32 activations: q not quantized?", i,
+                         p->name, (long long)chunk, apart);
+            if (getenv("ATTNC_VERBOSE"))
+                print_message("case %d: %g, %g apart\n", i, e, apart);
+        }
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        free(x), free(y), free(want);
+    }
+    tmpdir_remove(dir);
+}
+
+/* attn_config_check: q8_0 needs an int8 operand (weights or a q8_0
+ * cache), not yet MLA, nor compute bf16 or cross-attention over a q8_0
+ * cache; activations of another dtype are refused. */
 static void config_check_refuses_what_q8_0_does_not_take(void **state) {
     (void)state;
     static const struct {
-        attn_dtype dt, kv, act;
+        attn_dtype dt, kv, act, compute;
         bool mla;
         const char *says;
     } cases[] = {
-        {ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, false, "needs int8 weights"},
-        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, false, "kv_cache.dtype q8_0"},
-        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, false, "not supported"},
-        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, true, "mla"},
+        {ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, false,
+         "needs an int8 operand"},
+        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_BF16, false,
+         "not available with compute: bf16"},
+        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_F32, false, "not supported"},
+        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, true, "mla"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         attn_config c = cases[i].mla ? load_spec_file(spec_path("deepseek_v3"))
                                      : load_spec_file(spec_path("seed"));
         c.dtype = cases[i].dt, c.kv_dtype = cases[i].kv, c.activations = cases[i].act;
+        c.compute = cases[i].compute;
         attn_msg m = {0};
         if (attn_config_check(&c, &m) != ATTN_E_INVALID || !strstr(m.text, cases[i].says))
             fail_msg("case %zu: expected a refusal saying '%s', got '%s'", i, cases[i].says,
                      m.text);
     }
-    attn_config c = load_spec_file(spec_path("seed"));
-    c.dtype = ATTN_DTYPE_Q4_0, c.activations = ATTN_DTYPE_Q8_0;
-    attn_msg m;
-    assert_int_equal(attn_config_check(&c, &m), ATTN_OK);
+    /* int8 weights; a q8_0 cache with float weights, or with int8 ones */
+    static const attn_dtype ok[3][2] = {{ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16},
+                                        {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0},
+                                        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0}};
+    for (int i = 0; i < 3; i++) {
+        attn_config c = load_spec_file(spec_path("seed"));
+        c.dtype = ok[i][0], c.kv_dtype = ok[i][1], c.activations = ATTN_DTYPE_Q8_0;
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("ok case %d refused: %s", i, m.text);
+    }
 }
 
 int main(void) {
@@ -346,6 +419,7 @@ int main(void) {
         cmocka_unit_test(q8_is_near_f32_and_not_equal),
         cmocka_unit_test(q8_kernels_equal_q8_reference),
         cmocka_unit_test(q8_threads_and_decode_steps),
+        cmocka_unit_test(q8_query_over_a_q8_0_cache),
         cmocka_unit_test(tables_record_vnni_where_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

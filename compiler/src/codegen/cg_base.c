@@ -835,11 +835,11 @@ LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {
 }
 
 double cg_query_scale(const cg *c, double scale) {
-    return ir_cfg_bf16(c->g) ? 1.0 : scale;
+    return ir_cfg_q_unscaled(c->g) ? 1.0 : scale;
 }
 
 LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum) {
-    if (!ir_cfg_bf16(c->g) || n->scale == 1.0)
+    if (!ir_cfg_q_unscaled(c->g) || n->scale == 1.0)
         return sum;
     LLVMValueRef k = cg_f32(c, n->scale);
     if (LLVMGetTypeKind(LLVMTypeOf(sum)) == LLVMVectorTypeKind)

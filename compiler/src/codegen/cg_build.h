@@ -245,7 +245,8 @@ ATTNC_HIDDEN LLVMValueRef cg_tile_dp_bf16(cg *c, LLVMValueRef acc, LLVMValueRef 
 /* Where a q.k node's scale goes: compute f32 multiplies the staged
  * queries by it (cg_query_scale gives it, cg_scale_sum leaves the sum
  * alone); compute bf16 rounds the queries unscaled (cg_query_scale gives
- * 1) and multiplies the f32 sum (cg_scale_sum). */
+ * 1) and multiplies the f32 sum (cg_scale_sum), as activations q8_0 over
+ * a q8_0 cache does with the queries it quantizes (ir_cfg_q8_query). */
 ATTNC_HIDDEN double cg_query_scale(const cg *c, double scale);
 ATTNC_HIDDEN LLVMValueRef cg_scale_sum(cg *c, const ir_node *n, LLVMValueRef sum);
 /* A shuffle of v by constant lane indices idx[0..n). */
@@ -413,6 +414,11 @@ ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef ch
                                         LLVMValueRef row, LLVMValueRef e);
 
 /* ---- activations q8_0 (cg_int8.c) --------------------------------------- */
+/* The n f32 values at p (n a multiple of 32) quantized in place to
+ * ggml's Q8_0 blocks and back: each block of 32 becomes d * q, d =
+ * max|x| / 127 held as f16, q = round(x / d) (ggml-quants.c
+ * quantize_row_q8_0_ref), all of it NaN where a value is not finite. */
+ATTNC_HIDDEN void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n);
 
 /* Words of one quantized x block of 32 for each row of a tile: 8 of q,
  * d (f32), -off * sum q (i32). */

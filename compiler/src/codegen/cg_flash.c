@@ -40,9 +40,10 @@ typedef struct flash {
     LLVMTypeRef qt_ty, pb_ty;
     LLVMValueRef qt, ot, pb, m, l; /* stack: [hd*rows], [vd*rows], [bk*rows], [rows], [rows] */
     LLVMValueRef lv;               /* amx: each row's sum as a vector [rows][lanes], or NULL */
-    LLVMValueRef sl, pos;          /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
-    LLVMValueRef tb;               /* the rows' tree bits [rows] (i64; cg_tree_bits), or NULL */
-    LLVMValueRef hv; /* score_mod, mask_mod: the rows' heads [rows] (i32, cg_expr_head0 on) */
+    LLVMValueRef qr;      /* ir_cfg_q8_query: the rows' q quantized and back [rows][hd], or NULL */
+    LLVMValueRef sl, pos; /* the rows' ALiBi slopes [rows] (f32), positions (i32) */
+    LLVMValueRef tb;      /* the rows' tree bits [rows] (i64; cg_tree_bits), or NULL */
+    LLVMValueRef hv;      /* score_mod, mask_mod: the rows' heads [rows] (i32, cg_expr_head0 on) */
     /* score_mod: its row parts (cg_expr_row_parts) computed per row, [n_pre][rows] f32 */
     LLVMValueRef pre;
     int n_pre, pre_node[4];
@@ -1035,6 +1036,11 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.lv = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.rows * f.lanes)), NULL);
         LLVMSetAlignment(f.lv, 64);
     }
+    if (ir_cfg_q8_query(c->g) && !f.amx) {
+        ATTNC_ASSERT(f.hd % 32 == 0);
+        f.qr = cg_slot(c, big, NULL);
+        LLVMSetAlignment(f.qr, 64);
+    }
     f.sl = cg_slot(c, rowt, NULL);
     f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
     if (ir_cfg_tree(c->g)) {
@@ -1097,7 +1103,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         alt[i]->kf = f.kf;
         alt[i]->vf = f.vf;
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
-        alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp;
+        alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp, alt[i]->qr = f.qr;
         alt[i]->pre = f.pre, alt[i]->n_pre = f.n_pre;
         alt[i]->dist = f.dist, alt[i]->dist_minus = f.dist_minus,
         alt[i]->dtab = f.dtab; /* their rows + bk * hpi are at most f's */
@@ -1223,19 +1229,32 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     row_of(c, f, kvh, chunk, s0, lr.i, &hh, &tok, &ok);
     LLVMValueRef safe_h = LLVMBuildSelect(c->b, ok, hh, cg_i64(c, 0), "");
     LLVMValueRef safe_t = LLVMBuildSelect(c->b, ok, tok, cg_i64(c, 0), "");
+    /* activations q8_0 over a q8_0 cache: the row's q as ggml quantizes
+     * it for q.k (ggml-cpu ops.cpp, flash_attn_ext: q_to_vec_dot, then
+     * the scale times the sum), read from qr from here on */
+    LLVMValueRef qrow = NULL;
+    if (f->qr) {
+        qrow = at_f32(c, f->qr, LLVMBuildMul(c->b, lr.i, cg_i64(c, f->hd), ""));
+        cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "q8_d");
+        LLVMValueRef qi[3] = {lq.i, safe_h, safe_t};
+        LLVMBuildStore(c->b, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)), at_f32(c, qrow, lq.i));
+        cg_for_end(c, &lq);
+        cg_q8_round_trip(c, qrow, f->hd);
+    }
     if (f->amx) { /* qt[r] = q[., head, tok] as bf16, row-major */
         LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
         amx_query_row(c, f, lr.i, cg_addr(c, f->q, q0), f->q->dt, cg_splat(c, ok));
     } else if (qb) {
         LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};
-        LLVMBuildStore(c->b, cg_addr(c, f->q, q0), cg_gep(c, c->ptr, f->rowp, lr.i));
+        LLVMBuildStore(c->b, qrow ? qrow : cg_addr(c, f->q, q0), cg_gep(c, c->ptr, f->rowp, lr.i));
         LLVMBuildStore(c->b, LLVMBuildZExt(c->b, ok, c->i32, ""),
                        cg_gep(c, c->i32, f->rowok, lr.i));
     }
     if (qb < f->hd) {
         cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f->hd), "d");
         LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
-        LLVMValueRef qv = cg_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
+        LLVMValueRef qv = qrow ? LLVMBuildLoad2(c->b, c->f32, at_f32(c, qrow, ld.i), "")
+                               : cg_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
         if (cg_query_scale(c, n->scale) != 1.0)
             qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
         LLVMValueRef line =
@@ -1270,7 +1289,8 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
                        cg_gep(c, c->i32, f->hv, lr.i));
     cg_for_end(c, &lr);
     if (!f->amx)
-        rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false, f->q->dt);
+        rows_in_blocks(c, f, qb, false, cg_query_scale(c, n->scale), false,
+                       f->qr ? ATTN_DTYPE_F32 : f->q->dt);
     if (f->pairs) { /* qt as pairs (d, d + 1), in place: pair i is written over d = i */
         cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "qpair");
         LLVMValueRef d = LLVMBuildMul(c->b, lq.i, cg_i64(c, 2), "");

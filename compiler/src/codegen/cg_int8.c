@@ -55,6 +55,53 @@ LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s
     return acc;
 }
 
+/* One block of 32 values (nv vectors v) as ggml's quantize_row_q8_0_ref:
+ * q[i] the vectors of int8 values (as i32), the result d as f16, widened
+ * back; d is NaN where a value is not finite, or past f16's range (max|x|
+ * from 65520 * 127 on). */
+static LLVMValueRef q8_block(cg *c, const LLVMValueRef *v, int nv, LLVMValueRef *q) {
+    LLVMValueRef amax = NULL, z = NULL;
+    for (int i = 0; i < nv; i++) {
+        LLVMValueRef a = cg_intrinsic(c, "llvm.fabs", c->vf, v[i], NULL);
+        amax = amax ? cg_intrinsic(c, "llvm.maxnum", c->vf, amax, a) : a;
+        /* x - x: 0, or NaN where x is not finite, which d then carries */
+        LLVMValueRef d = LLVMBuildFSub(c->b, v[i], v[i], "");
+        z = z ? LLVMBuildFAdd(c->b, z, d, "") : d;
+    }
+    LLVMValueRef m = cg_intrinsic(c, "llvm.vector.reduce.fmaximum", c->vf,
+                                  LLVMBuildFAdd(c->b, amax, z, ""), NULL);
+    LLVMValueRef d = LLVMBuildFDiv(c->b, m, cg_f32(c, 127.0), "d");
+    LLVMValueRef id =
+        LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNE, d, cg_f32(c, 0), ""),
+                        LLVMBuildFDiv(c->b, cg_f32(c, 1.0), d, ""), cg_f32(c, 0), "id");
+    for (int i = 0; i < nv; i++) {
+        LLVMValueRef r = cg_intrinsic(c, "llvm.round", c->vf,
+                                      LLVMBuildFMul(c->b, v[i], cg_splat(c, id), ""), NULL);
+        /* NaN (x not finite) becomes 0: d is NaN already */
+        r = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealORD, r, r, ""), r, cg_vf32(c, 0), "");
+        q[i] = LLVMBuildFPToSI(c->b, r, c->vi, "");
+    }
+    LLVMValueRef dh = LLVMBuildFPExt(
+        c->b, LLVMBuildFPTrunc(c->b, d, LLVMHalfTypeInContext(c->llctx), ""), c->f32, "");
+    return LLVMBuildFAdd(c->b, dh, LLVMBuildFSub(c->b, dh, dh, ""), "");
+}
+
+void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n) {
+    int L = c->target.lanes, nv = 32 / L;
+    ATTNC_ASSERT(n % 32 == 0 && 32 % L == 0);
+    cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, n / 32), "q8_block");
+    LLVMValueRef b0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), ""), at[32], v[32] = {NULL}, q[32];
+    for (int i = 0; i < nv; i++) {
+        at[i] = cg_gep(c, c->f32, p, LLVMBuildAdd(c->b, b0, cg_i64(c, i * L), ""));
+        v[i] = cg_vload(c, ATTN_DTYPE_F32, at[i]);
+    }
+    LLVMValueRef dh = cg_splat(c, q8_block(c, v, nv, q));
+    for (int i = 0; i < nv; i++)
+        cg_vstore(c, ATTN_DTYPE_F32,
+                  LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q[i], c->vf, ""), dh, ""), at[i]);
+    cg_for_end(c, &lb);
+}
+
 /* Word f of row `in` of the quantized block bb of a tile at q (xs rows). */
 static LLVMValueRef qx_word(cg *c, LLVMValueRef q, int64_t xs, LLVMValueRef bb, int f,
                             LLVMValueRef in) {
@@ -83,42 +130,20 @@ void cg_quantize_rows(cg *c, int x_buf, int64_t K, LLVMValueRef r0, LLVMValueRef
     LLVMValueRef k0 =
         LLVMBuildAdd(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, K), ""), kb, ""),
                      LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), ""), "");
-    LLVMValueRef v[32], amax = NULL, z = NULL;
-    for (int i = 0; i < nv; i++) {
+    LLVMValueRef v[32] = {NULL}, q[32];
+    for (int i = 0; i < nv; i++)
         v[i] = cg_vload(
             c, ATTN_DTYPE_F32,
             cg_buf_elem(c, x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, k0, cg_i64(c, i * L), "")));
-        LLVMValueRef a = cg_intrinsic(c, "llvm.fabs", c->vf, v[i], NULL);
-        amax = amax ? cg_intrinsic(c, "llvm.maxnum", c->vf, amax, a) : a;
-        /* x - x: 0, or NaN where x is not finite, which d then carries */
-        LLVMValueRef d = LLVMBuildFSub(c->b, v[i], v[i], "");
-        z = z ? LLVMBuildFAdd(c->b, z, d, "") : d;
-    }
-    LLVMValueRef m = cg_intrinsic(c, "llvm.vector.reduce.fmaximum", c->vf,
-                                  LLVMBuildFAdd(c->b, amax, z, ""), NULL);
-    LLVMValueRef d = LLVMBuildFDiv(c->b, m, cg_f32(c, 127.0), "d");
-    LLVMValueRef id =
-        LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNE, d, cg_f32(c, 0), ""),
-                        LLVMBuildFDiv(c->b, cg_f32(c, 1.0), d, ""), cg_f32(c, 0), "id");
-    LLVMValueRef sum = NULL;
+    LLVMValueRef dh = q8_block(c, v, nv, q), sum = NULL;
     for (int i = 0; i < nv; i++) {
-        LLVMValueRef r = cg_intrinsic(c, "llvm.round", c->vf,
-                                      LLVMBuildFMul(c->b, v[i], cg_splat(c, id), ""), NULL);
-        /* NaN (x not finite) becomes 0: d is NaN already */
-        r = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealORD, r, r, ""), r, cg_vf32(c, 0), "");
-        LLVMValueRef qi = LLVMBuildFPToSI(c->b, r, c->vi, "");
-        sum = sum ? LLVMBuildAdd(c->b, sum, qi, "") : qi;
-        LLVMValueRef w = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, qi, vi8, ""), words, "");
+        sum = sum ? LLVMBuildAdd(c->b, sum, q[i], "") : q[i];
+        LLVMValueRef w = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, q[i], vi8, ""), words, "");
         for (int j = 0; j < L / 4; j++)
             LLVMBuildStore(c->b,
                            LLVMBuildExtractElement(c->b, w, LLVMConstInt(c->i32, j, false), ""),
                            qx_word(c, q0, xs, lb.i, i * L / 4 + j, in));
     }
-    /* d as f16 holds it (ggml's block), widened back; one past f16's
-     * range (max|x| from 65520 * 127 on) becomes NaN, as x not finite does */
-    LLVMValueRef dh = LLVMBuildFPExt(
-        c->b, LLVMBuildFPTrunc(c->b, d, LLVMHalfTypeInContext(c->llctx), ""), c->f32, "");
-    dh = LLVMBuildFAdd(c->b, dh, LLVMBuildFSub(c->b, dh, dh, ""), "");
     LLVMBuildStore(c->b, dh, qx_word(c, q0, xs, lb.i, 8, in));
     LLVMValueRef qs = cg_intrinsic(c, "llvm.vector.reduce.add", c->vi, sum, NULL);
     LLVMBuildStore(c->b,

@@ -1014,6 +1014,8 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
     stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at),
               cg_query_scale(c, n->scale));
+    if (ir_cfg_q8_query(c->g)) /* q as ggml quantizes it for q.k (cg_flash.c, item_rows) */
+        cg_q8_round_trip(c, cg_gep(c, c->f32, qs, at), s.hd);
     for (int64_t v = 0; s.kpairs && v < s.nv; v++) /* rounded when staged */
         store_pairs(c,
                     cg_vload(c, ATTN_DTYPE_F32,

@@ -138,6 +138,17 @@ static inline bool ir_cfg_mla(const ir_graph *g) {
 static inline bool ir_cfg_bf16(const ir_graph *g) {
     return g->cfg.compute == ATTN_DTYPE_BF16;
 }
+/* activations q8_0 over a q8_0 cache: each head's q quantized to ggml's
+ * Q8_0 blocks before q.k (README "activations"). */
+static inline bool ir_cfg_q8_query(const ir_graph *g) {
+    return g->cfg.activations == ATTN_DTYPE_Q8_0 && g->cfg.kv_dtype == ATTN_DTYPE_Q8_0 &&
+           !ir_cfg_mla(g);
+}
+/* q reaches q.k unscaled (rounded or quantized as it is): the scale
+ * multiplies the f32 sum instead. */
+static inline bool ir_cfg_q_unscaled(const ir_graph *g) {
+    return ir_cfg_bf16(g) || ir_cfg_q8_query(g);
+}
 /* Kernels honour attn_kernel_args.tree (attn_forward_tree). */
 static inline bool ir_cfg_tree(const ir_graph *g) {
     return attn_tree_unsupported(&g->cfg) == NULL;

@@ -11,7 +11,7 @@
 
 attnc_status pass_fold_scale(attnc_ctx *ctx, ir_graph *g, bool *changed) {
     (void)ctx;
-    if (ir_cfg_bf16(g)) /* q is rounded unscaled: the scale stays on q.k */
+    if (ir_cfg_q_unscaled(g)) /* q is rounded or quantized unscaled: the scale stays on q.k */
         return ATTNC_OK;
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *sc = g->nodes[i];
