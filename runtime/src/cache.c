@@ -778,13 +778,20 @@ static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_to
     }
 }
 
+/* Whether batch entry q may join a prefix call (group()'s terms): 1 to
+ * `most` new tokens, CASCADE_MIN_KEYS keys held in whole blocks. */
+static bool may_share(const attn_cache *c, const int32_t *seqs, const int32_t *n_tokens, int q) {
+    int64_t most = c->b->k->buffers[c->cascade].weight, h = held(c, &c->seqs[seqs[q]]);
+    return n_tokens[q] >= 1 && n_tokens[q] <= most && h / c->bt * c->bt >= CASCADE_MIN_KEYS;
+}
+
 /* The order in which attn_forward runs a batch so that group() finds its
- * shared prefixes: each sequence holding CASCADE_MIN_KEYS keys or more
- * followed by the later ones whose first block is its first block
- * (forks of one sequence), the rest in the caller's order. Fills order
- * and says whether it differs from the caller's. */
-static bool sharers_together(const attn_cache *c, int n, const int32_t *seqs, int *order,
-                             bool *placed) {
+ * shared prefixes: each entry that may share followed by the later ones
+ * that may whose first block is its first block (forks of one sequence),
+ * the rest in the caller's order. Fills order and says whether it
+ * differs from the caller's. */
+static bool sharers_together(const attn_cache *c, int n, const int32_t *seqs,
+                             const int32_t *n_tokens, int *order, bool *placed) {
     bool moved = false;
     int at = 0;
     for (int q = 0; q < n; q++)
@@ -794,12 +801,12 @@ static bool sharers_together(const attn_cache *c, int n, const int32_t *seqs, in
             continue;
         placed[q] = true;
         order[at++] = q;
-        const seq *a = &c->seqs[seqs[q]];
-        if (c->cascade < 0 || held(c, a) < CASCADE_MIN_KEYS || held(c, a) < c->bt)
+        if (!may_share(c, seqs, n_tokens, q))
             continue;
+        const seq *a = &c->seqs[seqs[q]];
         for (int r = q + 1; r < n; r++) {
             const seq *s = &c->seqs[seqs[r]];
-            if (!placed[r] && held(c, s) >= c->bt && s->table[0] == a->table[0]) {
+            if (!placed[r] && may_share(c, seqs, n_tokens, r) && s->table[0] == a->table[0]) {
                 placed[r] = true;
                 moved = moved || r != at;
                 order[at++] = r;
@@ -1119,15 +1126,18 @@ static attn_status run_in_order(attn_cache *c, int n, const int32_t *seqs, const
     attn_status st = ATTN_E_NOMEM;
     if (s2 && row && x2 && y2) {
         int32_t *n2 = s2 + n;
-        for (int q = 0, r = 0; q < n; r += n_tokens[q++])
+        int64_t r = 0;
+        for (int q = 0; q < n; r += n_tokens[q++])
             row[q] = r;
-        for (int i = 0, r = 0; i < n; r += n_tokens[order[i++]]) {
+        r = 0;
+        for (int i = 0; i < n; r += n_tokens[order[i++]]) {
             s2[i] = seqs[order[i]];
             n2[i] = n_tokens[order[i]];
             memcpy(x2 + r * D, x + row[order[i]] * D, (size_t)(n2[i] * D) * sizeof *x2);
         }
         st = run(c, n, s2, n2, total, x2, y2, NULL);
-        for (int i = 0, r = 0; st == ATTN_OK && i < n; r += n2[i++])
+        r = 0;
+        for (int i = 0; st == ATTN_OK && i < n; r += n2[i++])
             memcpy(y + row[order[i]] * D, y2 + r * D, (size_t)(n2[i] * D) * sizeof *y);
     } else {
         rt_fail(&c->error, st, "out of memory for the batch's order (%lld rows)", (long long)total);
@@ -1190,7 +1200,7 @@ attn_status attn_forward(attn_block *b, attn_cache *c, int n, const int32_t *seq
         order = malloc((size_t)n * (sizeof *order + sizeof(bool)));
         if (!order)
             return rt_fail(&c->error, ATTN_E_NOMEM, "out of memory for a batch of %d", n);
-        if (!sharers_together(c, n, seqs, order, (bool *)(order + n))) {
+        if (!sharers_together(c, n, seqs, n_tokens, order, (bool *)(order + n))) {
             free(order);
             order = NULL;
         }
