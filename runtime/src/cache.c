@@ -734,6 +734,14 @@ static double seq_cost(const attn_cache *c, int64_t P, int64_t S, int64_t shared
  * more in barriers than they save in reads. */
 enum { CASCADE_MIN_KEYS = 64 };
 
+/* Whether batch entry q may join a prefix call: 1 to `most` new tokens
+ * (ATTN_BUF_CASCADE's weight), CASCADE_MIN_KEYS keys held in whole
+ * blocks. */
+static bool may_share(const attn_cache *c, const int32_t *seqs, const int32_t *n_tokens, int q) {
+    int64_t most = c->b->k->buffers[c->cascade].weight, h = held(c, &c->seqs[seqs[q]]);
+    return n_tokens[q] >= 1 && n_tokens[q] <= most && h / c->bt * c->bt >= CASCADE_MIN_KEYS;
+}
+
 /* The shared-prefix calls of a batch (attn_kernels.h): runs of
  * consecutive sequences of the batch whose block tables begin with the
  * same full blocks, CASCADE_MIN_KEYS keys or more, each sequence taking
@@ -749,15 +757,14 @@ static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_to
     if (c->cascade < 0)
         return;
     const attn_buffer_desc *d = &c->b->k->buffers[c->cascade];
-    int64_t most = d->weight, run_most = d->prefill_min > 0 ? d->prefill_min : INT64_MAX;
+    int64_t run_most = d->prefill_min > 0 ? d->prefill_min : INT64_MAX;
     for (int q = 0, end; q < n; q = end) {
         end = q + 1;
-        if (n_tokens[q] < 1 || n_tokens[q] > most)
+        if (!may_share(c, seqs, n_tokens, q))
             continue;
         const seq *a = &c->seqs[seqs[q]];
         int64_t blocks = held(c, a) / c->bt, tokens = n_tokens[q];
-        for (; end < n && n_tokens[end] >= 1 && n_tokens[end] <= most &&
-               tokens + n_tokens[end] <= run_most;
+        for (; end < n && may_share(c, seqs, n_tokens, end) && tokens + n_tokens[end] <= run_most;
              end++) {
             const seq *s = &c->seqs[seqs[end]];
             int64_t common = 0, full = held(c, s) / c->bt;
@@ -776,13 +783,6 @@ static void group(attn_cache *c, int n, const int32_t *seqs, const int32_t *n_to
         for (int i = q; i < end; i++)
             c->shared[i] = blocks * c->bt;
     }
-}
-
-/* Whether batch entry q may join a prefix call (group()'s terms): 1 to
- * `most` new tokens, CASCADE_MIN_KEYS keys held in whole blocks. */
-static bool may_share(const attn_cache *c, const int32_t *seqs, const int32_t *n_tokens, int q) {
-    int64_t most = c->b->k->buffers[c->cascade].weight, h = held(c, &c->seqs[seqs[q]]);
-    return n_tokens[q] >= 1 && n_tokens[q] <= most && h / c->bt * c->bt >= CASCADE_MIN_KEYS;
 }
 
 /* The order in which attn_forward runs a batch so that group() finds its

@@ -370,8 +370,7 @@ static attn_status check_dtypes(const attn_config *c, rules *r) {
     if (c->activations == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
         return broken(r, "activations",
                       "activations: q8_0 is not available with mla yet; use activations: f32");
-    /* a q8_0 cache: q quantized for q.k (attn_q8_query) */
-    bool q8q = c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0;
+    bool q8q = rt_q8_query(c); /* (mla refused above) */
     if (q8q && c->compute == ATTN_DTYPE_BF16)
         return broken(r, "activations",
                       "activations: q8_0 over kv_cache.dtype q8_0 is not available with compute: "
@@ -589,6 +588,11 @@ const char *attn_config_differs(const attn_config *a, const attn_config *b) {
             return f->name;
     }
     return NULL;
+}
+
+bool rt_q8_query(const attn_config *c) {
+    return c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0 &&
+           c->mla_kv_lora_rank == 0;
 }
 
 bool rt_config_equal(const attn_config *a, const attn_config *b) {

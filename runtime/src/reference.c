@@ -646,7 +646,7 @@ attn_status attn_ref_forward(attn_ref *r, int64_t n_tokens, const float *x, floa
     const attn_weights *w = r->w;
     bool mla = c->mla_kv_lora_rank > 0;
     int64_t hd = c->head_dim, qd = c->heads * hd, od = c->heads * attn_v_head_dim(c);
-    bool q8q = !mla && c->activations == ATTN_DTYPE_Q8_0 && c->kv_dtype == ATTN_DTYPE_Q8_0;
+    bool q8q = rt_q8_query(c);
     int64_t D = c->d_model, ql = c->mla_q_lora_rank;
     /* cross-attention: the keys are the memory's rows */
     int64_t n_kv = cross ? r->mem : r->len + n_tokens, base = r->len;

@@ -74,6 +74,10 @@ RT_HIDDEN void *rt_alloc_heap(size_t bytes);
 
 /* Field by field (structs may differ in padding; config.c). */
 RT_HIDDEN bool rt_config_equal(const attn_config *a, const attn_config *b);
+/* activations q8_0 over a q8_0 cache (not MLA): each head's q quantized
+ * to Q8_0 blocks for q.k, in the reference as in the kernels (the
+ * compiler's ir_cfg_q8_query). */
+RT_HIDDEN bool rt_q8_query(const attn_config *c);
 
 /* Maps the regular file at path read-only and privately: *map (NULL for
  * an empty file; munmap it with *size) and *size. ATTN_E_IO with the

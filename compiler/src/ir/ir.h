@@ -139,7 +139,8 @@ static inline bool ir_cfg_bf16(const ir_graph *g) {
     return g->cfg.compute == ATTN_DTYPE_BF16;
 }
 /* activations q8_0 over a q8_0 cache: each head's q quantized to ggml's
- * Q8_0 blocks before q.k (README "activations"). */
+ * Q8_0 blocks before q.k (README "activations"; the runtime's
+ * rt_q8_query, which the compiler cannot include). */
 static inline bool ir_cfg_q8_query(const ir_graph *g) {
     return g->cfg.activations == ATTN_DTYPE_Q8_0 && g->cfg.kv_dtype == ATTN_DTYPE_Q8_0 &&
            !ir_cfg_mla(g);
