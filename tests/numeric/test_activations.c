@@ -372,6 +372,60 @@ static void q8_query_over_a_q8_0_cache(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Over a q8_0 cache the split decode takes q.k by vpdpbusd on a VNNI
+ * host and by f32 products of the same integers without VNNI: every
+ * block's sum is exact either way and scaled alike, so the host's code
+ * and the same code without avx512vnni give the same bits (group sizes
+ * 1, 2 and 4, head_dim 32 to 256: one block to a loop of them, decode
+ * steps of 1 and 3 tokens). */
+static void q8_query_dot_products_equal_f32_sums(void **state) {
+    (void)state;
+    if (!host_has(ATTN_CPU_AVX512VNNI)) {
+        print_message("note: this host has no AVX512-VNNI: skipped (the split decode's "
+                      "vpdpbusd q.k is not run)\n");
+        skip();
+    }
+    static const int64_t shapes[][4] = {
+        {4, 2, 64, 96}, {8, 2, 128, 64}, {3, 3, 32, 64}, {4, 1, 256, 32}};
+    char *dir = tmpdir_new();
+    for (int i = 0; i < 8; i++) {
+        const int64_t *sh = shapes[i % 4];
+        attn_config c = config_small(sh[0], sh[1], sh[2], sh[3]);
+        c.rope_style = ATTN_ROPE_HALF;
+        c.rope_base = 10000;
+        c.rotary_dim = sh[2];
+        c.kv_dtype = ATTN_DTYPE_Q8_0;
+        c.activations = ATTN_DTYPE_Q8_0;
+        int64_t T = 40, chunk = i < 4 ? 1 : 3;
+        const char *spec = write_spec(dir, &c, "dots.yaml");
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 7, &w, NULL), ATTN_OK);
+        size_t n = (size_t)(T * c.d_model);
+        float *x = random_floats(n, 8), *y[2];
+        for (int k = 0; k < 2; k++) {
+            attnc_options o = attnc_options_default();
+            o.features = k ? "-avx512vnni" : NULL;
+            attnc_jit *jit = jit_or_fail(spec, &o);
+            uint32_t vnni = attnc_jit_kernels(jit)->cpu_features & ATTN_CPU_AVX512VNNI;
+            if ((vnni != 0) != (k == 0))
+                fail_msg("case %d: the %s code's table has VNNI bits %#x", i,
+                         k ? "-avx512vnni" : "host", vnni);
+            y[k] = malloc(n * sizeof(float));
+            run_jit(jit, w, T, x, y[k], chunk, 2);
+            attnc_jit_free(jit);
+        }
+        for (size_t e = 0; e < n; e++)
+            if (memcmp(&y[0][e], &y[1][e], sizeof(float)))
+                fail_msg("case %d (heads %lld/%lld, head_dim %lld, chunk %lld): y[%zu] = %.9g "
+                         "with vpdpbusd, %.9g without",
+                         i, (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)chunk,
+                         e, y[0][e], y[1][e]);
+        attn_weights_free(w);
+        free(x), free(y[0]), free(y[1]);
+    }
+    tmpdir_remove(dir);
+}
+
 /* attn_config_check: q8_0 needs an int8 operand (weights or a q8_0
  * cache), not yet MLA, nor compute bf16 or cross-attention over a q8_0
  * cache; activations of another dtype are refused. */
@@ -420,6 +474,7 @@ int main(void) {
         cmocka_unit_test(q8_kernels_equal_q8_reference),
         cmocka_unit_test(q8_threads_and_decode_steps),
         cmocka_unit_test(q8_query_over_a_q8_0_cache),
+        cmocka_unit_test(q8_query_dot_products_equal_f32_sums),
         cmocka_unit_test(tables_record_vnni_where_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,6 +35,7 @@ typedef struct cg_view {
  * legalizes); only speed depends on them. */
 typedef struct cg_target {
     int lanes, regs;
+    int machine_lanes;     /* lanes of a machine vector (a kernel may widen lanes) */
     int flash_rv;          /* flash: vectors of query rows per work item */
     int flash_bks;         /* flash: keys per score pass */
     int flash_bk;          /* flash: keys per tile (score passes of flash_bks) */

@@ -525,6 +525,26 @@ LLVMValueRef cg_splat(cg *c, LLVMValueRef s) {
                                   "splat");
 }
 
+LLVMValueRef cg_shuffle2(cg *c, LLVMValueRef a, LLVMValueRef b, const int *idx, int n) {
+    LLVMValueRef mask[256];
+    ATTNC_ASSERT(n <= 256);
+    for (int i = 0; i < n; i++)
+        mask[i] = LLVMConstInt(c->i32, (unsigned long long)idx[i], false);
+    return LLVMBuildShuffleVector(c->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)),
+                                  LLVMConstVector(mask, (unsigned)n), "");
+}
+
+LLVMValueRef cg_concat(cg *c, const LLVMValueRef *v, int n) {
+    if (n == 1)
+        return v[0];
+    ATTNC_ASSERT(n % 2 == 0);
+    LLVMValueRef a = cg_concat(c, v, n / 2), b = cg_concat(c, v + n / 2, n / 2);
+    int m = 2 * (int)LLVMGetVectorSize(LLVMTypeOf(a)), idx[256];
+    for (int i = 0; i < m; i++)
+        idx[i] = i;
+    return cg_shuffle2(c, a, b, idx, m);
+}
+
 LLVMValueRef cg_vf32(cg *c, double v) {
     return fconst(c->vf, v);
 }
@@ -541,12 +561,7 @@ LLVMValueRef cg_gep(cg *c, LLVMTypeRef elem, LLVMValueRef p, LLVMValueRef off) {
 }
 
 LLVMValueRef cg_shuffle(cg *c, LLVMValueRef v, const int *idx, int n) {
-    LLVMValueRef e[64];
-    ATTNC_ASSERT(n <= 64);
-    for (int i = 0; i < n; i++)
-        e[i] = LLVMConstInt(c->i32, (unsigned long long)idx[i], false);
-    return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)),
-                                  LLVMConstVector(e, (unsigned)n), "");
+    return cg_shuffle2(c, v, NULL, idx, n);
 }
 
 /* v[0..lanes) as the rows of a lanes x lanes matrix, transposed in

@@ -170,6 +170,10 @@ ATTNC_HIDDEN LLVMValueRef cg_fmul(cg *c, LLVMValueRef a, LLVMValueRef b);
 
 /* Vectors of c->target.lanes f32 (or i32) lanes. */
 ATTNC_HIDDEN LLVMValueRef cg_splat(cg *c, LLVMValueRef scalar);
+/* Elements idx[0..n) of a's and then b's (b NULL: a's only), n <= 256. */
+ATTNC_HIDDEN LLVMValueRef cg_shuffle2(cg *c, LLVMValueRef a, LLVMValueRef b, const int *idx, int n);
+/* The n vectors v (of one type; n a power of two) end to end. */
+ATTNC_HIDDEN LLVMValueRef cg_concat(cg *c, const LLVMValueRef *v, int n);
 /* The constant of type ty (a scalar, or a vector of any lane count) with
  * every element `one` (a scalar constant). */
 ATTNC_HIDDEN LLVMValueRef cg_const_splat(LLVMTypeRef ty, LLVMValueRef one);
@@ -419,6 +423,13 @@ ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef ch
  * max|x| / 127 held as f16, q = round(x / d) (ggml-quants.c
  * quantize_row_q8_0_ref), all of it NaN where a value is not finite. */
 ATTNC_HIDDEN void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n);
+/* The same blocks kept apart (a q8_0 cache's q.k, cg_split.c): each
+ * value becomes its q (an integer-valued f32), block b's d goes to
+ * dq[b] (f32); with words, q also as bytes, four to an i32 (words[8b +
+ * g]: the block's values 4g..4g+3), and corr[b] = -128 * sum q (i32),
+ * what a dot product with the other operand's bytes plus 128 takes back. */
+ATTNC_HIDDEN void cg_q8_row(cg *c, LLVMValueRef p, int64_t n, LLVMValueRef dq, LLVMValueRef words,
+                            LLVMValueRef corr);
 
 /* Words of one quantized x block of 32 for each row of a tile: 8 of q,
  * d (f32), -off * sum q (i32). */

@@ -31,9 +31,24 @@
  * the weights, s from x): vpdpbusd where the target has it, else the
  * same integers from widened bytes. */
 LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s) {
+    int n = (int)LLVMGetVectorSize(LLVMTypeOf(acc)), m = c->target.machine_lanes;
+    if (c->target.vnni && n > m) { /* a widened vector: a machine vector at a time */
+        ATTNC_ASSERT(n % m == 0 && n / m <= 4);
+        LLVMValueRef part[4];
+        int idx[16];
+        for (int h = 0; h < n / m; h++) {
+            for (int i = 0; i < m; i++)
+                idx[i] = h * m + i;
+            LLVMValueRef x[3] = {acc, u, s};
+            for (int k = 0; k < 3; k++)
+                x[k] = cg_shuffle(c, x[k], idx, m);
+            part[h] = cg_dot_u8s8(c, x[0], x[1], x[2]);
+        }
+        return cg_concat(c, part, n / m);
+    }
     if (c->target.vnni) {
         char name[48];
-        snprintf(name, sizeof name, "llvm.x86.avx512.vpdpbusd.%d", 32 * c->target.lanes);
+        snprintf(name, sizeof name, "llvm.x86.avx512.vpdpbusd.%d", 32 * n);
         unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
         ATTNC_ASSERT(id != 0);
         LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0);
@@ -86,20 +101,46 @@ static LLVMValueRef q8_block(cg *c, const LLVMValueRef *v, int nv, LLVMValueRef 
     return LLVMBuildFAdd(c->b, dh, LLVMBuildFSub(c->b, dh, dh, ""), "");
 }
 
-void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n) {
+void cg_q8_row(cg *c, LLVMValueRef p, int64_t n, LLVMValueRef dq, LLVMValueRef words,
+               LLVMValueRef corr) {
     int L = c->target.lanes, nv = 32 / L;
     ATTNC_ASSERT(n % 32 == 0 && 32 % L == 0);
+    LLVMTypeRef vi8 = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)L);
+    LLVMTypeRef vw = LLVMVectorType(c->i32, (unsigned)(L / 4));
     cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, n / 32), "q8_block");
     LLVMValueRef b0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), ""), at[32], v[32] = {NULL}, q[32];
     for (int i = 0; i < nv; i++) {
         at[i] = cg_gep(c, c->f32, p, LLVMBuildAdd(c->b, b0, cg_i64(c, i * L), ""));
         v[i] = cg_vload(c, ATTN_DTYPE_F32, at[i]);
     }
-    LLVMValueRef dh = cg_splat(c, q8_block(c, v, nv, q));
-    for (int i = 0; i < nv; i++)
-        cg_vstore(c, ATTN_DTYPE_F32,
-                  LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, q[i], c->vf, ""), dh, ""), at[i]);
+    LLVMValueRef dh = q8_block(c, v, nv, q), sum = NULL;
+    for (int i = 0; i < nv; i++) {
+        LLVMValueRef qf = LLVMBuildSIToFP(c->b, q[i], c->vf, "");
+        cg_vstore(c, ATTN_DTYPE_F32, dq ? qf : LLVMBuildFMul(c->b, qf, cg_splat(c, dh), ""), at[i]);
+        if (!words)
+            continue;
+        LLVMValueRef w = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, q[i], vi8, ""), vw, "");
+        LLVMValueRef st =
+            LLVMBuildStore(c->b, w,
+                           cg_gep(c, c->i32, words,
+                                  LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, 8), ""),
+                                               cg_i64(c, i * L / 4), "")));
+        LLVMSetAlignment(st, 4);
+        sum = sum ? LLVMBuildAdd(c->b, sum, q[i], "") : q[i];
+    }
+    if (dq)
+        LLVMBuildStore(c->b, dh, cg_gep(c, c->f32, dq, lb.i));
+    if (words) /* (q + 128) . u = q . u + 128 sum u: the offset taken back */
+        LLVMBuildStore(c->b,
+                       LLVMBuildMul(c->b,
+                                    cg_intrinsic(c, "llvm.vector.reduce.add", c->vi, sum, NULL),
+                                    LLVMConstInt(c->i32, (unsigned long long)-128, true), ""),
+                       cg_gep(c, c->i32, corr, lb.i));
     cg_for_end(c, &lb);
+}
+
+void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n) {
+    cg_q8_row(c, p, n, NULL, NULL, NULL);
 }
 
 /* Word f of row `in` of the quantized block bb of a tile at q (xs rows). */

@@ -52,6 +52,7 @@ cg_target cg_target_for(int lanes, int regs) {
     return (cg_target){
         .lanes = lanes,
         .regs = regs,
+        .machine_lanes = lanes,
         /* flash: rv x bks score sums and dc x rv p.v sums in registers;
          * AVX2 with 3 x 4 of them fills its 16 registers (3 q or p
          * vectors and a broadcast besides) without spilling (test_spills),

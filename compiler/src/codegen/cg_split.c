@@ -60,6 +60,13 @@ typedef struct split {
      * over pairs of keys (vpairs; p as pairs, pp [SPLIT_ROWS][lanes / 2]) */
     bool kpairs, vpairs;
     LLVMValueRef qp, pp;
+    /* activations q8_0 over a q8_0 cache: q's blocks kept apart (qint:
+     * the staged q holds each block's integer q, qd [rows_max][hd / 32]
+     * its d); kdot: q.k by vpdpbusd (VNNI, where blocks hold whole
+     * tiles), q also as bytes in words qw [rows_max][hd / 4] and
+     * qc [rows_max][hd / 32] (cg_q8_row) */
+    bool qint, kdot;
+    LLVMValueRef qd, qw, qc;
 } split;
 
 int64_t cg_split_elements(const ir_node *n, const ir_graph *g) {
@@ -126,6 +133,8 @@ static split split_of(cg *c, const ir_node *n) {
     bool pairs = cg_bf16_pairs_pay(c) && s.lanes == 16 && s.hd % 2 == 0;
     s.kpairs = pairs && s.kdt != ATTN_DTYPE_Q8_0;
     s.vpairs = pairs && s.vdt != ATTN_DTYPE_Q8_0;
+    s.qint = s.kdt == ATTN_DTYPE_Q8_0 && ir_cfg_q8_query(c->g);
+    s.kdot = s.qint && s.kvec && c->target.vnni;
     return s;
 }
 
@@ -594,6 +603,7 @@ typedef struct score_ops {
     LLVMTypeRef et;
     LLVMValueRef kt, kpf, kptrs, qb; /* the tile's K (kvec), the next tile's, K rows, q */
     LLVMValueRef kd;                 /* q8_0: the f16 scales of kt's keys (kvec), or of kptrs' */
+    LLVMValueRef qw, qc;             /* kdot: q's words and corrections (opaque) */
     LLVMValueRef *tot;               /* q8_0: each row's scores so far, scaled */
     bool deq; /* q8_0 with compute bf16: each element dequantized, then rounded */
     int chains;
@@ -609,6 +619,107 @@ static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk
     if (dk % o->line_d == 0) /* the next tile's line of this d, into L2 */
         cg_prefetch(c, cg_gep(c, o->et, o->kpf, off), 2);
     return cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
+}
+
+/* Row i's total of the scores += sum (a block of 32 d's, exact with
+ * qint) times the keys' d (dv) of block blk, and with qint the row's d
+ * of it: the f32 sums and vpdpbusd's give the same bits. */
+static void block_total(cg *c, const score_ops *o, int i, LLVMValueRef blk, bool first,
+                        LLVMValueRef sum, LLVMValueRef dv) {
+    const split *s = o->s;
+    if (s->qint) {
+        LLVMValueRef at =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hd / 32), ""), blk, "");
+        dv = LLVMBuildFMul(
+            c->b, dv, cg_splat(c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, s->qd, at), "")),
+            "");
+    }
+    o->tot[i] = first ? LLVMBuildFMul(c->b, sum, dv, "") : cg_fma(c, sum, dv, o->tot[i]);
+}
+
+/* kdot: block blk of 32 d's of the scores: the tile's keys of d..d+3
+ * (four vectors of bytes; one load where a block's d rows are a tile
+ * long) interleaved, key j's four bytes in lane j, plus 128 (unsigned,
+ * as vpdpbusd takes them), times each row's word of q (broadcast), up
+ * to two chains of exact int32 sums per row (split_accs of them in all,
+ * as score_d's) started at -128 sum q (qc), then into the rows' totals as
+ * score_d's f32 sums. */
+static void dot_block(cg *c, const score_ops *o, LLVMValueRef blk, bool first) {
+    const split *s = o->s;
+    int L = s->lanes, idx[256];
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    for (int j = 0; j < L; j++)
+        for (int e = 0; e < 4; e++)
+            idx[4 * j + e] = e * L + j;
+    int chains = c->target.split_accs / s->rb >= 2 ? 2 : 1;
+    LLVMValueRef d0 = LLVMBuildMul(c->b, blk, cg_i64(c, 32), ""), acc[SPLIT_ROWS][2];
+    LLVMValueRef wbase[SPLIT_ROWS];
+    for (int i = 0; i < s->rb; i++) {
+        LLVMValueRef at =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hd / 32), ""), blk, "");
+        acc[i][0] = cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, o->qc, at), ""));
+        acc[i][1] = LLVMConstNull(c->vi);
+        wbase[i] =
+            cg_gep(c, c->i32, o->qw,
+                   LLVMBuildAdd(c->b, LLVMBuildMul(c->b, o->w->r[i], cg_i64(c, s->hd / 4), ""),
+                                LLVMBuildMul(c->b, blk, cg_i64(c, 8), ""), ""));
+    }
+    LLVMValueRef top = cg_splat(c, LLVMConstInt(c->i32, 0x80808080u, false));
+    for (int g = 0; g < 8; g++) {
+        LLVMValueRef rows[4];
+        for (int e = 0; e < 4; e++) {
+            int64_t de = 4 * g + e; /* d - 32 blk: line_d divides 32 */
+            LLVMValueRef off =
+                LLVMBuildMul(c->b, LLVMBuildAdd(c->b, d0, cg_i64(c, de), ""), cg_i64(c, s->kd), "");
+            if (de % o->line_d == 0) /* the next tile's line of this d, into L2 */
+                cg_prefetch(c, cg_gep(c, i8, o->kpf, off), 2);
+            if (e && s->kd == L)
+                continue;
+            LLVMTypeRef vt = LLVMVectorType(i8, (unsigned)(s->kd == L ? 4 * L : L));
+            rows[e] = LLVMBuildLoad2(c->b, vt, cg_gep(c, i8, o->kt, off), "");
+            LLVMSetAlignment(rows[e], 1);
+        }
+        LLVMValueRef k = s->kd == L ? rows[0] : cg_concat(c, rows, 4);
+        k = LLVMBuildXor(c->b, LLVMBuildBitCast(c->b, cg_shuffle(c, k, idx, 4 * L), c->vi, ""), top,
+                         "");
+        for (int i = 0; i < s->rb; i++) {
+            LLVMValueRef q = cg_splat(
+                c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, wbase[i], cg_i64(c, g)), ""));
+            acc[i][g % chains] = cg_dot_u8s8(c, acc[i][g % chains], k, q);
+        }
+    }
+    LLVMValueRef dv =
+        cg_vload(c, ATTN_DTYPE_F16,
+                 cg_gep(c, c->f16, o->kd,
+                        LLVMBuildMul(c->b, blk, cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "")));
+    for (int i = 0; i < s->rb; i++)
+        block_total(c, o, i, blk, first,
+                    LLVMBuildSIToFP(c->b, LLVMBuildAdd(c->b, acc[i][0], acc[i][1], ""), c->vf, ""),
+                    dv);
+}
+
+/* kdot: the rows' totals (o->tot) over all of head_dim's blocks of 32:
+ * up to 4 unrolled, more a loop carrying the totals. */
+static void dot_scores(cg *c, const score_ops *o) {
+    int64_t nq = o->s->hd / 32;
+    dot_block(c, o, cg_i64(c, 0), true);
+    if (nq <= 4) {
+        for (int64_t b = 1; b < nq; b++)
+            dot_block(c, o, cg_i64(c, b), false);
+        return;
+    }
+    int rb = o->s->rb;
+    LLVMValueRef init[SPLIT_ROWS], next[SPLIT_ROWS];
+    for (int i = 0; i < rb; i++)
+        init[i] = o->tot[i];
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "qk_block", c->vf, rb);
+    for (int i = 0; i < rb; i++)
+        o->tot[i] = l.acc[i];
+    dot_block(c, o, LLVMBuildAdd(c->b, l.i, cg_i64(c, 1), ""), false);
+    for (int i = 0; i < rb; i++)
+        next[i] = o->tot[i];
+    cg_acc_loop_end(c, &l, cg_i64(c, nq - 1), init, next);
 }
 
 /* One d of the scores (d, an i64 value; dk, a number congruent to it
@@ -666,7 +777,8 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
         LLVMValueRef sum = acc[i][0];
         for (int v = 1; v < o->chains; v++)
             sum = LLVMBuildFAdd(c->b, sum, acc[i][v], "");
-        o->tot[i] = dk < 32 ? LLVMBuildFMul(c->b, sum, dv, "") : cg_fma(c, sum, dv, o->tot[i]);
+        LLVMValueRef blk = LLVMBuildUDiv(c->b, d, cg_i64(c, 32), "");
+        block_total(c, o, i, blk, dk < 32, sum, dv);
     }
 }
 
@@ -707,7 +819,11 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                  tot[SPLIT_ROWS];
     if (q8 || deq)
         kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
-    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, tot, deq, chains, line_d};
+    score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, NULL, NULL, tot, deq, chains, line_d};
+    if (s->kdot) {
+        ops.qw = cg_opaque_ptr(c, s->qw);
+        ops.qc = cg_opaque_ptr(c, s->qc);
+    }
     /* blocks of nb d's (whole chains and cache lines, 32 FMAs at least):
      * the first and the tail unrolled, the others a loop, so the code is
      * a few blocks long whatever head_dim is; each chain still sums its
@@ -718,6 +834,10 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     int64_t blocks = nd / nb, d = 0;
     if (blocks < 3)
         blocks = 0; /* short: all unrolled */
+    if (s->kdot) { /* all of it: nothing left for score_d */
+        dot_scores(c, &ops);
+        nd = 0, blocks = 0;
+    }
     for (; d < (blocks ? nb : nd); d++)
         score_d(c, &ops, cg_i64(c, d), d, acc);
     if (blocks) {
@@ -986,6 +1106,12 @@ static void emit_partials(cg *c, const ir_node *n) {
         s.qp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(s.rows_max * s.hdp / 2)), NULL);
     if (s.vpairs)
         s.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(SPLIT_ROWS * L / 2)), NULL);
+    if (s.qint)
+        s.qd = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(s.rows_max * s.hd / 32)), NULL);
+    if (s.kdot) {
+        s.qw = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(s.rows_max * s.hd / 4)), NULL);
+        s.qc = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(s.rows_max * s.hd / 32)), NULL);
+    }
     /* alibi_expr's slope exp(-c * (h + 1)) per row and tile of keys cost
      * its decode @4000 core 5.1-5.5 ms against the built-in's 4.0-4.8 */
     s.n_pre = n->score_mod ? cg_expr_row_parts(cg_expr_of(c, false), s.pre_node, 4) : 0;
@@ -1014,8 +1140,14 @@ static void emit_partials(cg *c, const ir_node *n) {
     LLVMValueRef at = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hdp), "");
     stage_row(c, &s, s.q->dt, cg_addr(c, s.q, qi), cg_gep(c, c->f32, qs, at),
               cg_query_scale(c, n->scale));
-    if (ir_cfg_q8_query(c->g)) /* q as ggml quantizes it for q.k (cg_flash.c, item_rows) */
+    if (s.qint) { /* q as ggml quantizes it for q.k (cg_flash.c, item_rows), blocks apart */
+        LLVMValueRef bq = LLVMBuildMul(c->b, lr.i, cg_i64(c, s.hd / 32), "");
+        cg_q8_row(c, cg_gep(c, c->f32, qs, at), s.hd, cg_gep(c, c->f32, s.qd, bq),
+                  s.kdot ? cg_gep(c, c->i32, s.qw, LLVMBuildMul(c->b, bq, cg_i64(c, 8), "")) : NULL,
+                  s.kdot ? cg_gep(c, c->i32, s.qc, bq) : NULL);
+    } else if (ir_cfg_q8_query(c->g)) {
         cg_q8_round_trip(c, cg_gep(c, c->f32, qs, at), s.hd);
+    }
     for (int64_t v = 0; s.kpairs && v < s.nv; v++) /* rounded when staged */
         store_pairs(c,
                     cg_vload(c, ATTN_DTYPE_F32,
