@@ -585,6 +585,16 @@ static unit unit_of(cg *c, const split *s, LLVMValueRef u, LLVMValueRef nblk, LL
     return w;
 }
 
+/* q8_0 K (which 0) or V (1): the f16 d of a tile from the element at p
+ * (its first key, column 0 of a head) on, into L2: head_dim / 32 rows of
+ * the tile's keys, side by side for whole tiles in a block. */
+static void prefetch_scales(cg *c, const split *s, int which, int buf, LLVMValueRef p) {
+    LLVMValueRef d = cg_cache_scale(c, which, buf, p);
+    int64_t bytes = (s->hd / 32) * ir_cfg_kv_block_tokens(c->g) * 2;
+    for (int64_t b = 0; b < bytes; b += 64)
+        cg_prefetch(c, cg_gep(c, LLVMInt8TypeInContext(c->llctx), d, cg_i64(c, b)), 2);
+}
+
 /* The row of key j of the tile in kv (K or V), head kvh: keys outside
  * [jfirst, cj1) read the nearest one (masked; blocks before jfirst may
  * have been released). */
@@ -819,6 +829,8 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
                  tot[SPLIT_ROWS];
     if (q8 || deq)
         kd = cg_cache_scale(c, 0, c->plan->view[s->k->id].buf, s->kvec ? kt : kptrs);
+    if (kd && s->kvec) /* the next tile's d, as its K lines (score_d, dot_block) */
+        prefetch_scales(c, s, 0, c->plan->view[s->k->id].buf, kpf);
     score_ops ops = {s, w, et, kt, kpf, kptrs, qb, kd, NULL, NULL, tot, deq, chains, line_d};
     if (s->kdot) {
         ops.qw = cg_opaque_ptr(c, s->qw);
@@ -1032,6 +1044,12 @@ static void unit_pv(cg *c, const split *s, const tile *t, const unit *w, LLVMVal
     }
     if (q8)
         scale_weights(c, s, vd, one_block, ps, pd);
+    if (q8 && one_block && av->rows) { /* the next tile's d, as its V rows (ahead_step) */
+        LLVMValueRef next = LLVMBuildLoad2(c->b, c->ptr, av->rows, "");
+        prefetch_scales(c, s, 1, vbuf,
+                        cg_gep(c, cg_elem_type(c, s->vdt), next,
+                               LLVMBuildMul(c->b, w->kvh, cg_i64(c, s->hd), "")));
+    }
     pv_block(c, s, w->orow, vrow, q8 ? pd : NULL, ps, av, w->kvh, false);
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
