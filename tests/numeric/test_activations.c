@@ -376,8 +376,10 @@ static void q8_query_over_a_q8_0_cache(void **state) {
  * host and by f32 products of the same integers without VNNI: every
  * block's sum is exact either way and scaled alike, so the host's code
  * and the same code without avx512vnni give the same bits (group sizes
- * 1, 2 and 4, head_dim 32 to 256: one block to a loop of them, decode
- * steps of 1 and 3 tokens). */
+ * 1, 2 and 4, head_dim 32 to 256: one block to a loop of them; cache
+ * blocks of 16 tokens (a tile's 4 columns one line), 32 (four loads)
+ * and 8 (no whole tiles: gathered, f32 products on both); decode steps
+ * of 1 and 3 tokens). */
 static void q8_query_dot_products_equal_f32_sums(void **state) {
     (void)state;
     if (!host_has(ATTN_CPU_AVX512VNNI)) {
@@ -391,6 +393,7 @@ static void q8_query_dot_products_equal_f32_sums(void **state) {
     for (int i = 0; i < 8; i++) {
         const int64_t *sh = shapes[i % 4];
         attn_config c = config_small(sh[0], sh[1], sh[2], sh[3]);
+        c.kv_block_tokens = (int64_t[3]){16, 32, 8}[i % 3];
         c.rope_style = ATTN_ROPE_HALF;
         c.rope_base = 10000;
         c.rotary_dim = sh[2];
@@ -416,10 +419,10 @@ static void q8_query_dot_products_equal_f32_sums(void **state) {
         }
         for (size_t e = 0; e < n; e++)
             if (memcmp(&y[0][e], &y[1][e], sizeof(float)))
-                fail_msg("case %d (heads %lld/%lld, head_dim %lld, chunk %lld): y[%zu] = %.9g "
-                         "with vpdpbusd, %.9g without",
-                         i, (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)chunk,
-                         e, y[0][e], y[1][e]);
+                fail_msg("case %d (heads %lld/%lld, head_dim %lld, blocks of %lld, chunk %lld): "
+                         "y[%zu] = %.9g with vpdpbusd, %.9g without",
+                         i, (long long)sh[0], (long long)sh[1], (long long)sh[2],
+                         (long long)c.kv_block_tokens, (long long)chunk, e, y[0][e], y[1][e]);
         attn_weights_free(w);
         free(x), free(y[0]), free(y[1]);
     }
