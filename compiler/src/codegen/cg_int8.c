@@ -101,41 +101,48 @@ static LLVMValueRef q8_block(cg *c, const LLVMValueRef *v, int nv, LLVMValueRef 
     return LLVMBuildFAdd(c->b, dh, LLVMBuildFSub(c->b, dh, dh, ""), "");
 }
 
+/* A block's q (nv vectors of i32) as bytes, four to an i32: w[i] the
+ * L / 4 words of vector i; returns -off * sum q, what a dot product with
+ * the other operand's bytes plus off takes back. */
+static LLVMValueRef q8_words(cg *c, const LLVMValueRef *q, int nv, int off, LLVMValueRef *w) {
+    int L = c->target.lanes;
+    LLVMTypeRef vi8 = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)L);
+    LLVMTypeRef vw = LLVMVectorType(c->i32, (unsigned)(L / 4));
+    LLVMValueRef sum = NULL;
+    for (int i = 0; i < nv; i++) {
+        w[i] = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, q[i], vi8, ""), vw, "");
+        sum = sum ? LLVMBuildAdd(c->b, sum, q[i], "") : q[i];
+    }
+    return LLVMBuildMul(c->b, cg_intrinsic(c, "llvm.vector.reduce.add", c->vi, sum, NULL),
+                        LLVMConstInt(c->i32, (unsigned long long)-off, true), "");
+}
+
 void cg_q8_row(cg *c, LLVMValueRef p, int64_t n, LLVMValueRef dq, LLVMValueRef words,
                LLVMValueRef corr) {
     int L = c->target.lanes, nv = 32 / L;
     ATTNC_ASSERT(n % 32 == 0 && 32 % L == 0);
-    LLVMTypeRef vi8 = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)L);
-    LLVMTypeRef vw = LLVMVectorType(c->i32, (unsigned)(L / 4));
     cg_loop lb = cg_for(c, cg_i64(c, 0), cg_i64(c, n / 32), "q8_block");
     LLVMValueRef b0 = LLVMBuildMul(c->b, lb.i, cg_i64(c, 32), ""), at[32], v[32] = {NULL}, q[32];
     for (int i = 0; i < nv; i++) {
         at[i] = cg_gep(c, c->f32, p, LLVMBuildAdd(c->b, b0, cg_i64(c, i * L), ""));
         v[i] = cg_vload(c, ATTN_DTYPE_F32, at[i]);
     }
-    LLVMValueRef dh = q8_block(c, v, nv, q), sum = NULL;
+    LLVMValueRef dh = q8_block(c, v, nv, q);
     for (int i = 0; i < nv; i++) {
         LLVMValueRef qf = LLVMBuildSIToFP(c->b, q[i], c->vf, "");
         cg_vstore(c, ATTN_DTYPE_F32, dq ? qf : LLVMBuildFMul(c->b, qf, cg_splat(c, dh), ""), at[i]);
-        if (!words)
-            continue;
-        LLVMValueRef w = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, q[i], vi8, ""), vw, "");
-        LLVMValueRef st =
-            LLVMBuildStore(c->b, w,
-                           cg_gep(c, c->i32, words,
-                                  LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, 8), ""),
-                                               cg_i64(c, i * L / 4), "")));
-        LLVMSetAlignment(st, 4);
-        sum = sum ? LLVMBuildAdd(c->b, sum, q[i], "") : q[i];
     }
     if (dq)
         LLVMBuildStore(c->b, dh, cg_gep(c, c->f32, dq, lb.i));
-    if (words) /* (q + 128) . u = q . u + 128 sum u: the offset taken back */
-        LLVMBuildStore(c->b,
-                       LLVMBuildMul(c->b,
-                                    cg_intrinsic(c, "llvm.vector.reduce.add", c->vi, sum, NULL),
-                                    LLVMConstInt(c->i32, (unsigned long long)-128, true), ""),
-                       cg_gep(c, c->i32, corr, lb.i));
+    if (words) { /* the other operand's bytes are q + 128 */
+        LLVMValueRef w[32];
+        LLVMBuildStore(c->b, q8_words(c, q, nv, 128, w), cg_gep(c, c->i32, corr, lb.i));
+        for (int i = 0; i < nv; i++) {
+            LLVMValueRef at_w = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lb.i, cg_i64(c, 8), ""),
+                                             cg_i64(c, i * L / 4), "");
+            LLVMSetAlignment(LLVMBuildStore(c->b, w[i], cg_gep(c, c->i32, words, at_w)), 4);
+        }
+    }
     cg_for_end(c, &lb);
 }
 
@@ -160,8 +167,6 @@ void cg_quantize_rows(cg *c, int x_buf, int64_t K, LLVMValueRef r0, LLVMValueRef
                       LLVMValueRef kb, LLVMValueRef nblk, LLVMValueRef dst, int64_t xs,
                       int64_t tile_words, int off) {
     int L = c->target.lanes, nv = 32 / L;
-    LLVMTypeRef vi8 = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)L);
-    LLVMTypeRef words = LLVMVectorType(c->i32, (unsigned)(L / 4));
     cg_loop lr = cg_for(c, r0, r1, "quant_row");
     LLVMValueRef rl = LLVMBuildSub(c->b, lr.i, r0, "");
     LLVMValueRef tile = LLVMBuildSDiv(c->b, rl, cg_i64(c, xs), "");
@@ -176,20 +181,15 @@ void cg_quantize_rows(cg *c, int x_buf, int64_t K, LLVMValueRef r0, LLVMValueRef
         v[i] = cg_vload(
             c, ATTN_DTYPE_F32,
             cg_buf_elem(c, x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, k0, cg_i64(c, i * L), "")));
-    LLVMValueRef dh = q8_block(c, v, nv, q), sum = NULL;
-    for (int i = 0; i < nv; i++) {
-        sum = sum ? LLVMBuildAdd(c->b, sum, q[i], "") : q[i];
-        LLVMValueRef w = LLVMBuildBitCast(c->b, LLVMBuildTrunc(c->b, q[i], vi8, ""), words, "");
+    LLVMValueRef dh = q8_block(c, v, nv, q), w[32];
+    LLVMValueRef corr = q8_words(c, q, nv, off, w);
+    for (int i = 0; i < nv; i++)
         for (int j = 0; j < L / 4; j++)
             LLVMBuildStore(c->b,
-                           LLVMBuildExtractElement(c->b, w, LLVMConstInt(c->i32, j, false), ""),
+                           LLVMBuildExtractElement(c->b, w[i], LLVMConstInt(c->i32, j, false), ""),
                            qx_word(c, q0, xs, lb.i, i * L / 4 + j, in));
-    }
     LLVMBuildStore(c->b, dh, qx_word(c, q0, xs, lb.i, 8, in));
-    LLVMValueRef qs = cg_intrinsic(c, "llvm.vector.reduce.add", c->vi, sum, NULL);
-    LLVMBuildStore(c->b,
-                   LLVMBuildMul(c->b, qs, LLVMConstInt(c->i32, (unsigned long long)-off, true), ""),
-                   qx_word(c, q0, xs, lb.i, 9, in));
+    LLVMBuildStore(c->b, corr, qx_word(c, q0, xs, lb.i, 9, in));
     cg_for_end(c, &lb);
     cg_for_end(c, &lr);
 }
