@@ -825,7 +825,14 @@ LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef h
     /* an f16 widened is never subnormal in f32: no check */
     if (dt == ATTN_DTYPE_F16 && vec16 && c->target.bf16_dot)
         return interleave_words(c, cvtne2ps2bf16(c, lo, hi));
+    if (dt == ATTN_DTYPE_F32 && vec16 && cg_bf16_pairs_pay(c))
+        return cg_dot_pair(c, lo, hi);
     return cg_bf16_pair(c, lo, hi);
+}
+
+LLVMValueRef cg_dot_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    ATTNC_ASSERT(c->target.bf16_dot && LLVMGetVectorSize(LLVMTypeOf(lo)) == 16);
+    return interleave_words(c, cvtne2ps2bf16(c, lo, hi));
 }
 
 LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high) {

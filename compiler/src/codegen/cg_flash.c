@@ -200,7 +200,7 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
     /* p through a pointer made in each trip: else the bk x rv vectors of
      * p (the same in every trip) were hoisted out of the loop, spilled
      * and reloaded (with their masks, when guarded) */
-    LLVMValueRef pb = cg_opaque_ptr(c, f->pb), acc[64];
+    LLVMValueRef pb = cg_opaque_ptr(c, f->pairs ? f->pp : f->pb), acc[64];
     for (int dd = 0; dd < dc; dd++)
         for (int v = 0; v < f->rv; v++) {
             LLVMValueRef line = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
@@ -209,7 +209,12 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
     for (int j = 0; j < f->bk; j++) {
         LLVMValueRef p[8], adds[8];
         for (int v = 0; v < f->rv; v++) {
-            p[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, pb, cg_i64(c, j), v));
+            if (f->pairs) /* key j's half of the pairs of p (pp) */
+                p[v] = cg_bf16_half(
+                    c, LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, pb, cg_i64(c, j / 2), v), ""),
+                    j % 2);
+            else
+                p[v] = cg_vload(c, ATTN_DTYPE_F32, line_ptr(c, f, pb, cg_i64(c, j), v));
             if (guarded) /* p != 0 (or NaN): the lanes that add */
                 adds[v] = LLVMBuildFCmp(c->b, LLVMRealUNE, p[v], cg_vf32(c, 0), "");
         }
@@ -459,23 +464,10 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
 }
 
 /* pv_tile of a full tile with pairs: ot[d][row] += p[j][row] v[j][d] over
- * the tile's keys two at a time: the rows' p of keys (j, j + 1) (rounded
- * when formed) as pairs, times the broadcast pair of their v[d]. */
+ * the tile's keys two at a time: the rows' p of keys (j, j + 1) (pp,
+ * rounded into pairs when formed) times the broadcast pair of their v[d]. */
 static void pv_pairs(cg *c, const flash *f) {
     int dc = f->dc;
-    /* the p (rounded when formed) as pairs, once for the tile */
-    LLVMValueRef sixteen = cg_splat(c, LLVMConstInt(c->i32, 16, false));
-    LLVMValueRef high = cg_splat(c, LLVMConstInt(c->i32, 0xffff0000u, false));
-    for (int jp = 0; jp < f->bk / 2; jp++)
-        for (int v = 0; v < f->rv; v++) {
-            LLVMValueRef a =
-                LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, f->pb, cg_i64(c, 2 * jp), v), "");
-            LLVMValueRef b =
-                LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, f->pb, cg_i64(c, 2 * jp + 1), v), "");
-            LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, a, sixteen, ""),
-                                            LLVMBuildAnd(c->b, b, high, ""), "");
-            LLVMBuildStore(c->b, pair, line_ptr(c, f, f->pp, cg_i64(c, jp), v));
-        }
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / dc), "dchunk");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, dc), "");
     LLVMValueRef pb = cg_opaque_ptr(c, f->pp), acc[64];
@@ -914,13 +906,18 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
         LLVMValueRef m = cg_vload(c, ATTN_DTYPE_F32, mp);
         LLVMValueRef muse = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, m, ninf, ""),
                                             cg_vf32(c, 0), m, "");
-        LLVMValueRef sum = cg_vload(c, ATTN_DTYPE_F32, lp);
+        LLVMValueRef sum = cg_vload(c, ATTN_DTYPE_F32, lp), prev = NULL;
         for (int j = 0; j < f->bk; j++) {
             LLVMValueRef pj = line_ptr(c, f, f->pb, cg_i64(c, j), v);
             LLVMValueRef p =
                 cg_exp_nonpos(c, LLVMBuildFSub(c->b, cg_vload(c, ATTN_DTYPE_F32, pj), muse, ""));
-            sum = LLVMBuildFAdd(c->b, sum, p, "");
-            cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, p), pj); /* the sum keeps p unrounded */
+            sum = LLVMBuildFAdd(c->b, sum, p, ""); /* the sum keeps p unrounded */
+            if (!f->pairs)
+                cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, p), pj);
+            else if (j % 2) /* keys (j - 1, j) as the pairs p.v takes (pv_pairs) */
+                LLVMBuildStore(c->b, cg_dot_pair(c, prev, p),
+                               line_ptr(c, f, f->pp, cg_i64(c, j / 2), v));
+            prev = p;
         }
         cg_vstore(c, ATTN_DTYPE_F32, sum, lp);
     }
@@ -1299,7 +1296,7 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
             LLVMValueRef b =
                 cg_vload(c, ATTN_DTYPE_F32,
                          line_ptr(c, f, f->qt, LLVMBuildAdd(c->b, d, cg_i64(c, 1), ""), v));
-            LLVMBuildStore(c->b, cg_bf16_pair(c, a, b), line_ptr(c, f, f->qt, lq.i, v));
+            LLVMBuildStore(c->b, cg_dot_pair(c, a, b), line_ptr(c, f, f->qt, lq.i, v));
         }
         cg_for_end(c, &lq);
     }
