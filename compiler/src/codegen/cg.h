@@ -35,11 +35,14 @@ typedef struct cg_view {
  * legalizes); only speed depends on them. */
 typedef struct cg_target {
     int lanes, regs;
-    int machine_lanes;     /* lanes of a machine vector (a kernel may widen lanes) */
-    int flash_rv;          /* flash: vectors of query rows per work item */
-    int flash_bks;         /* flash: keys per score pass */
-    int flash_bk;          /* flash: keys per tile (score passes of flash_bks) */
-    int flash_dc;          /* flash: most head_dim rows per p.v register block */
+    int machine_lanes;  /* lanes of a machine vector (a kernel may widen lanes) */
+    int flash_rv;       /* flash: vectors of query rows per work item */
+    int flash_bks;      /* flash: keys per score pass */
+    int flash_bk;       /* flash: keys per tile (score passes of flash_bks) */
+    int flash_dc;       /* flash: most head_dim rows per p.v register block */
+    int flash_pairs_rv; /* flash by vdpbf16ps pairs: flash_rv, flash_bks and flash_dc */
+    int flash_pairs_bks;
+    int flash_pairs_dc;
     int flash_amx_rv;      /* flash on AMX tiles: tiles of 16 query rows per work item */
     int flash_amx_bk;      /* flash on AMX tiles: keys per tile (a multiple of 32) */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */

@@ -990,19 +990,22 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
 }
 
 /* The work items of node n with rv vectors of rows each. */
-static flash flash_shape(cg *c, const ir_node *n, int rv) {
+/* pairs: the shape for compute bf16 by vdpbf16ps (flash_pairs_*; rv
+ * ignored). */
+static flash flash_shape(cg *c, const ir_node *n, int rv, bool pairs) {
     flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2], .dist = -1};
     f.hd = f.q->ne[0].c; /* head_dim; MLA: its latent and rope dims, its values the latent */
     f.vd = f.v->ne[0].c;
     f.group = ir_cfg_heads(c->g) / f.k->ne[1].c;
     f.lanes = c->target.lanes;
-    f.rv = rv;
-    f.bks = c->target.flash_bks;
+    f.rv = pairs ? c->target.flash_pairs_rv : rv;
+    f.bks = pairs ? c->target.flash_pairs_bks : c->target.flash_bks;
     f.bk = c->target.flash_bk;
     f.rows = f.rv * f.lanes;
     f.hpi = f.group < f.rows ? f.group : f.rows;
     f.chunks = (f.group + f.hpi - 1) / f.hpi;
-    f.dc = c->target.flash_dc; /* the largest power of two up to it dividing head_dim */
+    /* the largest power of two up to it dividing head_dim */
+    f.dc = pairs ? c->target.flash_pairs_dc : c->target.flash_dc;
     while (f.vd % f.dc)
         f.dc /= 2;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
@@ -1047,14 +1050,7 @@ static int split_rv(const flash *f) {
 }
 
 void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
-    flash f = flash_shape(c, n, c->target.flash_rv);
-    flash few = f;
-    if (n->split_tokens < FLASH_FEW_TOKENS && f.rv > 1 && f.chunks % 2 == 1 && f.chunks > 1)
-        few = flash_shape(c, n, f.rv - 1);
-    bool by_flash = n->split_tokens && cg_split_by_flash(c->g);
-    flash sp = by_flash ? flash_shape(c, n, split_rv(&f)) : f;
-
-    cg_kernel_begin(c, name);
+    flash f = flash_shape(c, n, c->target.flash_rv, false);
     attn_dtype kvdt = c->plan->view[f.k->id].dt;
     /* MLA: the values are a view of K's rows (their first dims) */
     const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
@@ -1062,6 +1058,19 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
                   ir_dim_eq(vview->off, kview->off);
     bool narrow = (kvdt != ATTN_DTYPE_F32 || ir_cfg_bf16(c->g)) && cg_cache_which(c, f.k) == 0 &&
                   (cg_cache_which(c, f.v) == 1 || v_in_k) && f.hd % f.lanes == 0;
+    /* compute bf16 by vdpbf16ps: tiles widened into pairs (widen_pairs),
+     * q.k and full tiles' p.v in pairs (scores, pv_pairs) */
+    bool pairs = narrow && !v_in_k && cg_bf16_pairs_pay(c) && kvdt != ATTN_DTYPE_Q8_0 &&
+                 f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
+    if (pairs)
+        f = flash_shape(c, n, 0, true);
+    flash few = f;
+    if (n->split_tokens < FLASH_FEW_TOKENS && f.rv > 1 && f.chunks % 2 == 1 && f.chunks > 1)
+        few = flash_shape(c, n, f.rv - 1, false);
+    bool by_flash = n->split_tokens && cg_split_by_flash(c->g);
+    flash sp = by_flash ? flash_shape(c, n, split_rv(&f), false) : f;
+
+    cg_kernel_begin(c, name);
     /* AMX tiles: compute bf16 over an f32, f16 or bf16 cache, the rows of
      * q and of the output contiguous (AMX_ROWS rows a vector of rows) */
     f.amx = narrow && !v_in_k && ir_cfg_bf16(c->g) && c->target.amx && f.lanes == AMX_ROWS &&
@@ -1069,7 +1078,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             in_blocks(c, &f, f.q, f.hd) == f.hd && in_blocks(c, &f, n, f.vd) == f.vd;
     if (f.amx) { /* few and sp (shaped above) use the slots of f's larger rows */
         int rv = c->target.flash_amx_rv;
-        f = flash_shape(c, n, rv > f.rv ? rv : f.rv);
+        f = flash_shape(c, n, rv > f.rv ? rv : f.rv, false);
         f.amx = true;
         f.bk = c->target.flash_amx_bk;
         ATTNC_ASSERT(f.bk % 32 == 0 && f.bk <= 128);
@@ -1140,8 +1149,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             LLVMSetAlignment(f.vf, 64);
         }
         /* (a q8_0 tile is dequantized and rounded by widen_tile) */
-        f.pairs = cg_bf16_pairs_pay(c) && f.vf && kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 &&
-                  f.bk % 2 == 0 && f.vd == f.hd;
+        f.pairs = pairs;
         if (f.pairs || f.amx) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);

@@ -67,6 +67,15 @@ cg_target cg_target_for(int lanes, int regs) {
          * outputs (12 KB each) just fill the 32 KB L1 */
         .flash_bk = wide ? 16 : 8,
         .flash_dc = wide ? 8 : 4,
+        /* compute bf16 by vdpbf16ps pairs (AVX512-BF16): each item rounds
+         * its K/V tiles into pairs, so items of more rows round each for
+         * more of them. llama3_8b prefill 2048 core, compute bf16, 2
+         * threads (AMD EPYC Zen 4), alternating, medians: 3 row vectors, 8
+         * keys a pass, 8 dims 128.6 ms; 4, 4, 4 117.0; 5, 4, 4 122.7; 6,
+         * 4, 4 122.5; 8, 2, 2 132.8. f32 with 4, 4, 4: 198 against 198 */
+        .flash_pairs_rv = 4,
+        .flash_pairs_bks = 4,
+        .flash_pairs_dc = 4,
         /* AMX flash items (cg_flash.c): each K/V tile is rounded into
          * pairs once for an item's rows. llama3_8b prefill 2048 core,
          * Xeon with AMX, 16 threads: 3 row tiles 26.6-29.5 ms, 4
