@@ -989,8 +989,8 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     LLVMPositionBuilderAtEnd(c->b, done);
 }
 
-/* The work items of node n with rv vectors of rows each. */
-/* pairs: the shape for compute bf16 by vdpbf16ps (flash_pairs_*; rv
+/* The work items of node n with rv vectors of rows each; pairs: the
+ * shape for compute bf16 by vdpbf16ps instead (flash_pairs_*, rv
  * ignored). */
 static flash flash_shape(cg *c, const ir_node *n, int rv, bool pairs) {
     flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2], .dist = -1};
