@@ -822,10 +822,11 @@ LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef h
         return LLVMBuildOr(c->b, LLVMBuildLShr(c->b, l, int_like(c->vi, c->i32, 16), ""),
                            LLVMBuildAnd(c->b, h, int_like(c->vi, c->i32, 0xffff0000u), ""), "pair");
     }
-    /* an f16 widened is never subnormal in f32: no check */
-    if (dt == ATTN_DTYPE_F16 && vec16 && c->target.bf16_dot)
-        return interleave_words(c, cvtne2ps2bf16(c, lo, hi));
-    if (dt == ATTN_DTYPE_F32 && vec16 && cg_bf16_pairs_pay(c))
+    /* no subnormal check: an f16 widened is never subnormal in f32, and
+     * vdpbf16ps takes an f32 cache's pairs (cg_bf16_pairs_pay) as if
+     * flushed anyway */
+    if (vec16 && c->target.bf16_dot &&
+        (dt == ATTN_DTYPE_F16 || (dt == ATTN_DTYPE_F32 && cg_bf16_pairs_pay(c))))
         return cg_dot_pair(c, lo, hi);
     return cg_bf16_pair(c, lo, hi);
 }
