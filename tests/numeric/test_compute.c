@@ -199,12 +199,51 @@ static void bf16_decode_steps_equal_one_shot_prefill(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The AMX GEMM over enough rows that its threads split them (a grid of
+ * row shares x panel shares, cg_gemm.c amx_grid): d_model 4096 takes row
+ * blocks of 64, and 777 rows make 13 of them (the last cut short), 2
+ * shares at 2 threads and 3 at 3; d_model 4160, two k blocks (4096 and
+ * 64: sums through y). Bitwise equal for 1, 2 and 3 threads, and within
+ * the tolerance of the reference. */
+static void amx_rows_split_between_threads(const char *dir, const attnc_options *o) {
+    static const int64_t d_models[2] = {4096, 4160};
+    for (int i = 0; i < 2; i++) {
+        attn_config c = config_small(4, 2, 64, d_models[i]);
+        c.compute = ATTN_DTYPE_BF16;
+        c.kv_max_tokens = 1024;
+        const char *spec = write_spec(dir, &c, "amx_grid.yaml");
+        int64_t T = i ? 300 : 777;
+        double e = jit_vs_ref(spec, o, T, T, 3, (uint64_t)(20 + i));
+        if (!(e <= BF16_TOL))
+            fail_msg("AMX, d_model %lld, %lld rows, 3 threads: relative error %g",
+                     (long long)c.d_model, (long long)T, e);
+        attnc_jit *jit = jit_or_fail(spec, o);
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
+        size_t n = (size_t)(T * c.d_model);
+        float *x = random_floats(n, 10), *y[3];
+        for (int t = 0; t < 3; t++) {
+            y[t] = malloc(n * sizeof(float));
+            run_jit(jit, w, T, x, y[t], T, t + 1);
+        }
+        if (memcmp(y[0], y[1], n * sizeof(float)) || memcmp(y[0], y[2], n * sizeof(float)))
+            fail_msg("AMX, d_model %lld, %lld rows: results differ between 1, 2 and 3 threads",
+                     (long long)c.d_model, (long long)T);
+        for (int t = 0; t < 3; t++)
+            free(y[t]);
+        free(x);
+        attn_weights_free(w);
+        attnc_jit_free(jit);
+    }
+}
+
 /* The AMX path: compute bf16's GEMM compiled for an AMX CPU runs tiles
  * (the table records amx-tile and amx-bf16); f32 compute there needs no
  * AMX. Run where the host has AMX (the sweep and the tests above then
  * take it, as the host's code), refused with the features named where
  * it has not. d_model 200 and 7..75 rows: k past the last whole tile of
- * 32, row tiles of 32 cut short, one and several k blocks (2 x 2048). */
+ * 32, row tiles of 32 cut short; more rows and k blocks:
+ * amx_rows_split_between_threads. */
 static void amx_kernels_run_or_are_refused(void **state) {
     (void)state;
     char *dir = tmpdir_new();
@@ -242,6 +281,10 @@ static void amx_kernels_run_or_are_refused(void **state) {
                          (long long)rows[k], e);
         }
     }
+    if (amx) {
+        attnc_options o = attnc_options_default();
+        amx_rows_split_between_threads(dir, &o);
+    }
     tmpdir_remove(dir);
 }
 
@@ -275,6 +318,8 @@ static void amx_code_emulated_equals_reference(void **state) {
                          (long long)c.d_model, (long long)rows[k], e);
         }
     }
+    attnc_options o = attnc_options_default();
+    amx_rows_split_between_threads(dir, &o);
     uint64_t s = 7;
     int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) / 2 : 8;
     for (int i = 0; i < n; i++) {

@@ -57,8 +57,9 @@ typedef struct cg_target {
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
     int gemm_ku;           /* GEMM and GEMV: k steps per trip of the f32/f16/bf16 loop */
-    int gemm_amx_mc;       /* GEMM on AMX tiles: rows per row block (x block mc x kc) */
-    int gemm_amx_kc;       /* GEMM on AMX tiles: k per block */
+    int gemm_amx_mc;       /* GEMM on AMX tiles: most rows per row block */
+    int gemm_amx_kc;       /* GEMM on AMX tiles: most k per block */
+    int gemm_amx_x_bytes;  /* GEMM on AMX tiles: bytes of an x block (mc x kc bf16) */
     int gemv_rows;         /* calls of at most this many rows run a linear as a GEMV */
     int probe_accs;        /* roofline's FMA probe: independent accumulators */
     uint32_t cpu_features; /* ATTN_CPU_* bits the code may use: the table records them */

@@ -132,14 +132,19 @@ cg_target cg_target_for(int lanes, int regs) {
          * 519, 536, 510 with 4; AVX-512 code 438, 433, 475 against 439,
          * 433, 436 (its trip of 16 keeps 1) */
         .gemm_ku = wide ? 1 : 4,
-        /* AMX GEMM: x blocks of 256 rows x 1024 k (512 KB of bf16 pairs
-         * on the stack), each panel's 1024 k x 32 (64 KB) read from
-         * memory once per 256 rows. llama3_8b prefill 2048 block, compute
-         * bf16, Xeon with AMX, one script: 16 threads, mc x kc 64 x 2048
-         * 78 ms, 128 x 2048 78, 512 x 512 79, 256 x 1024 72; 2 threads
-         * 64 x 2048 426 ms, 256 x 1024 405 */
+        /* AMX GEMM: x blocks of 512 KB of bf16 pairs on the stack, the
+         * whole k where it is at most 4096 (then 64 rows at k 4096, 128
+         * at 2048, at most 256). A k block's sums went through y, which
+         * every further block read back from beyond L2 (a third of the
+         * GEMM's time with blocks of 1024 k). llama3_8b prefill 2048
+         * block, compute bf16, Xeon with AMX, 2 threads, mc x kc: 256 x
+         * 1024 199-209 ms, 64 x 4096 179-194, 128 x 2048 187-191.
+         * Earlier, before the software-pipelined loop and the thread
+         * grid, on the lent 16-core Xeon, 16 threads: 64 x 2048 78 ms,
+         * 128 x 2048 78, 512 x 512 79, 256 x 1024 72 */
         .gemm_amx_mc = 256,
-        .gemm_amx_kc = 1024,
+        .gemm_amx_kc = 4096,
+        .gemm_amx_x_bytes = 512 << 10,
         /* GEMV rows (2 sums each, 2 panel vectors, a broadcast): AVX2's
          * 7 rows spill 2 of their sums and still beat the GEMM (llama3_8b
          * block, 7 tokens: 6.9 against 10.8 ms), its 8 do not (12.2
