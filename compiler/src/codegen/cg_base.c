@@ -823,12 +823,17 @@ LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef h
                            LLVMBuildAnd(c->b, h, int_like(c->vi, c->i32, 0xffff0000u), ""), "pair");
     }
     /* no subnormal check: an f16 widened is never subnormal in f32, and
-     * vdpbf16ps takes an f32 cache's pairs (cg_bf16_pairs_pay) as if
-     * flushed anyway */
+     * vdpbf16ps (cg_bf16_pairs_pay) and AMX tiles take an f32 cache's
+     * pairs as if flushed anyway */
     if (vec16 && c->target.bf16_dot &&
-        (dt == ATTN_DTYPE_F16 || (dt == ATTN_DTYPE_F32 && cg_bf16_pairs_pay(c))))
+        (dt == ATTN_DTYPE_F16 || (dt == ATTN_DTYPE_F32 && (cg_bf16_pairs_pay(c) || c->target.amx))))
         return cg_dot_pair(c, lo, hi);
     return cg_bf16_pair(c, lo, hi);
+}
+
+LLVMValueRef cg_dot_words(cg *c, LLVMValueRef lo, LLVMValueRef hi) {
+    ATTNC_ASSERT(c->target.bf16_dot && LLVMGetVectorSize(LLVMTypeOf(lo)) == 16);
+    return LLVMBuildBitCast(c->b, cvtne2ps2bf16(c, lo, hi), c->vi, "");
 }
 
 LLVMValueRef cg_dot_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi) {

@@ -228,13 +228,17 @@ ATTNC_HIDDEN LLVMValueRef cg_bf16_half(cg *c, LLVMValueRef pair, bool high);
 /* cg_bf16_pair of K or V elements of cache dtype dt widened to f32: a
  * bf16 cache's words as they are (exact), an f16 cache's (never
  * subnormal in f32) by vcvtne2ps2bf16 without cg_bf16_words' check, an
- * f32 cache's where vdpbf16ps takes them (cg_bf16_pairs_pay) by
- * cg_dot_pair. */
+ * f32 cache's where vdpbf16ps or AMX tiles take them (cg_bf16_pairs_pay,
+ * target.amx) by cg_dot_pair. */
 ATTNC_HIDDEN LLVMValueRef cg_cache_pair(cg *c, attn_dtype dt, LLVMValueRef lo, LLVMValueRef hi);
-/* cg_bf16_pair of two vectors of 16 f32 for vdpbf16ps (target.bf16_dot)
- * only: one vcvtne2ps2bf16, which takes a subnormal as 0, as vdpbf16ps
- * takes a subnormal bf16 operand as 0 (so cg_bf16_words' check would buy
- * nothing there); NaN quiet, the rest rounded as cg_bf16_round. */
+/* cg_bf16_words for operands of vdpbf16ps or AMX tiles only (target
+ * bf16_dot): one vcvtne2ps2bf16, which takes a subnormal as 0, as both
+ * take a subnormal bf16 operand as 0 (so cg_bf16_words' check would buy
+ * nothing there); NaN quiet, the rest rounded as cg_bf16_round. As 16
+ * i32: pairs of consecutive values. */
+ATTNC_HIDDEN LLVMValueRef cg_dot_words(cg *c, LLVMValueRef lo, LLVMValueRef hi);
+/* cg_bf16_pair of two vectors of 16 f32 by cg_dot_words: for vdpbf16ps
+ * or AMX tiles only. */
 ATTNC_HIDDEN LLVMValueRef cg_dot_pair(cg *c, LLVMValueRef lo, LLVMValueRef hi);
 /* AVX512-BF16 (target.bf16_dot): acc + the products of the bf16 pairs of
  * x and w in each lane (vectors of lanes i32 pairs): vdpbf16ps, the

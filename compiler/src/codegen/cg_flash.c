@@ -719,7 +719,7 @@ static void amx_softmax(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jen
     }
     cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildFAdd(c->b, cg_vload(c, ATTN_DTYPE_F32, lp), sum, ""), lp);
     for (int k = 0; k < nv; k += 2) /* P's rows as A tiles: 32 keys each */
-        store_bf16x32(c, cg_bf16_words(c, p[k], p[k + 1]), f->pp,
+        store_bf16x32(c, cg_dot_words(c, p[k], p[k + 1]), f->pp,
                       LLVMBuildAdd(c->b, LLVMBuildMul(c->b, r, cg_i64(c, f->bk * 2), ""),
                                    cg_i64(c, (int64_t)k * f->lanes * 2), ""));
     cg_for_end(c, &lr);
