@@ -587,27 +587,33 @@ static void amx_query_row(cg *c, const flash *f, LLVMValueRef r, LLVMValueRef p,
     cg_for_end(c, &ld);
 }
 
-/* S = Q K over the tile: rv x 2 tiles of 16 rows x 16 keys, summed over
- * the hd / 32 tiles of d. */
+/* S = Q K over the tile: rv tiles of 16 rows x 16 keys for each 16
+ * keys, summed over the hd / 32 tiles of d; AMX_SUMS row tiles at a time
+ * (their sums, a tile of K and one of Q: the 8 tile registers). */
+enum { AMX_SUMS = 6 };
 static void amx_scores(cg *c, const flash *f) {
     int64_t qstride = f->hd * 2, kstride = f->bk * 4;
-    for (int kt = 0; kt < f->bk / 16; kt++) {
-        LLVMValueRef acc[8];
-        for (int rt = 0; rt < f->rv; rt++)
-            acc[rt] = cg_tile_zero(c);
-        for (int64_t dk = 0; dk < f->hd / 32; dk++) {
-            LLVMValueRef kb = tile_at(c, f->kf, (dk * 16 * f->bk + kt * 16) * 4, kstride);
-            for (int rt = 0; rt < f->rv; rt++) {
-                LLVMValueRef qa =
-                    tile_at(c, f->qt, ((int64_t)rt * AMX_ROWS * f->hd + dk * 32) * 2, qstride);
-                acc[rt] = cg_tile_dp_bf16(c, acc[rt], qa, kb);
+    for (int r0 = 0; r0 < f->rv; r0 += AMX_SUMS) {
+        int nr = f->rv - r0 < AMX_SUMS ? f->rv - r0 : AMX_SUMS;
+        for (int kt = 0; kt < f->bk / 16; kt++) {
+            LLVMValueRef acc[AMX_SUMS];
+            for (int rt = 0; rt < nr; rt++)
+                acc[rt] = cg_tile_zero(c);
+            for (int64_t dk = 0; dk < f->hd / 32; dk++) {
+                LLVMValueRef kb = tile_at(c, f->kf, (dk * 16 * f->bk + kt * 16) * 4, kstride);
+                for (int rt = 0; rt < nr; rt++) {
+                    int64_t row = (int64_t)(r0 + rt) * AMX_ROWS;
+                    LLVMValueRef qa = tile_at(c, f->qt, (row * f->hd + dk * 32) * 2, qstride);
+                    acc[rt] = cg_tile_dp_bf16(c, acc[rt], qa, kb);
+                }
+            }
+            LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+            for (int rt = 0; rt < nr; rt++) {
+                int64_t row = (int64_t)(r0 + rt) * AMX_ROWS;
+                cg_tile_store(c, cg_gep(c, i8, f->pb, cg_i64(c, (row * f->bk + kt * 16) * 4)),
+                              cg_i64(c, kstride), acc[rt]);
             }
         }
-        LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-        for (int rt = 0; rt < f->rv; rt++)
-            cg_tile_store(
-                c, cg_gep(c, i8, f->pb, cg_i64(c, ((int64_t)rt * AMX_ROWS * f->bk + kt * 16) * 4)),
-                cg_i64(c, kstride), acc[rt]);
     }
 }
 
@@ -1078,11 +1084,13 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             in_blocks(c, &f, f.q, f.hd) == f.hd && in_blocks(c, &f, n, f.vd) == f.vd;
     if (f.amx) { /* few and sp (shaped above) use the slots of f's larger rows */
         int rv = c->target.flash_amx_rv;
-        f = flash_shape(c, n, rv > f.rv ? rv : f.rv, false);
+        f.rv = rv > f.rv ? rv : f.rv; /* flash_shape's limits are the vector kernels' */
+        f.rows = f.rv * f.lanes;
+        f.hpi = f.group < f.rows ? f.group : f.rows;
+        f.chunks = (f.group + f.hpi - 1) / f.hpi;
         f.amx = true;
         f.bk = c->target.flash_amx_bk;
         ATTNC_ASSERT(f.bk % 32 == 0 && f.bk <= 128);
-        ATTNC_ASSERT(f.rv <= 6); /* amx_scores: rv sums, a tile of K and one of Q */
     }
     LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
     LLVMTypeRef outt = LLVMArrayType2(c->f32, (uint64_t)(f.vd * f.rows));

@@ -80,8 +80,12 @@ cg_target cg_target_for(int lanes, int regs) {
          * pairs once for an item's rows. llama3_8b prefill 2048 core,
          * Xeon with AMX, 16 threads: 3 row tiles 26.6-29.5 ms, 4
          * 23.0-23.5, 6 23.2-24.2; 2 threads: 4 130 ms, 6 152 (one run
-         * each), with tiles of 32 keys; with 64, 6 (below) */
-        .flash_amx_rv = 6,
+         * each), with tiles of 32 keys; with 64, 6 (below). Since the
+         * operands' cheaper rounding (cg_dot_words) and score passes of at
+         * most 6 row tiles (amx_scores), 2 threads, alternating rounds:
+         * 6 63.4 ms, 12 51.0-52.1, 16 46.1, 18 48.7-52.3, 24 49.1 (256
+         * rows: 128 KB of stack each for q and the output sums) */
+        .flash_amx_rv = 16,
         /* AMX flash: keys per tile. llama3_8b prefill 2048 core, Xeon
          * with AMX, alternating: 16 threads, 4 row tiles, 32 keys 24.8
          * ms, 64 keys 21.3 and 18.3 (6 row tiles 17.3); 2 threads 112 ->
