@@ -282,8 +282,8 @@ static void amx_kernels_run_or_are_refused(void **state) {
         }
     }
     if (amx) {
-        attnc_options o = attnc_options_default();
-        amx_rows_split_between_threads(dir, &o);
+        attnc_options grid_o = attnc_options_default();
+        amx_rows_split_between_threads(dir, &grid_o);
     }
     tmpdir_remove(dir);
 }
@@ -318,8 +318,8 @@ static void amx_code_emulated_equals_reference(void **state) {
                          (long long)c.d_model, (long long)rows[k], e);
         }
     }
-    attnc_options o = attnc_options_default();
-    amx_rows_split_between_threads(dir, &o);
+    attnc_options grid_o = attnc_options_default();
+    amx_rows_split_between_threads(dir, &grid_o);
     uint64_t s = 7;
     int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) / 2 : 8;
     for (int i = 0; i < n; i++) {

@@ -223,12 +223,17 @@ void cg_acc_loop_end(cg *c, cg_acc_loop *l, LLVMValueRef hi, const LLVMValueRef 
     LLVMPositionBuilderAtEnd(c->b, l->exit);
 }
 
+void cg_share_of(cg *c, LLVMValueRef n, LLVMValueRef i, LLVMValueRef t, LLVMValueRef *lo,
+                 LLVMValueRef *hi) {
+    /* [n*i/t, n*(i+1)/t): contiguous, covering, fixed by i alone */
+    LLVMValueRef a = LLVMBuildMul(c->b, n, i, "");
+    LLVMValueRef b = LLVMBuildMul(c->b, n, LLVMBuildAdd(c->b, i, cg_i64(c, 1), ""), "");
+    *lo = LLVMBuildSDiv(c->b, a, t, "lo");
+    *hi = LLVMBuildSDiv(c->b, b, t, "hi");
+}
+
 void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi) {
-    /* [n*ith/nth, n*(ith+1)/nth): contiguous, covering, fixed by ith alone */
-    LLVMValueRef a = LLVMBuildMul(c->b, n, c->ith, "");
-    LLVMValueRef b = LLVMBuildMul(c->b, n, LLVMBuildAdd(c->b, c->ith, cg_i64(c, 1), ""), "");
-    *lo = LLVMBuildSDiv(c->b, a, c->nth, "lo");
-    *hi = LLVMBuildSDiv(c->b, b, c->nth, "hi");
+    cg_share_of(c, n, c->ith, c->nth, lo, hi);
 }
 
 LLVMTypeRef cg_elem_type(cg *c, attn_dtype dt) {

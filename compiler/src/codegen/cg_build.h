@@ -127,8 +127,10 @@ ATTNC_HIDDEN LLVMValueRef cg_const_table(cg *c, LLVMTypeRef elem, const double *
 /* ALiBi's slope of head `head` (i64), loaded from a constant table. */
 ATTNC_HIDDEN LLVMValueRef cg_alibi_slope(cg *c, LLVMValueRef head);
 
-/* This thread's share [lo, hi) of n items. */
+/* This thread's share [lo, hi) of n items; share i of t of them. */
 ATTNC_HIDDEN void cg_share(cg *c, LLVMValueRef n, LLVMValueRef *lo, LLVMValueRef *hi);
+ATTNC_HIDDEN void cg_share_of(cg *c, LLVMValueRef n, LLVMValueRef i, LLVMValueRef t,
+                              LLVMValueRef *lo, LLVMValueRef *hi);
 
 /* The pool layout (attn_kernels.h): in a block, column col (K/V head x
  * head_dim + d) of the token at offset o is element col * col_stride +

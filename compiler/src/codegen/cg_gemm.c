@@ -1209,14 +1209,6 @@ static void amx_rows(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb
     cg_for_end(c, &lt);
 }
 
-/* [n * i / t, n * (i + 1) / t): share i of t. */
-static void share_of(cg *c, LLVMValueRef n, LLVMValueRef i, LLVMValueRef t, LLVMValueRef *lo,
-                     LLVMValueRef *hi) {
-    *lo = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, n, i, ""), t, "");
-    *hi = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, n, LLVMBuildAdd(c->b, i, cg_i64(c, 1), ""), ""), t,
-                        "");
-}
-
 /* The AMX GEMM's threads as a grid of tm x tn: thread ith takes the row
  * blocks of share ith / tn of tm and the panels of share ith % tn of tn.
  * tm is the largest divisor of nth with at least 4 row blocks each (1
@@ -1249,8 +1241,8 @@ static void amx_grid(cg *c, LLVMValueRef n_mb, LLVMValueRef np, LLVMValueRef *ml
     LLVMAddIncoming(tm, &less, &down, 1);
     LLVMPositionBuilderAtEnd(c->b, done);
     LLVMValueRef tn = LLVMBuildSDiv(c->b, c->nth, tm, "tn");
-    share_of(c, n_mb, LLVMBuildSDiv(c->b, c->ith, tn, ""), tm, mlo, mhi);
-    share_of(c, np, LLVMBuildSRem(c->b, c->ith, tn, ""), tn, plo, phi);
+    cg_share_of(c, n_mb, LLVMBuildSDiv(c->b, c->ith, tn, ""), tm, mlo, mhi);
+    cg_share_of(c, np, LLVMBuildSRem(c->b, c->ith, tn, ""), tn, plo, phi);
 }
 
 void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
