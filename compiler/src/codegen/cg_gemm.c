@@ -1220,26 +1220,17 @@ static void amx_rows(cg *c, const gemm_ctx *gc, LLVMValueRef ap, LLVMValueRef mb
  * output is still summed by one thread in one order, whichever it is. */
 static void amx_grid(cg *c, LLVMValueRef n_mb, LLVMValueRef np, LLVMValueRef *mlo,
                      LLVMValueRef *mhi, LLVMValueRef *plo, LLVMValueRef *phi) {
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "grid");
-    LLVMBasicBlockRef down = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "grid_down");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "grid_done");
-    LLVMBuildBr(c->b, head);
-    LLVMPositionBuilderAtEnd(c->b, head);
-    LLVMValueRef tm = LLVMBuildPhi(c->b, c->i64, "tm");
+    LLVMValueRef slot = cg_slot(c, c->i64, cg_i64(c, 1));
+    cg_loop lt = cg_for(c, cg_i64(c, 2), LLVMBuildAdd(c->b, c->nth, cg_i64(c, 1), ""), "tm");
     LLVMValueRef divides =
-        LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildSRem(c->b, c->nth, tm, ""), cg_i64(c, 0), "");
+        LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildSRem(c->b, c->nth, lt.i, ""), cg_i64(c, 0), "");
     LLVMValueRef enough =
-        LLVMBuildICmp(c->b, LLVMIntSLE, LLVMBuildMul(c->b, tm, cg_i64(c, 4), ""), n_mb, "");
-    LLVMValueRef ok = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, divides, enough, ""),
-                                  LLVMBuildICmp(c->b, LLVMIntSLE, tm, cg_i64(c, 1), ""), "");
-    LLVMBuildCondBr(c->b, ok, done, down);
-    LLVMPositionBuilderAtEnd(c->b, down);
-    LLVMValueRef less = LLVMBuildSub(c->b, tm, cg_i64(c, 1), "");
-    LLVMBuildBr(c->b, head);
-    LLVMAddIncoming(tm, &c->nth, &pre, 1);
-    LLVMAddIncoming(tm, &less, &down, 1);
-    LLVMPositionBuilderAtEnd(c->b, done);
+        LLVMBuildICmp(c->b, LLVMIntSLE, LLVMBuildMul(c->b, lt.i, cg_i64(c, 4), ""), n_mb, "");
+    LLVMValueRef best = LLVMBuildLoad2(c->b, c->i64, slot, "");
+    LLVMBuildStore(
+        c->b, LLVMBuildSelect(c->b, LLVMBuildAnd(c->b, divides, enough, ""), lt.i, best, ""), slot);
+    cg_for_end(c, &lt);
+    LLVMValueRef tm = LLVMBuildLoad2(c->b, c->i64, slot, "tm");
     LLVMValueRef tn = LLVMBuildSDiv(c->b, c->nth, tm, "tn");
     cg_share_of(c, n_mb, LLVMBuildSDiv(c->b, c->ith, tn, ""), tm, mlo, mhi);
     cg_share_of(c, np, LLVMBuildSRem(c->b, c->ith, tn, ""), tn, plo, phi);
