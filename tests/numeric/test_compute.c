@@ -135,6 +135,21 @@ static void bf16_is_near_f32_and_not_equal(void **state) {
     tmpdir_remove(dir);
 }
 
+/* Whether jit's outputs for T rows of x (fed chunk rows a call) are the
+ * same bits with 1, 2 and 3 threads. */
+static bool same_for_1_2_3_threads(const attnc_jit *jit, const attn_weights *w, int64_t T,
+                                   const float *x, size_t n, int64_t chunk) {
+    float *y[3];
+    for (int t = 0; t < 3; t++) {
+        y[t] = malloc(n * sizeof(float));
+        run_jit(jit, w, T, x, y[t], chunk, t + 1);
+    }
+    bool same = !memcmp(y[0], y[1], n * sizeof(float)) && !memcmp(y[0], y[2], n * sizeof(float));
+    for (int t = 0; t < 3; t++)
+        free(y[t]);
+    return same;
+}
+
 /* Bitwise equal for 1, 2 and 3 threads: prefill (GEMM, flash) and decode
  * steps (GEMV, split). */
 static void bf16_results_do_not_depend_on_thread_count(void **state) {
@@ -150,16 +165,10 @@ static void bf16_results_do_not_depend_on_thread_count(void **state) {
         assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);
         int64_t T = k ? 60 : 300;
         size_t n = (size_t)(T * c.d_model);
-        float *x = random_floats(n, 6), *y[3];
-        for (int t = 0; t < 3; t++) {
-            y[t] = malloc(n * sizeof(float));
-            run_jit(jit, w, T, x, y[t], chunks[k], t + 1);
-        }
-        if (memcmp(y[0], y[1], n * sizeof(float)) || memcmp(y[0], y[2], n * sizeof(float)))
+        float *x = random_floats(n, 6);
+        if (!same_for_1_2_3_threads(jit, w, T, x, n, chunks[k]))
             fail_msg("chunks of %lld: results differ between 1, 2 and 3 threads",
                      (long long)chunks[k]);
-        for (int t = 0; t < 3; t++)
-            free(y[t]);
         free(x);
         attn_weights_free(w);
         attnc_jit_free(jit);
@@ -221,16 +230,10 @@ static void amx_rows_split_between_threads(const char *dir, const attnc_options 
         attn_weights *w;
         assert_int_equal(attn_weights_random(&c, 9, &w, NULL), ATTN_OK);
         size_t n = (size_t)(T * c.d_model);
-        float *x = random_floats(n, 10), *y[3];
-        for (int t = 0; t < 3; t++) {
-            y[t] = malloc(n * sizeof(float));
-            run_jit(jit, w, T, x, y[t], T, t + 1);
-        }
-        if (memcmp(y[0], y[1], n * sizeof(float)) || memcmp(y[0], y[2], n * sizeof(float)))
+        float *x = random_floats(n, 10);
+        if (!same_for_1_2_3_threads(jit, w, T, x, n, T))
             fail_msg("AMX, d_model %lld, %lld rows: results differ between 1, 2 and 3 threads",
                      (long long)c.d_model, (long long)T);
-        for (int t = 0; t < 3; t++)
-            free(y[t]);
         free(x);
         attn_weights_free(w);
         attnc_jit_free(jit);

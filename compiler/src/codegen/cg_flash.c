@@ -995,6 +995,15 @@ static void key_tile(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef j0, L
     LLVMPositionBuilderAtEnd(c->b, done);
 }
 
+/* f's items of rv vectors of rows: its rows, heads per item and items
+ * per token's group. */
+static void flash_rows(flash *f, int rv) {
+    f->rv = rv;
+    f->rows = f->rv * f->lanes;
+    f->hpi = f->group < f->rows ? f->group : f->rows;
+    f->chunks = (f->group + f->hpi - 1) / f->hpi;
+}
+
 /* The work items of node n with rv vectors of rows each; pairs: the
  * shape for compute bf16 by vdpbf16ps instead (flash_pairs_*, rv
  * ignored). */
@@ -1004,12 +1013,9 @@ static flash flash_shape(cg *c, const ir_node *n, int rv, bool pairs) {
     f.vd = f.v->ne[0].c;
     f.group = ir_cfg_heads(c->g) / f.k->ne[1].c;
     f.lanes = c->target.lanes;
-    f.rv = pairs ? c->target.flash_pairs_rv : rv;
+    flash_rows(&f, pairs ? c->target.flash_pairs_rv : rv);
     f.bks = pairs ? c->target.flash_pairs_bks : c->target.flash_bks;
     f.bk = c->target.flash_bk;
-    f.rows = f.rv * f.lanes;
-    f.hpi = f.group < f.rows ? f.group : f.rows;
-    f.chunks = (f.group + f.hpi - 1) / f.hpi;
     /* the largest power of two up to it dividing head_dim */
     f.dc = pairs ? c->target.flash_pairs_dc : c->target.flash_dc;
     while (f.vd % f.dc)
@@ -1084,10 +1090,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             in_blocks(c, &f, f.q, f.hd) == f.hd && in_blocks(c, &f, n, f.vd) == f.vd;
     if (f.amx) { /* few and sp (shaped above) use the slots of f's larger rows */
         int rv = c->target.flash_amx_rv;
-        f.rv = rv > f.rv ? rv : f.rv; /* flash_shape's limits are the vector kernels' */
-        f.rows = f.rv * f.lanes;
-        f.hpi = f.group < f.rows ? f.group : f.rows;
-        f.chunks = (f.group + f.hpi - 1) / f.hpi;
+        /* not flash_shape: its limits are the vector kernels' */
+        flash_rows(&f, rv > f.rv ? rv : f.rv);
         f.amx = true;
         f.bk = c->target.flash_amx_bk;
         ATTNC_ASSERT(f.bk % 32 == 0 && f.bk <= 128);
