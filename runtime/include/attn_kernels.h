@@ -208,6 +208,7 @@ typedef struct attn_kernel_step {
 /* AArch64 bits (hwcaps): */
 #define ATTN_CPU_ARM_FP16 (1u << 24) /* half-precision arithmetic, scalar and vector */
 #define ATTN_CPU_ARM_BF16 (1u << 25)
+#define ATTN_CPU_ARM_I8MM (1u << 26) /* int8 matrix multiplies: usdot (activations q8_0) */
 
 typedef struct attn_kernels {
     uint32_t abi_version; /* ATTN_KERNELS_ABI */

@@ -86,6 +86,8 @@ static uint32_t detect(void) {
         f |= ATTN_CPU_ARM_FP16;
     if (hw2 & (1ul << 14)) /* HWCAP2_BF16 */
         f |= ATTN_CPU_ARM_BF16;
+    if (hw2 & (1ul << 13)) /* HWCAP2_I8MM */
+        f |= ATTN_CPU_ARM_I8MM;
     return f;
 }
 #else
@@ -156,6 +158,7 @@ static const struct {
     {ATTN_CPU_AMX_BF16, "amx-bf16"},
     {ATTN_CPU_ARM_FP16, "fp16"},
     {ATTN_CPU_ARM_BF16, "bf16"},
+    {ATTN_CPU_ARM_I8MM, "i8mm"},
 };
 
 int attn_cpu_feature_names(uint32_t bits, char *buf, size_t size) {

@@ -7,7 +7,8 @@
  * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
  * within the cache dtype's tolerance (1e-4 f32, 2e-3 f16 and q8_0, 1.6e-2
  * bf16, as test_jit; activations q8_0: at least 2e-3, as
- * test_activations). */
+ * test_activations). With an argument, the outputs' bytes are also
+ * written to that file (test_aot compares two objects' runs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static int give_inputs(const attn_config *cfg, attn_cache *c, int32_t s, attn_re
     return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const attn_kernels *k = KERNELS();
     const attn_config *cfg = &k->config;
     int64_t T = 23, D = cfg->d_model, M = cfg->memory_dim > 0 ? 37 : 0;
@@ -77,6 +78,12 @@ int main(void) {
     }
     printf("%s: %lld tokens through the emitted kernels, relative error %.3g\n", cfg->name,
            (long long)T, num / den);
+    FILE *out = argc > 1 ? fopen(argv[1], "wb") : NULL;
+    if (argc > 1 &&
+        (!out || fwrite(y, sizeof *y, (size_t)(T * D), out) != (size_t)(T * D) || fclose(out))) {
+        fprintf(stderr, "aot: cannot write %s\n", argv[1]);
+        return 2;
+    }
     attn_ref_free(r);
     attn_cache_free(c);
     attn_block_free(b);

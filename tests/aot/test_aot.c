@@ -154,23 +154,34 @@ static void other_targets_and_output_kinds(void **state) {
     free(s);
 }
 
-/* Links the AArch64 object of spec (block name) with an AArch64 build of
- * the runtime (Debian's cross gcc, arm64 libcjson from multiarch) and runs
- * it under qemu-user. One thread: under qemu-user 7.2 even a bare
- * two-thread OpenMP barrier never returns, so the emulated run is kept
- * single-threaded. */
-static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
+/* Links the AArch64 object of spec (block name; for the CPU named by
+ * the option pair cpu[0..1], e.g. --cpu neoverse-v1, or the generic one)
+ * with an AArch64 build of the runtime (Debian's cross gcc, arm64
+ * libcjson from multiarch) and runs it under qemu-user (its default CPU,
+ * max, has every feature the objects ask for). One thread: under
+ * qemu-user 7.2 even a bare two-thread OpenMP barrier never returns, so
+ * the emulated run is kept single-threaded. Its code holds `want` (an
+ * instruction); with `out`, the run writes its outputs' bytes there. */
+static void run_on_aarch64(fixture *f, const char *spec, const char *name, const char *const *cpu,
+                           const char *want, const char *out) {
     char o[1024], h[1024], asm_path[1024];
     snprintf(o, sizeof o, "%s/%s.o", f->dir, name);
     snprintf(h, sizeof h, "%s/%s.h", f->dir, name);
     snprintf(asm_path, sizeof asm_path, "%s/%s_arm.s", f->dir, name);
-    assert_int_equal(compile(f, spec, o, h, "--target", "aarch64-linux-gnu"), 0);
-    assert_int_equal(run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", asm_path, "--emit",
-                                              "asm", "--target", "aarch64-linux-gnu", NULL},
-                             NULL, NULL),
-                     0);
+    const char *opt[2] = {cpu ? cpu[0] : NULL, cpu ? cpu[1] : NULL};
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", o, "--header", h, "--target",
+                                 "aarch64-linux-gnu", opt[0], opt[1], NULL},
+                f->out, f->err),
+        0);
+    assert_int_equal(
+        run_cmd((const char *[]){ATTNC_BIN, "compile", spec, "-o", asm_path, "--emit", "asm",
+                                 "--target", "aarch64-linux-gnu", opt[0], opt[1], NULL},
+                NULL, NULL),
+        0);
     char *s = read_file(asm_path, NULL);
-    assert_non_null(strstr(s, "fmla\tv")); /* NEON */
+    if (!strstr(s, want))
+        fail_msg("%s: no '%s' in its AArch64 code", name, want);
     free(s);
     char cmd[8192], prog[1024];
     snprintf(prog, sizeof prog, "%s/%s_arm", f->dir, name);
@@ -184,16 +195,16 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name) {
              prog);
     if (system(cmd) != 0)
         fail_msg("cross link failed: %s", cmd);
-    assert_int_equal(
-        run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
-                                 "-E", "ATTN_THREADS=1", "-E", "OMP_NUM_THREADS=1", prog, NULL},
-                f->out, f->err),
-        0);
+    assert_int_equal(run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L",
+                                              "/usr/aarch64-linux-gnu", "-E", "ATTN_THREADS=1",
+                                              "-E", "OMP_NUM_THREADS=1", prog, out, NULL},
+                             f->out, f->err),
+                     0);
     char *said = read_file(f->out, NULL);
     print_message("AArch64 under qemu: %s", said);
-    char want[256];
-    snprintf(want, sizeof want, "%s: 23 tokens through the emitted kernels", name);
-    assert_non_null(strstr(said, want));
+    char line[256];
+    snprintf(line, sizeof line, "%s: 23 tokens through the emitted kernels", name);
+    assert_non_null(strstr(said, line));
     free(said);
 }
 
@@ -209,20 +220,34 @@ static void aarch64_object_runs_under_emulation(void **state) {
     }
     /* sanitizers: the last alone (the emulated runtime is not instrumented) */
     if (sanitized_step(2) == 1) {
-        run_on_aarch64(f, ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml", "gemma2_9b");
+        run_on_aarch64(f, ATTNC_SOURCE_DIR "/specs/gemma2_9b.yaml", "gemma2_9b", NULL, "fmla\tv",
+                       NULL); /* NEON */
         const char *q4 = path_in(f->dir, "seed_q4.yaml");
         const char text[] = "name: seed_q4\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: "
                             "true\nrope: {base: 10000}\ndtype: q4_0\nkv_cache: {dtype: q8_0}\n";
         write_file(q4, text, sizeof text - 1);
-        run_on_aarch64(f, q4, "seed_q4");
+        run_on_aarch64(f, q4, "seed_q4", NULL, "fmla\tv", NULL);
     }
-    /* activations q8_0: the int8 products without VNNI, in NEON */
+    /* activations q8_0: the int8 products without VNNI, in NEON; on a
+     * CPU with i8mm by usdot, the same integers: the same bytes out */
     const char *a8 = path_in(f->dir, "seed_a8.yaml");
     const char text8[] = "name: seed_a8\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
                          "rope: {base: 10000}\ndtype: q8_0\nactivations: q8_0\n"
                          "kv_cache: {dtype: f16}\n";
     write_file(a8, text8, sizeof text8 - 1);
-    run_on_aarch64(f, a8, "seed_a8");
+    const char *i8mm[2] = {"--cpu", "neoverse-v1"};
+    run_on_aarch64(f, a8, "seed_a8", NULL, "fmla\tv", path_in(f->dir, "a8_neon.bin"));
+    char *s = read_file(path_in(f->dir, "seed_a8_arm.s"), NULL);
+    assert_null(strstr(s, "usdot"));
+    free(s);
+    run_on_aarch64(f, a8, "seed_a8", i8mm, "usdot\tv", path_in(f->dir, "a8_i8mm.bin"));
+    size_t n0, n1;
+    char *y0 = read_file(path_in(f->dir, "a8_neon.bin"), &n0);
+    char *y1 = read_file(path_in(f->dir, "a8_i8mm.bin"), &n1);
+    assert_true(n0 == n1 && n0 > 0);
+    if (memcmp(y0, y1, n0) != 0)
+        fail_msg("activations q8_0: usdot's outputs differ from NEON's integer sums");
+    free(y0), free(y1);
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {

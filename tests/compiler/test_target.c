@@ -52,7 +52,9 @@ static void named_cpus_need_their_documented_features(void **state) {
                          ATTN_CPU_AVX512VNNI | ATTN_CPU_AVXVNNI);
     assert_int_equal(features_of(arm, "generic"), 0);
     assert_int_equal(features_of(arm, "cortex-a72"), 0);
-    assert_int_equal(features_of(arm, "neoverse-v1"), ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16);
+    assert_int_equal(features_of(arm, "neoverse-v1"),
+                     ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16 | ATTN_CPU_ARM_I8MM);
+    assert_int_equal(features_of(arm, "neoverse-n1"), ATTN_CPU_ARM_FP16);
     /* a feature string on top of a CPU counts too */
     attnc_options o = attnc_options_default();
     o.target = x86;
@@ -69,6 +71,12 @@ static void named_cpus_need_their_documented_features(void **state) {
     o.features = "-avx512vnni";
     assert_int_equal(attnc_target_cpu(NULL, &o, name, sizeof name, &f), ATTNC_OK);
     assert_int_equal(f, features_of(x86, "sapphirerapids") & ~ATTN_CPU_AVX512VNNI);
+    o.target = arm;
+    o.cpu = "neoverse-v1";
+    o.features = "-i8mm";
+    assert_int_equal(attnc_target_cpu(NULL, &o, name, sizeof name, &f), ATTNC_OK);
+    assert_int_equal(f, ATTN_CPU_ARM_FP16 | ATTN_CPU_ARM_BF16);
+    o.target = x86;
     o.features = NULL;
     o.cpu = "no-such-cpu";
     attnc_ctx *ctx = attnc_ctx_new();

@@ -28,11 +28,14 @@
 #include "codegen/cg_build.h"
 
 /* acc + the sums of four u8 x s8 products in each 32-bit lane (u from
- * the weights, s from x): vpdpbusd where the target has it, else the
- * same integers from widened bytes. */
+ * the weights, s from x): vpdpbusd where the target has it, AArch64's
+ * usdot (i8mm: the same sums, wrapping as vpdpbusd's, u unsigned and s
+ * signed; Arm's A64 reference, USDOT (vector)), else the same integers
+ * from widened bytes. */
 LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s) {
     int n = (int)LLVMGetVectorSize(LLVMTypeOf(acc)), m = c->target.machine_lanes;
-    if (c->target.vnni && n > m) { /* a widened vector: a machine vector at a time */
+    bool dot = c->target.vnni || c->target.usdot;
+    if (dot && n > m) { /* a widened vector: a machine vector at a time */
         ATTNC_ASSERT(n % m == 0 && n / m <= 4);
         LLVMValueRef part[4];
         int idx[16];
@@ -45,6 +48,17 @@ LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s
             part[h] = cg_dot_u8s8(c, x[0], x[1], x[2]);
         }
         return cg_concat(c, part, n / m);
+    }
+    if (c->target.usdot) {
+        static const char name[] = "llvm.aarch64.neon.usdot";
+        unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+        ATTNC_ASSERT(id != 0 && n == 4);
+        LLVMTypeRef bytes = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), 16);
+        LLVMTypeRef tys[2] = {LLVMTypeOf(acc), bytes};
+        LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, u, bytes, ""),
+                                LLVMBuildBitCast(c->b, s, bytes, "")};
+        return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, tys, 2),
+                              LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2), args, 3, "");
     }
     if (c->target.vnni) {
         char name[48];

@@ -20,14 +20,17 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
 /* The features the table records: the target's, AMX only where the
  * kernels use it (compute bf16's GEMM and flash prefill), so that other
  * kernels compiled on an AMX machine neither need its state nor ask
- * Linux for it; VNNI only where activations q8_0's GEMMs use it, and the
- * form they use. */
+ * Linux for it; VNNI (AArch64: i8mm) only where activations q8_0's
+ * products use it, and the form they use. */
 static uint32_t table_features(const cg_result *res) {
     uint32_t f = res->target.cpu_features;
+    bool q8 = ir_cfg_activations(res->g) == ATTN_DTYPE_Q8_0;
     if (!(res->target.amx && ir_cfg_bf16(res->g)))
         f &= ~(uint32_t)(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
+    if (!(res->target.usdot && q8))
+        f &= ~(uint32_t)ATTN_CPU_ARM_I8MM;
     uint32_t vnni = ATTN_CPU_AVX512VNNI | ATTN_CPU_AVXVNNI;
-    if (!(res->target.vnni && ir_cfg_activations(res->g) == ATTN_DTYPE_Q8_0))
+    if (!(res->target.vnni && q8))
         f &= ~vnni;
     else if (res->target.lanes == 16) /* zmm: the EVEX form */
         f &= ~(uint32_t)ATTN_CPU_AVXVNNI;

@@ -1,6 +1,7 @@
 /* emit_target.c: target machines, the optimization pipeline and module
  * dumps, shared by the JIT and (later) object emission. */
 #include <llvm-c/Core.h>
+#include <llvm-c/Disassembler.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/IRReader.h>
 #include <llvm-c/Target.h>
@@ -32,6 +33,7 @@ static void init_native(void) {
     LLVMInitializeAllTargets();
     LLVMInitializeAllTargetMCs();
     LLVMInitializeAllAsmPrinters();
+    LLVMInitializeAllDisassemblers(); /* target_has_i8mm */
 }
 
 attnc_status emit_llvm_error(attnc_ctx *ctx, LLVMErrorRef err, const char *what) {
@@ -339,6 +341,31 @@ static bool target_has_amx(LLVMTargetMachineRef tm) {
     return yes;
 }
 
+/* AArch64's int8 matrix multiplies (FEAT_I8MM), which no probe of the
+ * IR can test either (LLVM selects usdot only from its intrinsic, fatal
+ * without the feature): the target's disassembler, which decodes an
+ * instruction only where its CPU and feature string have its feature,
+ * is asked to read usdot v0.4s, v1.16b, v2.16b. */
+static bool target_has_i8mm(LLVMTargetMachineRef tm) {
+    char *triple = LLVMGetTargetMachineTriple(tm), *cpu = LLVMGetTargetMachineCPU(tm),
+         *features = LLVMGetTargetMachineFeatureString(tm);
+    bool yes = false;
+    if (strncmp(triple, "aarch64", 7) == 0) {
+        LLVMDisasmContextRef dc =
+            LLVMCreateDisasmCPUFeatures(triple, cpu, features, NULL, 0, NULL, NULL);
+        uint8_t usdot[4] = {0x20, 0x9c, 0x82, 0x4e}; /* little-endian */
+        char text[64];
+        yes = dc &&
+              LLVMDisasmInstruction(dc, usdot, sizeof usdot, 0, text, sizeof text) == sizeof usdot;
+        if (dc)
+            LLVMDisasmDispose(dc);
+    }
+    LLVMDisposeMessage(triple);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+    return yes;
+}
+
 bool emit_amx_emulated(void) {
     const char *e = getenv("ATTNC_AMX_EMULATE");
     return e && strcmp(e, "1") == 0;
@@ -348,6 +375,8 @@ uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
     uint32_t bits = probed_features(tm);
     if ((bits & ATTN_CPU_AVX512BF16) && target_has_amx(tm))
         bits |= ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16;
+    if (target_has_i8mm(tm))
+        bits |= ATTN_CPU_ARM_I8MM;
     return bits;
 }
 
@@ -399,6 +428,7 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
                  ? (t.cpu_features & ATTN_CPU_AVXVNNI) || ((t.cpu_features & ATTN_CPU_AVX512VNNI) &&
                                                            (t.cpu_features & ATTN_CPU_AVX512VL))
                  : false;
+    t.usdot = !x86 && (t.cpu_features & ATTN_CPU_ARM_I8MM);
     return t;
 }
 
