@@ -4,6 +4,7 @@
  * --target, and bad input leaves no file behind. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -209,7 +210,8 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name, const
 }
 
 /* gemma2_9b, seed with q4_0 weights and a q8_0 cache (the block formats'
- * kernels in NEON), and seed with activations q8_0. */
+ * kernels in NEON), and seed with activations q8_0 and with compute bf16,
+ * each for the generic CPU and for one with i8mm and bf16. */
 static void aarch64_object_runs_under_emulation(void **state) {
     fixture *f = *state;
     if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > "
@@ -248,6 +250,31 @@ static void aarch64_object_runs_under_emulation(void **state) {
     if (memcmp(y0, y1, n0) != 0)
         fail_msg("activations q8_0: usdot's outputs differ from NEON's integer sums");
     free(y0), free(y1);
+    /* compute bf16: the projections by f32 FMAs on rounded operands, on
+     * a CPU with bf16 by bfdot (pairs of k, Arm's rounding of the pair's
+     * sum): the same within f32 summation */
+    const char *b16 = path_in(f->dir, "seed_b16.yaml");
+    const char textb[] = "name: seed_b16\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: "
+                         "true\nrope: {base: 10000}\ncompute: bf16\n";
+    write_file(b16, textb, sizeof textb - 1);
+    run_on_aarch64(f, b16, "seed_b16", NULL, "fmla\tv", path_in(f->dir, "b16_neon.bin"));
+    s = read_file(path_in(f->dir, "seed_b16_arm.s"), NULL);
+    assert_null(strstr(s, "bfdot"));
+    free(s);
+    const char *bf16[2] = {"--cpu", "neoverse-v1"};
+    run_on_aarch64(f, b16, "seed_b16", bf16, "bfdot\tv", path_in(f->dir, "b16_bfdot.bin"));
+    float *z0 = (float *)read_file(path_in(f->dir, "b16_neon.bin"), &n0);
+    float *z1 = (float *)read_file(path_in(f->dir, "b16_bfdot.bin"), &n1);
+    assert_true(n0 == n1 && n0 > 0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n0 / sizeof *z0; i++) {
+        num = fmax(num, fabs((double)z0[i] - z1[i]));
+        den = fmax(den, fabs((double)z0[i]));
+    }
+    print_message("compute bf16: bfdot against NEON FMAs, relative %.3g\n", num / den);
+    if (!(num / den <= 1e-5))
+        fail_msg("compute bf16: bfdot's outputs %.3g from the FMAs' (1e-5)", num / den);
+    free(z0), free(z1);
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {

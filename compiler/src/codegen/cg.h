@@ -54,6 +54,7 @@ typedef struct cg_target {
     bool amx_emulated;     /* amx, the tile instructions emulated ($ATTNC_AMX_EMULATE) */
     bool vnni;             /* vpdpbusd on the target's vectors: activations q8_0's products */
     bool usdot;            /* AArch64 usdot (i8mm): the same products, a machine vector at a time */
+    bool bfdot;            /* AArch64 bfdot (bf16): compute bf16's projections in pairs of k */
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */

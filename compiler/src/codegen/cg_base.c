@@ -727,6 +727,16 @@ LLVMValueRef cg_bf16_round(cg *c, LLVMValueRef v) {
 LLVMValueRef cg_dot_pairs(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w) {
     LLVMTypeRef bv =
         LLVMVectorType(LLVMBFloatTypeInContext(c->llctx), 2 * (unsigned)c->target.lanes);
+    if (c->target.bfdot) { /* AArch64's bfdot: lane i + w[2i] x[2i] + w[2i+1] x[2i+1] */
+        static const char name[] = "llvm.aarch64.neon.bfdot";
+        unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+        ATTNC_ASSERT(id != 0 && c->target.lanes == 4);
+        LLVMTypeRef tys[2] = {LLVMTypeOf(acc), bv};
+        LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, w, bv, ""),
+                                LLVMBuildBitCast(c->b, x, bv, "")};
+        return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, tys, 2),
+                              LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2), args, 3, "");
+    }
     static const char name[] = "llvm.x86.avx512bf16.dpbf16ps.512";
     unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
     ATTNC_ASSERT(id != 0 && c->target.lanes == 16);

@@ -67,7 +67,7 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *gr
     bool bf16 = ir_cfg_bf16(graph);
     g.wdt =
         bf16 && attn_dtype_block(ir_cfg_dtype(graph)) == 1 ? ATTN_DTYPE_BF16 : ir_cfg_dtype(graph);
-    g.pairs = bf16 && g.wdt == ATTN_DTYPE_BF16 && t->bf16_dot;
+    g.pairs = bf16 && g.wdt == ATTN_DTYPE_BF16 && (t->bf16_dot || t->bfdot);
     /* pairs: half the k steps a k block; twice the k of it (the x block
      * the same bytes): llama3_8b prefill 2048 block, AMD EPYC Zen 5, 2
      * threads, alternating: kc 1024 548-564 ms, 2048 532-538, 4096 529-595 */
@@ -979,14 +979,15 @@ static void emit_gemv(cg *c, const gemm_ctx *g, LLVMTypeRef micro_ty, LLVMValueR
     LLVMPositionBuilderAtEnd(c->b, gemm_bb);
 }
 
-/* The 16 bf16 pairs of x[xrow + k .. xrow + k + 32) as i32 words, zero
- * from k + kreal on: cg_dot_words (vdpbf16ps and the AMX tiles take a
- * subnormal as 0; llama3_8b prefill 2048 block, compute bf16, Xeon with
- * AMX, 2 threads, with the flash's pairs likewise: 192 -> 182 ms). */
+/* The lanes bf16 pairs of x[xrow + k .. xrow + k + 2 lanes) as i32
+ * words, zero from k + kreal on. AVX512-BF16: cg_dot_words (vdpbf16ps
+ * and the AMX tiles take a subnormal as 0; llama3_8b prefill 2048 block,
+ * compute bf16, Xeon with AMX, 2 threads, with the flash's pairs
+ * likewise: 192 -> 182 ms); else the even and odd k's rounded by
+ * cg_bf16_pair. */
 static LLVMValueRef pairs_at(cg *c, const gemm_ctx *gc, LLVMValueRef xrow, LLVMValueRef k,
                              LLVMValueRef kreal) {
     int L = gc->gm.lanes;
-    ATTNC_ASSERT(L == 16);
     LLVMValueRef x[2];
     for (int h = 0; h < 2; h++) {
         LLVMValueRef kh = LLVMBuildAdd(c->b, k, cg_i64(c, h * L), "");
@@ -995,7 +996,12 @@ static LLVMValueRef pairs_at(cg *c, const gemm_ctx *gc, LLVMValueRef xrow, LLVMV
             cg_buf_elem(c, gc->x_buf, ATTN_DTYPE_F32, LLVMBuildAdd(c->b, xrow, kh, "")),
             lanes_before(c, kh, kreal));
     }
-    return cg_dot_words(c, x[0], x[1]); /* consecutive k's: the pairs as they come */
+    if (c->target.bf16_dot)
+        return cg_dot_words(c, x[0], x[1]); /* consecutive k's: the pairs as they come */
+    int even[64], odd[64];
+    for (int i = 0; i < L; i++)
+        even[i] = 2 * i, odd[i] = 2 * i + 1;
+    return cg_bf16_pair(c, cg_shuffle2(c, x[0], x[1], even, L), cg_shuffle2(c, x[0], x[1], odd, L));
 }
 
 /* Rows [mb, mend) of x, k's [kb, kb + kn), into this thread's block ap:
@@ -1010,23 +1016,25 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
     LLVMValueRef xrow =
         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lr.i, cg_i64(c, gc.gm.k), ""), kb, "");
     if (gc.gm.pairs) {
-        /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero: 32 k a step
-         * (pairs_at), each pair stored to its place (llama3_8b prefill
-         * 2048 block, compute bf16, Zen 5, 2 threads, alternating: one
-         * pair a step 430-432 ms, this 406-437) */
-        ATTNC_ASSERT(gc.gm.kc % 32 == 0);
-        LLVMValueRef steps =
-            LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 31), ""), cg_i64(c, 32), "");
+        /* [tile][kc/2][mr] i32 pairs of bf16, past kn zero: 2 lanes k a
+         * step (pairs_at), each pair stored to its place (llama3_8b
+         * prefill 2048 block, compute bf16, Zen 5, 2 threads, alternating:
+         * one pair a step 430-432 ms, this 406-437) */
+        int L = gc.gm.lanes;
+        ATTNC_ASSERT(gc.gm.kc % (2 * L) == 0);
+        LLVMValueRef steps = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 2 * L - 1), ""),
+                                           cg_i64(c, 2 * L), "");
         cg_loop ls = cg_for(c, cg_i64(c, 0), steps, "pack_step");
-        LLVMValueRef pair = pairs_at(c, &gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 32), ""), kn);
+        LLVMValueRef pair =
+            pairs_at(c, &gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 2 * L), ""), kn);
         LLVMValueRef to = LLVMBuildAdd(
             c->b,
             LLVMBuildMul(c->b,
                          LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc / 2), ""),
-                                      LLVMBuildMul(c->b, ls.i, cg_i64(c, 16), ""), ""),
+                                      LLVMBuildMul(c->b, ls.i, cg_i64(c, L), ""), ""),
                          cg_i64(c, gc.gm.mr), ""),
             in_tile, "");
-        for (int j = 0; j < 16; j++)
+        for (int j = 0; j < L; j++)
             LLVMBuildStore(
                 c->b,
                 LLVMBuildExtractElement(c->b, pair,

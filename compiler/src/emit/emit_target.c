@@ -429,6 +429,7 @@ cg_target emit_target_shape(LLVMTargetMachineRef tm) {
                                                            (t.cpu_features & ATTN_CPU_AVX512VL))
                  : false;
     t.usdot = !x86 && (t.cpu_features & ATTN_CPU_ARM_I8MM);
+    t.bfdot = !x86 && lanes == 4 && (t.cpu_features & ATTN_CPU_ARM_BF16);
     return t;
 }
 
