@@ -205,8 +205,10 @@ ATTNC_API attnc_status attnc_compile_file(attnc_ctx *ctx, const char *spec_path,
 
 /* The CPU that code compiled with opt targets (opt->cpu; this host's when
  * it and opt->target are NULL; else the target's generic CPU) into cpu[n],
- * and the ATTN_CPU_* features (attn_kernels.h) that code may use: what
- * the kernel table records and attn_block_new checks on the running CPU. */
+ * and the ATTN_CPU_* features (attn_kernels.h) that code may use. The
+ * kernel table records them, and attn_block_new checks them on the
+ * running CPU, but AMX, VNNI and I8MM only where the spec's compute bf16
+ * or activations q8_0 use them. */
 ATTNC_API attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu,
                                         size_t n, uint32_t *features);
 
