@@ -7,8 +7,9 @@
  * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
  * within the cache dtype's tolerance (1e-4 f32, 2e-3 f16 and q8_0, 1.6e-2
  * bf16, as test_jit; activations q8_0: at least 2e-3, as
- * test_activations; compute bf16: at least 8e-3, as test_compute). With an argument, the outputs'
- * bytes are also written to that file (test_aot compares two objects' runs). */
+ * test_activations; compute bf16: at least 8e-3, as test_compute).
+ * With an argument, the outputs' bytes are also written to that file
+ * (test_aot compares two objects' runs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

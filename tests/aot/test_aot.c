@@ -209,6 +209,51 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name, const
     free(said);
 }
 
+/* seed's shape with the spec lines `extra` (block name), run on AArch64
+ * for the generic CPU (NEON, no `insn`) and for neoverse-v1 (`insn`,
+ * its i8mm or bf16): the outputs byte for byte the same (tol 0), or
+ * within tol of the first's largest. */
+static void generic_and_v1(fixture *f, const char *name, const char *extra, const char *insn,
+                           double tol) {
+    char text[512], file[64], insn_v[64], *out[2];
+    snprintf(text, sizeof text,
+             "name: %s\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
+             "rope: {base: 10000}\n%s",
+             name, extra);
+    char *spec = strdup(path_in(f->dir, "v1_spec.yaml"));
+    write_file(spec, text, strlen(text));
+    const char *v1[2] = {"--cpu", "neoverse-v1"};
+    size_t n[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(insn_v, sizeof insn_v, "%s\tv", insn);
+        snprintf(file, sizeof file, "%s_%d.bin", name, i);
+        char *bin = strdup(path_in(f->dir, file));
+        run_on_aarch64(f, spec, name, i ? v1 : NULL, i ? insn_v : "fmla\tv", bin);
+        if (!i) { /* the generic CPU's code has none of it */
+            snprintf(file, sizeof file, "%s_arm.s", name);
+            char *s = read_file(path_in(f->dir, file), NULL);
+            assert_null(strstr(s, insn));
+            free(s);
+        }
+        out[i] = read_file(bin, &n[i]);
+        free(bin);
+    }
+    free(spec);
+    assert_true(n[0] == n[1] && n[0] > 0);
+    if (tol == 0 && memcmp(out[0], out[1], n[0]) != 0)
+        fail_msg("%s: %s's outputs differ from NEON's", name, insn);
+    const float *z0 = (const float *)out[0], *z1 = (const float *)out[1];
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n[0] / sizeof *z0; i++) {
+        num = fmax(num, fabs((double)z0[i] - z1[i]));
+        den = fmax(den, fabs((double)z0[i]));
+    }
+    print_message("%s: %s against NEON, relative %.3g\n", name, insn, num / den);
+    if (!(num / den <= tol))
+        fail_msg("%s: %s's outputs %.3g from NEON's (%g)", name, insn, num / den, tol);
+    free(out[0]), free(out[1]);
+}
+
 /* gemma2_9b, seed with q4_0 weights and a q8_0 cache (the block formats'
  * kernels in NEON), and seed with activations q8_0 and with compute bf16,
  * each for the generic CPU and for one with i8mm and bf16. */
@@ -232,49 +277,12 @@ static void aarch64_object_runs_under_emulation(void **state) {
     }
     /* activations q8_0: the int8 products without VNNI, in NEON; on a
      * CPU with i8mm by usdot, the same integers: the same bytes out */
-    const char *a8 = path_in(f->dir, "seed_a8.yaml");
-    const char text8[] = "name: seed_a8\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
-                         "rope: {base: 10000}\ndtype: q8_0\nactivations: q8_0\n"
-                         "kv_cache: {dtype: f16}\n";
-    write_file(a8, text8, sizeof text8 - 1);
-    const char *i8mm[2] = {"--cpu", "neoverse-v1"};
-    run_on_aarch64(f, a8, "seed_a8", NULL, "fmla\tv", path_in(f->dir, "a8_neon.bin"));
-    char *s = read_file(path_in(f->dir, "seed_a8_arm.s"), NULL);
-    assert_null(strstr(s, "usdot"));
-    free(s);
-    run_on_aarch64(f, a8, "seed_a8", i8mm, "usdot\tv", path_in(f->dir, "a8_i8mm.bin"));
-    size_t n0, n1;
-    char *y0 = read_file(path_in(f->dir, "a8_neon.bin"), &n0);
-    char *y1 = read_file(path_in(f->dir, "a8_i8mm.bin"), &n1);
-    assert_true(n0 == n1 && n0 > 0);
-    if (memcmp(y0, y1, n0) != 0)
-        fail_msg("activations q8_0: usdot's outputs differ from NEON's integer sums");
-    free(y0), free(y1);
+    generic_and_v1(f, "seed_a8", "dtype: q8_0\nactivations: q8_0\nkv_cache: {dtype: f16}\n",
+                   "usdot", 0);
     /* compute bf16: the projections by f32 FMAs on rounded operands, on
      * a CPU with bf16 by bfdot (pairs of k, Arm's rounding of the pair's
      * sum): the same within f32 summation */
-    const char *b16 = path_in(f->dir, "seed_b16.yaml");
-    const char textb[] = "name: seed_b16\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: "
-                         "true\nrope: {base: 10000}\ncompute: bf16\n";
-    write_file(b16, textb, sizeof textb - 1);
-    run_on_aarch64(f, b16, "seed_b16", NULL, "fmla\tv", path_in(f->dir, "b16_neon.bin"));
-    s = read_file(path_in(f->dir, "seed_b16_arm.s"), NULL);
-    assert_null(strstr(s, "bfdot"));
-    free(s);
-    const char *bf16[2] = {"--cpu", "neoverse-v1"};
-    run_on_aarch64(f, b16, "seed_b16", bf16, "bfdot\tv", path_in(f->dir, "b16_bfdot.bin"));
-    float *z0 = (float *)read_file(path_in(f->dir, "b16_neon.bin"), &n0);
-    float *z1 = (float *)read_file(path_in(f->dir, "b16_bfdot.bin"), &n1);
-    assert_true(n0 == n1 && n0 > 0);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n0 / sizeof *z0; i++) {
-        num = fmax(num, fabs((double)z0[i] - z1[i]));
-        den = fmax(den, fabs((double)z0[i]));
-    }
-    print_message("compute bf16: bfdot against NEON FMAs, relative %.3g\n", num / den);
-    if (!(num / den <= 1e-5))
-        fail_msg("compute bf16: bfdot's outputs %.3g from the FMAs' (1e-5)", num / den);
-    free(z0), free(z1);
+    generic_and_v1(f, "seed_b16", "compute: bf16\n", "bfdot", 1e-5);
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {
