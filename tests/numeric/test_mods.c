@@ -115,8 +115,13 @@ static void threads_give_the_same_bits(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     attn_config seed = load_spec_file(spec_path("seed"));
-    for (int k = 0; k < 3; k++) { /* expressions; a per-tile table; doc's tile bounds */
+    /* expressions; a per-tile table; doc's tile bounds; a dilated mask */
+    for (int k = 0; k < 4; k++) {
         attn_config c = k ? with_inputs(seed, k == 1 ? 2 : 0) : with_exprs(seed, 5);
+        if (k == 3) {
+            c = seed;
+            snprintf(c.mask_mod, sizeof c.mask_mod, "(q - kv) %% 3 == 1 and q - kv < 90");
+        }
         const char *path = write_spec(dir, &c, "mods.yaml");
         for (int64_t chunk = 1; chunk <= 150; chunk += 149) { /* split decode, then flash */
             float *y1 = run_spec(path, NULL, 150, chunk, 1, NULL);
@@ -414,6 +419,59 @@ static void random_expressions(uint64_t s, uint64_t g, int n, bool bf16) {
     tmpdir_remove(dir);
 }
 
+/* Masks with a dilation (cg_expr_dilation: the flash kernel takes each
+ * residue class of rows with the keys of its class alone): == the
+ * reference over configs of the sweep (every cache dtype, blocks that the
+ * period divides or not, sinks, ALiBi, a window, softcap), with a
+ * distance table or a per-key score_mod beside them, in one call,
+ * chunks of 37 (the flash kernel) or a token a call (the split decode,
+ * the whole mask), compute f32 and bf16, 1-3 threads. */
+static const struct {
+    const char *score, *mask;
+} dilated[] = {
+    {"", "(q - kv) % 2 == 0"},
+    {"", "(q - kv) % 3 == 1 and q - kv < 40"},
+    {"score - 0.125 * abs(q - kv)", "q - kv < 57 and 2 == (kv - q) % 4"},
+    {"", "(kv - q) % 2 == 1 and (kv < 3 or q - kv < 30)"},
+    {"score + 0.01 * kv", "(q - kv) % 5 == 0 and kv % 3 != 1"},
+    {"", "((q - kv) % 7 == 3 and h % 2 == 0) and kv >= 2"},
+    {"", "(q - kv) % 64 == 0 or kv == 0"}, /* not a conjunct: the whole mask per tile */
+    {"", "(q - kv) % 64 == 5"},
+};
+enum { N_DILATED = sizeof dilated / sizeof dilated[0] };
+
+static void dilated_masks_equal_the_reference(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t s = 777;
+    int n = getenv("ATTNC_SWEEP") ? atoi(getenv("ATTNC_SWEEP")) : 16;
+    for (int i = 0; i < n; i++) {
+        int64_t T, chunk;
+        attn_config c = sweep_config(i, &s, &T, &chunk);
+        if (c.memory_dim > 0)
+            continue;
+        T = 40 + (int64_t)((rnd_unit(&s) + 1) * 115);
+        chunk = !c.causal || i % 3 == 0 ? T : i % 3 == 1 ? 37 : 1;
+        if (i % 4 == 3)
+            c.compute = ATTN_DTYPE_BF16;
+        snprintf(c.score_mod, sizeof c.score_mod, "%s", dilated[i % N_DILATED].score);
+        snprintf(c.mask_mod, sizeof c.mask_mod, "%s", dilated[i % N_DILATED].mask);
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("'%s': %s", c.mask_mod, m.text);
+        const char *path = write_spec(dir, &c, "dilated.yaml");
+        double e = jit_vs_ref(path, NULL, T, chunk, 1 + i % 3, (uint64_t)i + 900);
+        double tol = c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : 2 * kv_tolerance(c.kv_dtype);
+        if (!(e <= tol))
+            fail_msg("config %d (T %lld chunk %lld causal %d window %lld kv %s blocks of %lld "
+                     "compute %s) mask_mod '%s' score_mod '%s': relative error %g",
+                     i, (long long)T, (long long)chunk, c.causal, (long long)c.sliding_window,
+                     attn_dtype_name(c.kv_dtype), (long long)c.kv_block_tokens,
+                     attn_dtype_name(c.compute), c.mask_mod, c.score_mod, e);
+    }
+    tmpdir_remove(dir);
+}
+
 static void random_expressions_equal_the_reference(void **state) {
     (void)state;
     random_expressions(9001, 31, 24, false);
@@ -627,6 +685,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(masks_implying_causal),
         cmocka_unit_test(inputs_follow_their_sequences),
         cmocka_unit_test(random_expressions_equal_the_reference),
+        cmocka_unit_test(dilated_masks_equal_the_reference),
         cmocka_unit_test(amx_expressions_equal_the_reference),
         cmocka_unit_test(growing_scores_rescale_the_output),
     };

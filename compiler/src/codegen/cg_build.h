@@ -398,6 +398,14 @@ ATTNC_HIDDEN int cg_expr_row_parts(const attn_expr *e, int *node, int max);
  * then a function of the distance d = q - kv and the head, tabulated per
  * key tile. X's node index, or -1. */
 ATTNC_HIDDEN int cg_expr_distance_addend(const attn_expr *e, bool *minus);
+/* Whether mask_mod e requires, as a conjunct of its top-level `and`s,
+ * (q - kv) % P == R or (kv - q) % P == R for literals 2 <= P <=
+ * CG_DILATION_MAX and 0 <= R < P (a dilated window): then a key is seen
+ * only where kv = q + *shift (mod P), and the flash kernel takes each
+ * residue class of rows with the keys of its class alone. P, with *rest
+ * = e with that conjunct true; 0 if none. */
+enum { CG_DILATION_MAX = 64 };
+ATTNC_HIDDEN int cg_expr_dilation(const attn_expr *e, int64_t *shift, attn_expr *rest);
 /* The config's mask_mod (mask) or score_mod, parsed; NULL if it has none. */
 ATTNC_HIDDEN const attn_expr *cg_expr_of(cg *c, bool mask);
 /* The split path of a flash node (cg_split.c): the partials, emitted

@@ -274,6 +274,63 @@ int cg_expr_distance_addend(const attn_expr *e, bool *minus) {
     return x;
 }
 
+/* P if node k of e is (q - kv) % P == R or (kv - q) % P == R (either
+ * side of the ==) as cg_expr_dilation takes it, *shift set; else 0. */
+static int dilation_at(const attn_expr *e, int k, int64_t *shift) {
+    const attn_expr_node *x = &e->node[k];
+    if (x->op != ATTN_EXPR_EQ)
+        return 0;
+    for (int side = 0; side < 2; side++) {
+        const attn_expr_node *m = &e->node[side ? x->b : x->a], *r = &e->node[side ? x->a : x->b];
+        if (m->op != ATTN_EXPR_MOD || r->op != ATTN_EXPR_LIT || r->type != ATTN_EXPR_INT)
+            continue;
+        const attn_expr_node *d = &e->node[m->a], *p = &e->node[m->b];
+        if (d->op != ATTN_EXPR_SUB || p->op != ATTN_EXPR_LIT || p->i < 2 ||
+            p->i > CG_DILATION_MAX || r->i < 0 || r->i >= p->i)
+            continue;
+        attn_expr_op a = e->node[d->a].op, b = e->node[d->b].op;
+        if (a == ATTN_EXPR_Q && b == ATTN_EXPR_KV) /* q - kv = R: kv = q - R */
+            *shift = -(int64_t)r->i;
+        else if (a == ATTN_EXPR_KV && b == ATTN_EXPR_Q) /* kv - q = R */
+            *shift = r->i;
+        else
+            continue;
+        return p->i;
+    }
+    return 0;
+}
+
+int cg_expr_dilation(const attn_expr *e, int64_t *shift, attn_expr *rest) {
+    int stack[2 * ATTN_EXPR_MAX_NODES + 1], n = 0; /* two per `and`, each taken once */
+    bool seen[ATTN_EXPR_MAX_NODES] = {false};
+    stack[n++] = e->n_nodes - 1;
+    while (n > 0) {
+        int k = stack[--n];
+        const attn_expr_node *x = &e->node[k];
+        if (seen[k])
+            continue;
+        seen[k] = true;
+        if (x->op == ATTN_EXPR_AND) {
+            stack[n++] = x->a;
+            stack[n++] = x->b;
+            continue;
+        }
+        int p = dilation_at(e, k, shift);
+        if (!p)
+            continue;
+        *rest = *e; /* the conjunct's own nodes stay, read by nothing */
+        rest->node[k] = (attn_expr_node){.op = ATTN_EXPR_LIT,
+                                         .type = ATTN_EXPR_BOOL,
+                                         .a = -1,
+                                         .b = -1,
+                                         .c = -1,
+                                         .i = 1,
+                                         .at = x->at};
+        return p;
+    }
+    return 0;
+}
+
 const attn_expr *cg_expr_of(cg *c, bool mask) {
     const char *text = mask ? ir_cfg_mask_mod(c->g) : ir_cfg_score_mod(c->g);
     if (!text[0])
