@@ -469,6 +469,40 @@ static void dilated_masks_equal_the_reference(void **state) {
                      attn_dtype_name(c.kv_dtype), (long long)c.kv_block_tokens,
                      attn_dtype_name(c.compute), c.mask_mod, c.score_mod, e);
     }
+    /* narrow caches whose blocks the period divides: the keys of a class
+     * widened from runs in one block by shuffles (cg_flash.c, k_lanes),
+     * one class and period per case, f32 and bf16 compute, this host's
+     * vectors and (every other case, on AVX-512) AVX2's */
+    static const char *const runs[] = {"(q - kv) %% 2 == %d", "(q - kv) %% 3 == %d and kv > 4",
+                                       "(kv - q) %% 4 == %d"};
+    static const attn_dtype kvs[3] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    bool avx2 = host_avx512_and_v3();
+    for (int i = 0; i < 12; i++) {
+        attn_config c = load_spec_file(spec_path("seed"));
+        int p = 2 + i % 3;
+        char fmt[64];
+        snprintf(fmt, sizeof fmt, "%s", runs[i % 3]);
+        snprintf(c.mask_mod, sizeof c.mask_mod, fmt, i % p);
+        c.kv_block_tokens = p == 3 ? 48 : 16 * (1 + i % 2);
+        c.kv_dtype = kvs[i % 3 == 2 ? (i / 3) % 2 : (i / 3) % 3];
+        c.compute = i % 4 >= 2 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        if (c.compute == ATTN_DTYPE_BF16 && c.kv_dtype == ATTN_DTYPE_Q8_0)
+            c.kv_dtype = ATTN_DTYPE_F16;
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("'%s': %s", c.mask_mod, m.text);
+        const char *path = write_spec(dir, &c, "runs.yaml");
+        attnc_options o = attnc_options_default();
+        o.cpu = avx2 && i % 2 ? "x86-64-v3" : NULL;
+        int64_t chunk = i % 3 == 1 ? 37 : 150;
+        double e = jit_vs_ref(path, &o, 150, chunk, 2, (uint64_t)i + 950);
+        double tol = c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : 2 * kv_tolerance(c.kv_dtype);
+        if (!(e <= tol))
+            fail_msg("'%s' (cpu %s, kv %s blocks of %lld compute %s, chunks of %lld): relative "
+                     "error %g",
+                     c.mask_mod, o.cpu ? o.cpu : "host", attn_dtype_name(c.kv_dtype),
+                     (long long)c.kv_block_tokens, attn_dtype_name(c.compute), (long long)chunk, e);
+    }
     tmpdir_remove(dir);
 }
 

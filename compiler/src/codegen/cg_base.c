@@ -595,7 +595,7 @@ void cg_transpose(cg *c, LLVMValueRef *v) {
 
 /* A vector of dtype dt as f32: f16 exactly by fpext, bf16 by a shift;
  * q8_0: its q (times d: cg_cache_scale). */
-static LLVMValueRef widen(cg *c, attn_dtype dt, LLVMValueRef v) {
+LLVMValueRef cg_vwiden(cg *c, attn_dtype dt, LLVMValueRef v) {
     switch (dt) {
     case ATTN_DTYPE_F32: return v;
     case ATTN_DTYPE_F16: return LLVMBuildFPExt(c->b, v, c->vf, "");
@@ -614,7 +614,7 @@ LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p) {
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef v = LLVMBuildLoad2(c->b, vt, p, "");
     LLVMSetAlignment(v, cg_elem_bytes(dt));
-    return widen(c, dt, v);
+    return cg_vwiden(c, dt, v);
 }
 
 void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p) {
@@ -634,7 +634,7 @@ LLVMValueRef cg_vload_masked(cg *c, attn_dtype dt, LLVMValueRef p, LLVMValueRef 
     LLVMTypeRef vt = LLVMVectorType(cg_elem_type(c, dt), (unsigned)c->target.lanes);
     LLVMValueRef args[4] = {p, LLVMConstInt(c->i32, cg_elem_bytes(dt), false), mask,
                             LLVMConstNull(vt)};
-    return widen(c, dt, cg_masked_call(c, "llvm.masked.load", vt, c->ptr, args, 4));
+    return cg_vwiden(c, dt, cg_masked_call(c, "llvm.masked.load", vt, c->ptr, args, 4));
 }
 
 LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
@@ -643,7 +643,7 @@ LLVMValueRef cg_vgather(cg *c, attn_dtype dt, LLVMValueRef ptrs) {
     LLVMValueRef args[4] = {ptrs, LLVMConstInt(c->i32, cg_elem_bytes(dt), false),
                             LLVMConstAllOnes(LLVMVectorType(LLVMInt1TypeInContext(c->llctx), n)),
                             LLVMGetUndef(vt)};
-    return widen(c, dt, cg_masked_call(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
+    return cg_vwiden(c, dt, cg_masked_call(c, "llvm.masked.gather", vt, LLVMTypeOf(ptrs), args, 4));
 }
 
 LLVMValueRef cg_read_at(cg *c, LLVMTypeRef elem, LLVMValueRef base, LLVMValueRef idx,

@@ -183,7 +183,9 @@ ATTNC_HIDDEN LLVMValueRef cg_const_splat(LLVMTypeRef ty, LLVMValueRef one);
 ATTNC_HIDDEN LLVMTypeRef cg_like(LLVMTypeRef ty, LLVMTypeRef elem);
 ATTNC_HIDDEN LLVMValueRef cg_vf32(cg *c, double v);
 ATTNC_HIDDEN LLVMValueRef cg_lane_ids(cg *c); /* <0, 1, .., lanes-1> i32 */
-ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p);          /* -> f32 */
+ATTNC_HIDDEN LLVMValueRef cg_vload(cg *c, attn_dtype dt, LLVMValueRef p); /* -> f32 */
+/* A vector of lanes elements of dtype dt (its cg_elem_type) as f32. */
+ATTNC_HIDDEN LLVMValueRef cg_vwiden(cg *c, attn_dtype dt, LLVMValueRef v);
 ATTNC_HIDDEN void cg_vstore(cg *c, attn_dtype dt, LLVMValueRef v, LLVMValueRef p); /* from f32 */
 /* Lanes where mask is set (read from p, dtype dt, as f32); others read as
  * 0 / are left alone. */

@@ -380,27 +380,133 @@ static void mask_tile(cg *c, const flash *f, LLVMValueRef j0, LLVMValueRef jend)
     }
 }
 
-/* Branches to *vec where each vector of the tile's keys (lanes of them
- * from a multiple of lanes) lies in one block, consecutive (the last key
- * repeated past jend breaks it), so that those keys of one d are a
- * vector, else to *one; both end at *done. */
-static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_dtype dt,
-                               LLVMBasicBlockRef *vec, LLVMBasicBlockRef *one,
+/* Dilated keys (f->dil) a K vector path takes: runs of this many keys
+ * that one block holds at stride dil (bt / dil of them, at most lanes,
+ * dividing lanes), for dil up to DIL_VECTOR_MAX dividing bt; else 0 (key
+ * by key). */
+enum { DIL_VECTOR_MAX = 4 };
+
+static int dilated_run(const flash *f, int64_t bt) {
+    if (f->dil == 1 || f->dil > DIL_VECTOR_MAX || bt % f->dil)
+        return 0;
+    int64_t g = bt / f->dil < f->lanes ? bt / f->dil : f->lanes;
+    return g >= 2 && f->lanes % g == 0 ? (int)g : 0;
+}
+
+/* Branches to *vec where each run of the tile's keys (run of them from a
+ * multiple of run; run = lanes, or dilated_run's) lies in one block at
+ * stride step (1, or dil; the last key repeated past jend breaks it), so that those keys of one d
+ * are a vector or a shuffle of one, else to *one; both end at *done. */
+static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_dtype dt, int run,
+                               int64_t step, LLVMBasicBlockRef *vec, LLVMBasicBlockRef *one,
                                LLVMBasicBlockRef *done) {
     LLVMValueRef together = NULL;
-    for (int g = 0; g < f->bk / f->lanes; g++) {
-        const kv_row *k0 = krow + g * f->lanes;
-        LLVMValueRef span =
-            LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, k0[f->lanes - 1].p, c->i64, ""),
-                         LLVMBuildPtrToInt(c->b, k0[0].p, c->i64, ""), "");
-        LLVMValueRef t =
-            LLVMBuildICmp(c->b, LLVMIntEQ, span, cg_i64(c, (f->lanes - 1) * cg_elem_bytes(dt)), "");
+    for (int g = 0; g < f->bk / run; g++) {
+        const kv_row *k0 = krow + g * run;
+        LLVMValueRef span = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, k0[run - 1].p, c->i64, ""),
+                                         LLVMBuildPtrToInt(c->b, k0[0].p, c->i64, ""), "");
+        LLVMValueRef t = LLVMBuildICmp(c->b, LLVMIntEQ, span,
+                                       cg_i64(c, (run - 1) * step * cg_elem_bytes(dt)), "");
         together = g ? LLVMBuildAnd(c->b, together, t, "") : t;
     }
     *vec = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_vectors");
     *one = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_keys");
     *done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_widened");
     LLVMBuildCondBr(c->b, together, *vec, *one);
+}
+
+/* The lanes-element vector of type et from the run of keys at k0 (run
+ * of them at stride dil from p + at, their class r: p - r is their
+ * block's slot dil * m of a multiple of dil), lanes / run runs; r -1:
+ * lanes keys side by side from p + at. */
+static LLVMValueRef k_lanes(cg *c, const flash *f, const kv_row *k0, bool scale, attn_dtype dt,
+                            LLVMValueRef at, int run, int r) {
+    int L = f->lanes;
+    LLVMTypeRef et = cg_elem_type(c, dt);
+    if (r < 0) {
+        LLVMValueRef v = LLVMBuildLoad2(c->b, LLVMVectorType(et, (unsigned)L),
+                                        cg_gep(c, et, scale ? k0->d : k0->p, at), "");
+        LLVMSetAlignment(v, cg_elem_bytes(dt));
+        return v;
+    }
+    LLVMValueRef part[64], pick[64];
+    int n = L / run;
+    for (int i = 0; i < run; i++)
+        pick[i] = LLVMConstInt(c->i32, (unsigned long long)(r + f->dil * i), false);
+    for (int q = 0; q < n; q++) {
+        const kv_row *k = k0 + q * run;
+        LLVMValueRef from =
+            cg_gep(c, et, scale ? k->d : k->p, LLVMBuildSub(c->b, at, cg_i64(c, r), ""));
+        LLVMValueRef raw =
+            LLVMBuildLoad2(c->b, LLVMVectorType(et, (unsigned)(run * f->dil)), from, "");
+        LLVMSetAlignment(raw, cg_elem_bytes(dt));
+        part[q] = LLVMBuildShuffleVector(c->b, raw, LLVMGetPoison(LLVMTypeOf(raw)),
+                                         LLVMConstVector(pick, (unsigned)run), "");
+    }
+    for (int w = run; n > 1; w *= 2, n /= 2) /* concatenate pairs of parts */
+        for (int q = 0; q < n / 2; q++) {
+            LLVMValueRef cat[64];
+            for (int i = 0; i < 2 * w; i++)
+                cat[i] = LLVMConstInt(c->i32, (unsigned long long)i, false);
+            part[q] = LLVMBuildShuffleVector(c->b, part[2 * q], part[2 * q + 1],
+                                             LLVMConstVector(cat, (unsigned)(2 * w)), "");
+        }
+    return part[0];
+}
+
+/* K of the tile into kf [hd][bk] a vector of keys at a time (k_lanes:
+ * side by side, r -1, or dilated runs of class r). */
+static void widen_k_vectors(cg *c, const flash *f, const kv_row *krow, int r) {
+    int L = f->lanes;
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
+    attn_dtype dt = c->plan->view[f->k->id].dt;
+    int run = r < 0 ? L : dilated_run(f, bt);
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
+    LLVMValueRef dsc =
+        LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
+    for (int jv = 0; jv < f->bk / L; jv++) {
+        const kv_row *k0 = krow + jv * L;
+        LLVMValueRef x = cg_vwiden(
+            c, dt,
+            k_lanes(c, f, k0, false, dt, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), run, r));
+        if (k0->d)
+            x = LLVMBuildFMul(
+                c->b, x,
+                cg_vwiden(c, ATTN_DTYPE_F16, k_lanes(c, f, k0, true, ATTN_DTYPE_F16, dsc, run, r)),
+                "");
+        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
+                  cg_gep(c, c->f32, f->kf,
+                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
+                                      cg_i64(c, jv * L), "")));
+    }
+    cg_for_end(c, &ld);
+}
+
+/* Branches to *one unless the tile's keys come in vectors (side by side,
+ * or dilated runs), which widen(c, f, krow, r) takes: r -1, or a loop
+ * per key class r (its shuffles constants); they end at *done. */
+static void k_vectors(cg *c, const flash *f, const kv_row *krow,
+                      void (*widen)(cg *, const flash *, const kv_row *, int),
+                      LLVMBasicBlockRef *one, LLVMBasicBlockRef *done) {
+    int64_t bt = ir_cfg_kv_block_tokens(c->g);
+    int run = dilated_run(f, bt);
+    LLVMBasicBlockRef vec;
+    branch_on_together(c, f, krow, c->plan->view[f->k->id].dt, run ? run : f->lanes,
+                       run ? f->dil : 1, &vec, one, done);
+    LLVMPositionBuilderAtEnd(c->b, vec);
+    if (!run) {
+        widen(c, f, krow, -1);
+        LLVMBuildBr(c->b, *done);
+        return;
+    }
+    LLVMValueRef sw = LLVMBuildSwitch(c->b, f->kres, *one, (unsigned)f->dil);
+    for (int r = 0; r < f->dil; r++) {
+        LLVMBasicBlockRef at = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "k_class");
+        LLVMAddCase(sw, cg_i64(c, r), at);
+        LLVMPositionBuilderAtEnd(c->b, at);
+        widen(c, f, krow, r);
+        LLVMBuildBr(c->b, *done);
+    }
 }
 
 /* A tile of bk keys of an f16, bf16 or q8_0 cache as f32 (exact; q8_0:
@@ -415,26 +521,8 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int64_t bt = ir_cfg_kv_block_tokens(c->g);
     attn_dtype dt = c->plan->view[f->k->id].dt;
     LLVMTypeRef et = cg_elem_type(c, dt);
-    LLVMBasicBlockRef vec, one, done;
-    branch_on_together(c, f, krow, dt, &vec, &one, &done);
-    LLVMPositionBuilderAtEnd(c->b, vec);
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-    LLVMValueRef dsc =
-        LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
-    for (int jv = 0; jv < f->bk / L; jv++) {
-        const kv_row *k0 = krow + jv * L;
-        LLVMValueRef x =
-            cg_vload(c, dt, cg_gep(c, et, k0->p, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), "")));
-        if (k0->d)
-            x = LLVMBuildFMul(c->b, x, cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, k0->d, dsc)),
-                              "");
-        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
-                  cg_gep(c, c->f32, f->kf,
-                         LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
-                                      cg_i64(c, jv * L), "")));
-    }
-    cg_for_end(c, &ld);
-    LLVMBuildBr(c->b, done);
+    LLVMBasicBlockRef one, done;
+    k_vectors(c, f, krow, widen_k_vectors, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, one);
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
@@ -475,30 +563,36 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     }
 }
 
-/* widen_tile for pairs (f->pairs): K into kf [hd/2][bk] and V into vf
- * [bk/2][hd], i32 pairs of bf16, rounded once. */
-static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
+/* K of the tile into kf [hd/2][bk] as pairs (d, d + 1), a vector of keys
+ * at a time (k_lanes with r). */
+static void widen_k_pairs(cg *c, const flash *f, const kv_row *krow, int r) {
     int L = f->lanes;
     int64_t bt = ir_cfg_kv_block_tokens(c->g);
     attn_dtype dt = c->plan->view[f->k->id].dt;
-    LLVMTypeRef et = cg_elem_type(c, dt);
-    LLVMBasicBlockRef vec, one, done;
-    branch_on_together(c, f, krow, dt, &vec, &one, &done);
-    LLVMPositionBuilderAtEnd(c->b, vec); /* the keys of d side by side: a vector a d */
+    int run = r < 0 ? L : dilated_run(f, bt);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, 2 * bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
         LLVMValueRef x[2];
         for (int h = 0; h < 2; h++)
-            x[h] = cg_vload(
-                c, dt,
-                cg_gep(c, et, krow[jv * L].p, LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), "")));
+            x[h] = cg_vwiden(c, dt,
+                             k_lanes(c, f, krow + jv * L, false, dt,
+                                     LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), ""), run, r));
         LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
                                        cg_i64(c, jv * L), "");
         LLVMBuildStore(c->b, cg_cache_pair(c, dt, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
     }
     cg_for_end(c, &ld);
-    LLVMBuildBr(c->b, done);
+}
+
+/* widen_tile for pairs (f->pairs): K into kf [hd/2][bk] and V into vf
+ * [bk/2][hd], i32 pairs of bf16, rounded once. */
+static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
+    int L = f->lanes;
+    attn_dtype dt = c->plan->view[f->k->id].dt;
+    LLVMTypeRef et = cg_elem_type(c, dt);
+    LLVMBasicBlockRef one, done;
+    k_vectors(c, f, krow, widen_k_pairs, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, one);
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
