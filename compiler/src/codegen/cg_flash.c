@@ -395,8 +395,9 @@ static int dilated_run(const flash *f, int64_t bt) {
 
 /* Branches to *vec where each run of the tile's keys (run of them from a
  * multiple of run; run = lanes, or dilated_run's) lies in one block at
- * stride step (1, or dil; the last key repeated past jend breaks it), so that those keys of one d
- * are a vector or a shuffle of one, else to *one; both end at *done. */
+ * stride step (1, or dil; the last key repeated past jend breaks it), so
+ * that those keys of one d are a vector or a shuffle of one, else to
+ * *one; both end at *done. */
 static void branch_on_together(cg *c, const flash *f, const kv_row *krow, attn_dtype dt, int run,
                                int64_t step, LLVMBasicBlockRef *vec, LLVMBasicBlockRef *one,
                                LLVMBasicBlockRef *done) {
