@@ -117,6 +117,45 @@ static void tables_record_their_features(void **state) {
     attnc_jit_free(host);
 }
 
+/* attnc_spec_cpu_features says what the table of a spec's kernels
+ * records, for compute f32 and bf16 and activations q8_0, this host's
+ * CPU and named ones (their AMX, AVX512-VNNI, AVX-VNNI, I8MM in or out
+ * as the spec uses them); a missing spec is an error. */
+static void spec_features_are_the_tables(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+#if defined(__x86_64__)
+    const char *cpus[] = {NULL, "sapphirerapids", "znver4", "alderlake", "x86-64-v3"};
+#else
+    const char *cpus[] = {NULL, "neoverse-v1", "neoverse-n1"};
+#endif
+    for (int k = 0; k < 3; k++) {
+        attn_config c = load_spec_file(SEED);
+        if (k == 1)
+            c.compute = ATTN_DTYPE_BF16;
+        if (k == 2)
+            c.dtype = ATTN_DTYPE_Q8_0, c.activations = ATTN_DTYPE_Q8_0;
+        const char *path = write_spec(dir, &c, "features.yaml");
+        for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
+            attnc_options o = attnc_options_default();
+            o.cpu = cpus[i];
+            uint32_t f = 0;
+            assert_int_equal(attnc_spec_cpu_features(NULL, path, &o, &f), ATTNC_OK);
+            attnc_jit *j = jit_or_fail(path, &o);
+            uint32_t table = attnc_jit_kernels(j)->cpu_features;
+            if (f != table)
+                fail_msg("case %d, cpu %s: %#x, the table %#x", k, cpus[i] ? cpus[i] : "(host)",
+                         (unsigned)f, (unsigned)table);
+            attnc_jit_free(j);
+        }
+    }
+    uint32_t f;
+    attnc_options o = attnc_options_default();
+    assert_int_equal(attnc_spec_cpu_features(NULL, "/nonexistent/spec.yaml", &o, &f), ATTNC_E_IO);
+    assert_int_equal(attnc_spec_cpu_features(NULL, SEED, &o, NULL), ATTNC_E_INVALID);
+    tmpdir_remove(dir);
+}
+
 /* A table asking for a feature this CPU lacks (one of the other
  * architecture's, which no CPU here has) is refused with its name. */
 static void a_table_this_cpu_cannot_run_is_refused(void **state) {
@@ -188,6 +227,11 @@ static void compile_names_its_cpu(void **state) {
     assert_int_equal(run_cmd(host, out, NULL), 0);
     assert_file_has(out, "for this machine's CPU, ");
     assert_file_has(out, "the code needs ");
+    char *line = file_text(out);
+    /* seed's compute f32 and activations f32 use no AMX or VNNI */
+    if (strstr(line, "vnni") || strstr(line, "amx"))
+        fail_msg("the line names what the kernels do not use: %s", line);
+    free(line);
     const char *v3[] = {ATTNC_BIN, "compile", SEED, "-o", obj, "--cpu", "x86-64-v3", NULL};
     assert_int_equal(run_cmd(v3, out, NULL), 0);
     char *text = file_text(out);
@@ -230,6 +274,7 @@ int main(void) {
         cmocka_unit_test(named_cpus_need_their_documented_features),
         cmocka_unit_test(tables_record_their_features),
         cmocka_unit_test(a_table_this_cpu_cannot_run_is_refused),
+        cmocka_unit_test(spec_features_are_the_tables),
         cmocka_unit_test(feature_names),
         cmocka_unit_test_setup_teardown(compile_names_its_cpu, cli_fixture_setup,
                                         cli_fixture_teardown),

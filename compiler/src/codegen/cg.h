@@ -139,6 +139,10 @@ ATTNC_HIDDEN LLVMModuleRef cg_units_build(const cg_result *r, const int *which, 
  * of their C structs (with zeroed padding, so equal inputs give equal
  * objects): the target must share the host's LP64 little-endian layout. */
 ATTNC_HIDDEN void cg_table_build(const cg_result *r, LLVMModuleRef mod);
+/* The ATTN_CPU_* features the kernel table of cfg's kernels for target t
+ * records (its cpu_features): t's, less AMX, VNNI and I8MM where cfg's
+ * compute and activations do not use them. */
+ATTNC_HIDDEN uint32_t cg_table_features(const cg_target *t, const attn_config *cfg);
 
 /* What one round of each machine probe does (0: the target has none). */
 typedef struct cg_probe_work {

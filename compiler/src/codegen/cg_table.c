@@ -17,22 +17,21 @@ static LLVMValueRef bytes_global(LLVMModuleRef mod, LLVMContextRef llctx, const 
     return g;
 }
 
-/* The features the table records: the target's, AMX only where the
- * kernels use it (compute bf16's GEMM and flash prefill), so that other
- * kernels compiled on an AMX machine neither need its state nor ask
- * Linux for it; VNNI (AArch64: i8mm) only where activations q8_0's
- * products use it, and the form they use. */
-static uint32_t table_features(const cg_result *res) {
-    uint32_t f = res->target.cpu_features;
-    bool q8 = ir_cfg_activations(res->g) == ATTN_DTYPE_Q8_0;
-    if (!(res->target.amx && ir_cfg_bf16(res->g)))
+/* AMX only where the kernels use it (compute bf16's GEMM and flash
+ * prefill), so that other kernels compiled on an AMX machine neither need
+ * its state nor ask Linux for it; VNNI (AArch64: i8mm) only where
+ * activations q8_0's products use it, and the form they use. */
+uint32_t cg_table_features(const cg_target *t, const attn_config *cfg) {
+    uint32_t f = t->cpu_features;
+    bool q8 = cfg->activations == ATTN_DTYPE_Q8_0;
+    if (!(t->amx && cfg->compute == ATTN_DTYPE_BF16))
         f &= ~(uint32_t)(ATTN_CPU_AMX_TILE | ATTN_CPU_AMX_BF16);
-    if (!(res->target.usdot && q8))
+    if (!(t->usdot && q8))
         f &= ~(uint32_t)ATTN_CPU_ARM_I8MM;
     uint32_t vnni = ATTN_CPU_AVX512VNNI | ATTN_CPU_AVXVNNI;
-    if (!(res->target.vnni && q8))
+    if (!(t->vnni && q8))
         f &= ~vnni;
-    else if (res->target.lanes == 16) /* zmm: the EVEX form */
+    else if (t->lanes == 16) /* zmm: the EVEX form */
         f &= ~(uint32_t)ATTN_CPU_AVXVNNI;
     else /* ymm: LLVM takes the VEX form where there is one */
         f &= ~(f & ATTN_CPU_AVXVNNI ? (uint32_t)ATTN_CPU_AVX512VNNI : (uint32_t)ATTN_CPU_AVXVNNI);
@@ -113,7 +112,7 @@ void cg_table_build(const cg_result *res, LLVMModuleRef mod) {
     LLVMValueRef tf[7] = {LLVMConstInt(i32, ATTN_KERNELS_ABI, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_buffers, false),
                           LLVMConstInt(i32, (unsigned long long)res->n_steps, false),
-                          LLVMConstInt(i32, table_features(res), false),
+                          LLVMConstInt(i32, cg_table_features(&res->target, &g->cfg), false),
                           cfg_bytes,
                           buffers,
                           steps_g};

@@ -401,6 +401,29 @@ attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cp
     return diag_call_end(ctx, work, st);
 }
 
+attnc_status attnc_spec_cpu_features(attnc_ctx *ctx, const char *spec_path,
+                                     const attnc_options *opt, uint32_t *features) {
+    attnc_ctx *work = attnc_ctx_new();
+    if (!work)
+        return ATTNC_E_NOMEM;
+    attnc_status st = ATTNC_E_INVALID;
+    attn_config cfg;
+    LLVMTargetMachineRef tm = NULL;
+    if (!spec_path || !features)
+        diag_error(work, st, (attnc_loc){0},
+                   "attnc_spec_cpu_features: no spec path or features given");
+    else
+        st = attnc_spec_load_file(work, spec_path, &cfg);
+    if (st == ATTNC_OK)
+        st = emit_target_machine(work, opt, &tm);
+    if (st == ATTNC_OK) {
+        cg_target t = emit_target_shape(tm);
+        *features = cg_table_features(&t, &cfg);
+        LLVMDisposeTargetMachine(tm);
+    }
+    return diag_call_end(ctx, work, st);
+}
+
 cg_target emit_target_shape(LLVMTargetMachineRef tm) {
     char *triple = LLVMGetTargetMachineTriple(tm);
     char *features = LLVMGetTargetMachineFeatureString(tm);
