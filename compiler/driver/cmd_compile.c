@@ -84,8 +84,8 @@ int cmd_compile(int argc, char **argv) {
     printf("wrote %s%s%s\n", output, header ? " and " : "", header ? header : "");
     char cpu[128], names[512];
     uint32_t features;
-    if (!o.cpu && !o.target && attnc_target_cpu(NULL, &o, cpu, sizeof cpu, &features) == ATTNC_OK &&
-        attnc_spec_cpu_features(NULL, pos[0], &o, &features) == ATTNC_OK) {
+    if (!o.cpu && !o.target &&
+        attnc_spec_cpu_features(NULL, pos[0], &o, cpu, sizeof cpu, &features) == ATTNC_OK) {
         attn_cpu_feature_names(features, names, sizeof names);
         printf("for this machine's CPU, %s: the code needs %s; a CPU without them refuses "
                "it (%s)\n",

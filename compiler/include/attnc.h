@@ -214,9 +214,11 @@ ATTNC_API attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt
 /* The ATTN_CPU_* features the kernel table of the spec at spec_path,
  * compiled with opt, records: what a CPU must have to run its kernels
  * (attnc_target_cpu's, less AMX, VNNI and I8MM where the spec's compute
- * and activations do not use them). */
+ * and activations do not use them), and the CPU targeted into cpu[n] as
+ * attnc_target_cpu gives it (cpu may be NULL). */
 ATTNC_API attnc_status attnc_spec_cpu_features(attnc_ctx *ctx, const char *spec_path,
-                                               const attnc_options *opt, uint32_t *features);
+                                               const attnc_options *opt, char *cpu, size_t n,
+                                               uint32_t *features);
 
 /* ---- JIT ------------------------------------------------------------------ */
 

@@ -118,9 +118,10 @@ static void tables_record_their_features(void **state) {
 }
 
 /* attnc_spec_cpu_features says what the table of a spec's kernels
- * records, for compute f32 and bf16 and activations q8_0, this host's
- * CPU and named ones (their AMX, AVX512-VNNI, AVX-VNNI, I8MM in or out
- * as the spec uses them); a missing spec is an error. */
+ * records, and attnc_target_cpu's CPU name, for compute f32 and bf16
+ * and activations q8_0, this host's CPU and named ones (their AMX,
+ * AVX512-VNNI, AVX-VNNI, I8MM in or out as the spec uses them); a
+ * missing spec is an error. */
 static void spec_features_are_the_tables(void **state) {
     (void)state;
     char *dir = tmpdir_new();
@@ -139,8 +140,12 @@ static void spec_features_are_the_tables(void **state) {
         for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
             attnc_options o = attnc_options_default();
             o.cpu = cpus[i];
-            uint32_t f = 0;
-            assert_int_equal(attnc_spec_cpu_features(NULL, path, &o, &f), ATTNC_OK);
+            uint32_t f = 0, all;
+            char name[128] = "", want[128];
+            assert_int_equal(attnc_spec_cpu_features(NULL, path, &o, name, sizeof name, &f),
+                             ATTNC_OK);
+            assert_int_equal(attnc_target_cpu(NULL, &o, want, sizeof want, &all), ATTNC_OK);
+            assert_string_equal(name, want);
             attnc_jit *j = jit_or_fail(path, &o);
             uint32_t table = attnc_jit_kernels(j)->cpu_features;
             if (f != table)
@@ -151,8 +156,9 @@ static void spec_features_are_the_tables(void **state) {
     }
     uint32_t f;
     attnc_options o = attnc_options_default();
-    assert_int_equal(attnc_spec_cpu_features(NULL, "/nonexistent/spec.yaml", &o, &f), ATTNC_E_IO);
-    assert_int_equal(attnc_spec_cpu_features(NULL, SEED, &o, NULL), ATTNC_E_INVALID);
+    assert_int_equal(attnc_spec_cpu_features(NULL, "/nonexistent/spec.yaml", &o, NULL, 0, &f),
+                     ATTNC_E_IO);
+    assert_int_equal(attnc_spec_cpu_features(NULL, SEED, &o, NULL, 0, NULL), ATTNC_E_INVALID);
     tmpdir_remove(dir);
 }
 

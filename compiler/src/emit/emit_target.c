@@ -380,6 +380,15 @@ uint32_t emit_cpu_features(LLVMTargetMachineRef tm) {
     return bits;
 }
 
+/* tm's CPU into cpu[n] (nothing where cpu is NULL). */
+static void target_name(LLVMTargetMachineRef tm, char *cpu, size_t n) {
+    if (!cpu || !n)
+        return;
+    char *name = LLVMGetTargetMachineCPU(tm);
+    snprintf(cpu, n, "%s", name);
+    LLVMDisposeMessage(name);
+}
+
 attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cpu, size_t n,
                               uint32_t *features) {
     attnc_ctx *work = attnc_ctx_new();
@@ -392,9 +401,7 @@ attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cp
     else
         diag_error(work, st, (attnc_loc){0}, "attnc_target_cpu: no CPU buffer or features given");
     if (st == ATTNC_OK) {
-        char *name = LLVMGetTargetMachineCPU(tm);
-        snprintf(cpu, n, "%s", name);
-        LLVMDisposeMessage(name);
+        target_name(tm, cpu, n);
         *features = emit_cpu_features(tm);
         LLVMDisposeTargetMachine(tm);
     }
@@ -402,7 +409,8 @@ attnc_status attnc_target_cpu(attnc_ctx *ctx, const attnc_options *opt, char *cp
 }
 
 attnc_status attnc_spec_cpu_features(attnc_ctx *ctx, const char *spec_path,
-                                     const attnc_options *opt, uint32_t *features) {
+                                     const attnc_options *opt, char *cpu, size_t n,
+                                     uint32_t *features) {
     attnc_ctx *work = attnc_ctx_new();
     if (!work)
         return ATTNC_E_NOMEM;
@@ -418,6 +426,7 @@ attnc_status attnc_spec_cpu_features(attnc_ctx *ctx, const char *spec_path,
         st = emit_target_machine(work, opt, &tm);
     if (st == ATTNC_OK) {
         cg_target t = emit_target_shape(tm);
+        target_name(tm, cpu, n);
         *features = cg_table_features(&t, &cfg);
         LLVMDisposeTargetMachine(tm);
     }
