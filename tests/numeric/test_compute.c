@@ -388,6 +388,64 @@ static void rows_that_do_not_see_a_bad_token_stay_finite(void **state) {
     tmpdir_remove(dir);
 }
 
+/* A token whose V is not finite (its K is: x large where only W_v's
+ * weights are large), later outside the sliding window: the rows that
+ * do not see it (before it, and from bad + W on) stay finite and equal
+ * the reference's, though it is a key of their tiles: in one call
+ * (flash), a token a call and two a call (the split decode, whose p.v
+ * skips a key of weight 0 for every row of a block and masks the rows
+ * of weight 0 of one that other rows see: the bad token is odd, so the
+ * calls (bad - 1, bad) and (bad + W - 1, bad + W) show it to one of
+ * their tokens), with no K/V heads shared and 6 heads sharing one (a
+ * block of 4 rows then holds heads of both tokens of a call), f32 and
+ * bf16 compute. */
+static void a_bad_token_past_the_window_changes_nothing(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    const int64_t T = 48, bad = 21, W = 8, chunks[3] = {T, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        attn_config c = k % 2 ? config_small(12, 2, 64, 96) : config_small(8, 8, 64, 96);
+        c.kv_max_tokens = 256;
+        c.sliding_window = W;
+        c.compute = k < 2 ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
+        const int64_t D = c.d_model;
+        float *x = random_floats((size_t)(T * D), 31), *y = malloc((size_t)(T * D) * sizeof *y),
+              *want = malloc((size_t)(T * D) * sizeof *want);
+        x[bad * D + 3] = 1e10f;
+        const char *path = write_spec(dir, &c, "window_bad.yaml");
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 32, &w, NULL), ATTN_OK);
+        for (int64_t r = 0; r < c.kv_groups * c.head_dim; r++)
+            w->wk[r * D + 3] = 0, w->wv[r * D + 3] = 1e30f;
+        attnc_options o = attnc_options_default();
+        attnc_jit *jit = jit_or_fail(path, &o);
+        run_ref(w, T, x, want);
+        for (int i = 0; i < 3; i++) {
+            run_jit(jit, w, T, x, y, chunks[i], 2);
+            /* rows before the bad token, and from bad + W on */
+            for (int part = 0; part < 2; part++) {
+                int64_t t0 = part ? bad + W : 0, t1 = part ? T : bad;
+                for (int64_t e = t0 * D; e < t1 * D; e++)
+                    if (!isfinite(y[e]))
+                        fail_msg("kv_groups %lld, compute %s, %lld tokens a call: y of token "
+                                 "%lld is %g",
+                                 (long long)c.kv_groups, attn_dtype_name(c.compute),
+                                 (long long)chunks[i], (long long)(e / D), (double)y[e]);
+                double err = rel_err(y + t0 * D, want + t0 * D, (size_t)((t1 - t0) * D));
+                if (!(err <= (k < 2 ? 1e-4 : BF16_TOL)))
+                    fail_msg("kv_groups %lld, compute %s, %lld tokens a call: relative error %g "
+                             "in tokens %lld..%lld",
+                             (long long)c.kv_groups, attn_dtype_name(c.compute),
+                             (long long)chunks[i], err, (long long)t0, (long long)t1 - 1);
+            }
+        }
+        attnc_jit_free(jit);
+        attn_weights_free(w);
+        free(x), free(y), free(want);
+    }
+    tmpdir_remove(dir);
+}
+
 /* A tile's keys past the sequence's end read the slots of its last block
  * (a vector of keys stays whole): slots a truncated sequence left holding
  * values that are not finite must change nothing. 60 tokens whose last
@@ -458,6 +516,7 @@ int main(void) {
         cmocka_unit_test(amx_kernels_run_or_are_refused),
         cmocka_unit_test(amx_code_emulated_equals_reference),
         cmocka_unit_test(rows_that_do_not_see_a_bad_token_stay_finite),
+        cmocka_unit_test(a_bad_token_past_the_window_changes_nothing),
         cmocka_unit_test(slots_past_the_end_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

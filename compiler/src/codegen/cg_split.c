@@ -30,6 +30,7 @@
  * count. For calls with more new tokens the flash kernel runs its own
  * path and the merge kernel returns at once. */
 #include <math.h>
+#include <string.h>
 
 #include "codegen/cg_build.h"
 
@@ -437,13 +438,38 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                 acc[i][v] = cg_dot_pairs(c, acc[i][v], pj[i], vp);
         }
     }
+    /* guarded: a key of weight 0 for every row (hidden from them all:
+     * every other key of a dilated mask's tiles) is skipped, its V
+     * unread, where there are registers for it (32: with 16, AVX2's
+     * sums spilled around the branches). dilated_window decode @4096
+     * core, 2 threads (AMD EPYC Zen 5), with the select below as a
+     * merge-masked FMA: f32 cache 0.65 -> 0.54 -> 0.41 ms, f16 0.52 ->
+     * 0.28 ms (docs/performance.md) */
+    bool skip = guarded && c->target.regs >= 32;
     for (int j = 0; !pairs && j < L; j++) {
-        LLVMValueRef pj[SPLIT_ROWS], zero[SPLIT_ROWS];
+        LLVMValueRef p1[SPLIT_ROWS], pj[SPLIT_ROWS], nonzero[SPLIT_ROWS], some = NULL;
         for (int i = 0; (hold || guarded) && i < s->rb; i++) {
-            pj[i] = cg_splat(
-                c, LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), ""));
+            p1[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
+            LLVMValueRef nz = LLVMBuildFCmp(c->b, LLVMRealUNE, p1[i], cg_f32(c, 0), "");
+            some = skip ? i ? LLVMBuildOr(c->b, some, nz, "") : nz : NULL;
+        }
+        LLVMBasicBlockRef from = NULL, with = NULL, past = NULL;
+        LLVMValueRef before[SPLIT_ROWS][64];
+        if (skip) {
+            from = LLVMGetInsertBlock(c->b);
+            with = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_key");
+            past = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "pv_key_done");
+            for (int i = 0; i < s->rb; i++)
+                memcpy(before[i], acc[i], sizeof(LLVMValueRef) * (size_t)nvp);
+            LLVMBuildCondBr(c->b, some, with, past);
+            LLVMPositionBuilderAtEnd(c->b, with);
+        }
+        for (int i = 0; (hold || guarded) && i < s->rb; i++) {
+            pj[i] = cg_splat(c, p1[i]);
+            /* (the weight tested as nonzero: the select below is then a
+             * merge-masked FMA on AVX-512, not an FMA and a blend) */
             if (guarded)
-                zero[i] = LLVMBuildFCmp(c->b, LLVMRealOEQ, pj[i], cg_vf32(c, 0), "");
+                nonzero[i] = LLVMBuildFCmp(c->b, LLVMRealUNE, pj[i], cg_vf32(c, 0), "");
         }
         for (int64_t v = 0; v < nvp; v++) {
             if (av)
@@ -480,8 +506,20 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
                     p = cg_splat(c, p);
                 }
                 LLVMValueRef sum = cg_fma(c, p, vv, acc[i][v]);
-                acc[i][v] = guarded ? LLVMBuildSelect(c->b, zero[i], acc[i][v], sum, "") : sum;
+                acc[i][v] = guarded ? LLVMBuildSelect(c->b, nonzero[i], sum, acc[i][v], "") : sum;
             }
+        }
+        if (skip) {
+            LLVMBasicBlockRef end = LLVMGetInsertBlock(c->b);
+            LLVMBuildBr(c->b, past);
+            LLVMPositionBuilderAtEnd(c->b, past);
+            for (int i = 0; i < s->rb; i++)
+                for (int64_t v = 0; v < nvp; v++) {
+                    LLVMValueRef in[2] = {before[i][v], acc[i][v]};
+                    LLVMBasicBlockRef bb[2] = {from, end};
+                    acc[i][v] = LLVMBuildPhi(c->b, c->vf, "");
+                    LLVMAddIncoming(acc[i][v], in, bb, 2);
+                }
         }
     }
     for (int i = 0; i < s->rb; i++)
