@@ -442,9 +442,9 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
      * every other key of a dilated mask's tiles) is skipped, its V
      * unread, where there are registers for it (32: with 16, AVX2's
      * sums spilled around the branches). dilated_window decode @4096
-     * core, 2 threads (AMD EPYC Zen 5), with the select below as a
-     * merge-masked FMA: f32 cache 0.65 -> 0.54 -> 0.41 ms, f16 0.52 ->
-     * 0.28 ms (docs/performance.md) */
+     * core, 2 threads (AMD EPYC Zen 5), f32 cache: 0.65 -> 0.54 ms with
+     * the skip; 0.52 -> 0.41 with it and the select below as a
+     * merge-masked FMA; f16 0.54 -> 0.31 (docs/performance.md) */
     bool skip = guarded && c->target.regs >= 32;
     for (int j = 0; !pairs && j < L; j++) {
         LLVMValueRef p1[SPLIT_ROWS], pj[SPLIT_ROWS], nonzero[SPLIT_ROWS], some = NULL;
