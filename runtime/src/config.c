@@ -367,18 +367,18 @@ static attn_status check_dtypes(const attn_config *c, rules *r) {
     if (c->activations != ATTN_DTYPE_F32 && c->activations != ATTN_DTYPE_Q8_0)
         return broken(r, "activations", "activations %s is not supported (f32 or q8_0)",
                       attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");
-    if (c->activations == ATTN_DTYPE_Q8_0 && c->mla_kv_lora_rank > 0)
-        return broken(r, "activations",
-                      "activations: q8_0 is not available with mla yet; use activations: f32");
-    bool q8q = rt_q8_query(c); /* (mla refused above) */
-    if (q8q && c->compute == ATTN_DTYPE_BF16)
-        return broken(r, "activations",
-                      "activations: q8_0 over kv_cache.dtype q8_0 is not available with compute: "
-                      "bf16 yet; use compute: f32 or activations: f32");
+    bool q8q = rt_q8_query(c); /* (never with mla) */
     if (q8q && c->memory_dim > 0)
         return broken(r, "activations",
                       "activations: q8_0 over kv_cache.dtype q8_0 is not available with "
                       "cross-attention yet; use activations: f32");
+    if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype) &&
+        c->mla_kv_lora_rank > 0)
+        return broken(r, "activations",
+                      "activations: q8_0 with mla quantizes the projections' inputs only (the "
+                      "latent's products stay f32): it needs dtype q8_0 or q4_0, but dtype is "
+                      "%s; use activations: f32",
+                      attn_dtype_name(c->dtype));
     if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype) && !q8q)
         return broken(r, "activations",
                       "activations: q8_0 needs an int8 operand, dtype q8_0 or q4_0 or "

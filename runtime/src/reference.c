@@ -261,6 +261,7 @@ void ref_attend_in(const attn_config *c, const ref_values *in, int64_t pos, cons
     double slopes[ATTN_MAX_HEADS];
     if (c->alibi)
         attn_alibi_slopes(c, slopes);
+    bool q8q = rt_q8_query(c); /* q quantized (attn_ref_forward): q.k exact, any compute */
     for (int64_t h = 0; h < c->heads; h++) {
         const double *qh = q + h * hd;
         int64_t kvh = h / group, hg = h0 + h, gg = hg / group;
@@ -274,8 +275,8 @@ void ref_attend_in(const attn_config *c, const ref_values *in, int64_t pos, cons
             }
             const float *kj = k + (j * c->kv_groups + kvh) * hd;
             double dot = 0;
-            for (int64_t d = 0; d < hd; d++)
-                dot += operand(c, qh[d]) * operand(c, kj[d]);
+            for (int64_t d = 0; d < hd; d++) /* (q8_query: the blocks' exact sums) */
+                dot += q8q ? qh[d] * (double)kj[d] : operand(c, qh[d]) * operand(c, kj[d]);
             double sc = score_of(&x, dot * c->scale, pos, j, hg, gg);
             if (c->softcap > 0)
                 sc = c->softcap * tanh(sc / c->softcap);

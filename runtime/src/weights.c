@@ -296,22 +296,27 @@ attn_status attn_weights_new(const attn_config *cfg, attn_weights **out, attn_ms
     return ATTN_OK;
 }
 
+/* Matrix i of c (f32 at p) to values of c's block dtype, row by row
+ * through its blocks (non-finite rows stay); blk holds a row's blocks. */
+static void round_matrix(const attn_config *c, int i, float *p, unsigned char *blk) {
+    int64_t sh[2];
+    if (!is_matrix(i) || w_shape(c, i, sh) != 2)
+        return;
+    for (int64_t r = 0; r < sh[0]; r++) {
+        float *row = p + r * sh[1];
+        if (rt_quant_row_exact(c->dtype, row, blk, sh[1]) < 0)
+            rt_dequant_row(c->dtype, blk, row, sh[1]);
+    }
+}
+
 void attn_weights_round(attn_weights *w) {
     if (!w || w->cfg.dtype == ATTN_DTYPE_F32)
         return;
     attn_dtype dt = w->cfg.dtype;
     if (rt_quant_block_bytes(dt)) { /* the matrices' rows through their blocks */
         unsigned char *blk = malloc(attn_dtype_bytes(dt, w_cols_max(&w->cfg)));
-        for (int i = 0; blk && i < ATTN_WEIGHT_COUNT; i++) {
-            int64_t sh[2];
-            if (!is_matrix(i) || w_shape(&w->cfg, i, sh) != 2)
-                continue;
-            for (int64_t r = 0; r < sh[0]; r++) {
-                float *row = *slot(w, i) + r * sh[1];
-                if (rt_quant_row_exact(dt, row, blk, sh[1]) < 0) /* non-finite rows stay */
-                    rt_dequant_row(dt, blk, row, sh[1]);
-            }
-        }
+        for (int i = 0; blk && i < ATTN_WEIGHT_COUNT; i++)
+            round_matrix(&w->cfg, i, *slot(w, i), blk);
         free(blk);
         return;
     }
@@ -641,7 +646,14 @@ attn_status rt_weight_gather(rt_src *s, const attn_config *c, const char *prefix
             return st;
         size_t n = w_numel(c, parts[k]);
         /* the f32 ones too hold values of the weights' dtype (as
-         * attn_weights_round makes them) */
+         * attn_weights_round makes them): mla's kv_b_proj through blocks */
+        if (to == ATTN_DTYPE_F32 && rt_quant_block_bytes(c->dtype) && is_matrix(parts[k])) {
+            unsigned char *blk = malloc(attn_dtype_bytes(c->dtype, w_cols_max(c)));
+            if (!blk)
+                return rt_fail(m, ATTN_E_NOMEM, "out of memory rounding '%s'", label(c, parts[k]));
+            round_matrix(c, parts[k], (float *)at, blk);
+            free(blk);
+        }
         for (size_t j = 0; to == ATTN_DTYPE_F32 && j < n; j++)
             ((float *)at)[j] = rt_round(c->dtype, ((float *)at)[j]);
         at += attn_dtype_bytes(to, (int64_t)n);

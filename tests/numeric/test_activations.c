@@ -319,17 +319,20 @@ static void identity_block_gives_ggml_blocks_worked_by_hand(void **state) {
  * (measured: one such element, 4.3e-4 of the largest output, on every
  * path; with activations f32 the same runs agree to 5.5e-7), and stand
  * apart from the f32 activations' reference by q's quantization (3.5e-3);
- * with q8_0 weights within ACT_TOL. One call (the flash prefill), chunks
- * of 5 and a token a call (the split decode), 1-3 threads, every path
- * this host runs. */
+ * with q8_0 weights within ACT_TOL. Compute bf16 keeps q.k exact (q and
+ * k not rounded) and rounds p and v: within BF16_TOL of its reference,
+ * and apart from the same kernels' compute f32 by p's and v's rounding.
+ * One call (the flash prefill; every fifth case the unfused kernels,
+ * flash_attention disabled), chunks of 5 and a token a call (the split
+ * decode), 1-3 threads, every path this host runs. */
 #define Q8Q_TOL 1e-3
 static void q8_query_over_a_q8_0_cache(void **state) {
     (void)state;
     char *dir = tmpdir_new();
     path paths[3];
     int np = host_paths(paths);
-    for (int i = 0; i < 3 * np * 2; i++) {
-        const path *p = &paths[(i / 6) % np];
+    for (int i = 0; i < 3 * np * 4; i++) {
+        const path *p = &paths[(i / 12) % np];
         attn_config c = config_small(4, 2, 64, 96);
         c.rope_style = ATTN_ROPE_HALF;
         c.rope_base = 10000;
@@ -337,10 +340,17 @@ static void q8_query_over_a_q8_0_cache(void **state) {
         c.kv_dtype = ATTN_DTYPE_Q8_0;
         c.activations = ATTN_DTYPE_Q8_0;
         c.dtype = i % 2 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
-        int64_t T = 70, chunk = (int64_t[3]){T, 5, 1}[(i / 2) % 3];
+        c.compute = (i / 2) % 2 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        bool bf16 = c.compute == ATTN_DTYPE_BF16;
+        if (bf16) /* larger scores: q or k rounded to bf16 would move them past BF16_TOL */
+            c.scale = 2.0, c.scale_auto = false;
+        int64_t T = 70, chunk = (int64_t[3]){T, 5, 1}[(i / 4) % 3];
         attnc_options o = attnc_options_default();
         o.cpu = p->cpu;
         o.features = p->features;
+        const char *unfused = "flash_attention";
+        if (i % 5 == 4)
+            o.disabled_passes = &unfused, o.n_disabled_passes = 1;
         const char *spec = write_spec(dir, &c, "q8q.yaml");
         attn_weights *w;
         assert_int_equal(attn_weights_random(&c, 5, &w, NULL), ATTN_OK);
@@ -350,12 +360,22 @@ static void q8_query_over_a_q8_0_cache(void **state) {
         run_jit(jit, w, T, x, y, chunk, 1 + i % 3);
         run_ref(w, T, x, want);
         double e = rel_err(y, want, n);
-        double tol = c.dtype == ATTN_DTYPE_F32 ? Q8Q_TOL : ACT_TOL;
+        double tol = bf16 ? BF16_TOL : c.dtype == ATTN_DTYPE_F32 ? Q8Q_TOL : ACT_TOL;
         if (!(e <= tol))
-            fail_msg("case %d (%s, weights %s, chunk %lld): relative error %g against the "
-                     "reference",
-                     i, p->name, attn_dtype_name(c.dtype), (long long)chunk, e);
-        if (c.dtype == ATTN_DTYPE_F32) { /* the f32 activations' reference: apart */
+            fail_msg("case %d (%s, weights %s, compute %s, chunk %lld%s): relative error %g "
+                     "against the reference",
+                     i, p->name, attn_dtype_name(c.dtype), attn_dtype_name(c.compute),
+                     (long long)chunk, i % 5 == 4 ? ", unfused" : "", e);
+        if (bf16) { /* compute f32's reference: apart by p's and v's rounding */
+            w->cfg.compute = ATTN_DTYPE_F32;
+            run_ref(w, T, x, want);
+            double apart = rel_err(y, want, n);
+            if (!(apart > 1e-3))
+                fail_msg("case %d (%s, chunk %lld): %g from compute f32: p and v not rounded?", i,
+                         p->name, (long long)chunk, apart);
+            if (getenv("ATTNC_VERBOSE"))
+                print_message("case %d (bf16): %g, %g from compute f32\n", i, e, apart);
+        } else if (c.dtype == ATTN_DTYPE_F32) { /* the f32 activations' reference: apart */
             w->cfg.activations = ATTN_DTYPE_F32;
             run_ref(w, T, x, want);
             double apart = rel_err(y, want, n);
@@ -430,25 +450,25 @@ static void q8_query_dot_products_equal_f32_sums(void **state) {
 }
 
 /* attn_config_check: q8_0 needs an int8 operand (weights or a q8_0
- * cache), not yet MLA, nor compute bf16 or cross-attention over a q8_0
- * cache; activations of another dtype are refused. */
+ * cache; with MLA int8 weights, its latent's products staying f32), not
+ * yet cross-attention over a q8_0 cache; activations of another dtype
+ * are refused. */
 static void config_check_refuses_what_q8_0_does_not_take(void **state) {
     (void)state;
     static const struct {
         attn_dtype dt, kv, act, compute;
-        bool mla;
-        const char *says;
+        const char *spec, *says;
     } cases[] = {
-        {ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, false,
+        {ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed",
          "needs an int8 operand"},
-        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_BF16, false,
-         "not available with compute: bf16"},
-        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_F32, false, "not supported"},
-        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, true, "mla"},
+        {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "whisper_large_v3_cross",
+         "not available with cross-attention"},
+        {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_F32, "seed", "not supported"},
+        {ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "deepseek_v3",
+         "with mla quantizes the projections' inputs only"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        attn_config c = cases[i].mla ? load_spec_file(spec_path("deepseek_v3"))
-                                     : load_spec_file(spec_path("seed"));
+        attn_config c = load_spec_file(spec_path(cases[i].spec));
         c.dtype = cases[i].dt, c.kv_dtype = cases[i].kv, c.activations = cases[i].act;
         c.compute = cases[i].compute;
         attn_msg m = {0};
@@ -456,16 +476,23 @@ static void config_check_refuses_what_q8_0_does_not_take(void **state) {
             fail_msg("case %zu: expected a refusal saying '%s', got '%s'", i, cases[i].says,
                      m.text);
     }
-    /* int8 weights; a q8_0 cache with float weights, or with int8 ones */
-    static const attn_dtype ok[3][2] = {{ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16},
-                                        {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0},
-                                        {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0}};
-    for (int i = 0; i < 3; i++) {
-        attn_config c = load_spec_file(spec_path("seed"));
-        c.dtype = ok[i][0], c.kv_dtype = ok[i][1], c.activations = ATTN_DTYPE_Q8_0;
+    /* int8 weights; a q8_0 cache with float weights, or with int8 ones,
+     * with compute bf16 too; MLA's int8 weights */
+    static const struct {
+        attn_dtype dt, kv, compute;
+        const char *spec;
+    } ok[] = {{ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_F32, "seed"},
+              {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed"},
+              {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed"},
+              {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_BF16, "seed"},
+              {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "deepseek_v3"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        attn_config c = load_spec_file(spec_path(ok[i].spec));
+        c.dtype = ok[i].dt, c.kv_dtype = ok[i].kv, c.compute = ok[i].compute;
+        c.activations = ATTN_DTYPE_Q8_0;
         attn_msg m;
         if (attn_config_check(&c, &m) != ATTN_OK)
-            fail_msg("ok case %d refused: %s", i, m.text);
+            fail_msg("ok case %zu refused: %s", i, m.text);
     }
 }
 

@@ -27,15 +27,29 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
     int64_t hd = q->ne[0].c;
     cg_kernel_begin(c, name);
     LLVMValueRef acc = cg_slot(c, c->f32, cg_f32(c, 0)), h, s;
+    /* activations q8_0 over a q8_0 cache: the row's q quantized to Q8_0
+     * blocks and back, as the flash and split kernels take it (exact
+     * products with the cache's d * q from there on) */
+    LLVMValueRef qrow =
+        ir_cfg_q8_query(c->g) ? cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)hd), NULL) : NULL;
     cg_loop lr = rows_begin(c, n->ne[2].c, &h, &s);
     LLVMValueRef kh = kv_head(c, n, k, h);
+    if (qrow) {
+        cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "q8_d");
+        LLVMValueRef qi[3] = {lq.i, h, s};
+        LLVMBuildStore(c->b, cg_load(c, q->dt, cg_addr(c, q, qi)), cg_gep(c, c->f32, qrow, lq.i));
+        cg_for_end(c, &lq);
+        cg_q8_round_trip(c, qrow, hd);
+    }
     /* only keys some query of this call can see: jlo.. */
     cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "d");
     LLVMValueRef qi[3] = {ld.i, h, s}, ki[3] = {ld.i, kh, lj.i};
-    LLVMValueRef prod = cg_fmul(c, cg_operand(c, cg_load(c, q->dt, cg_addr(c, q, qi))),
-                                cg_operand(c, cg_load_elem(c, k, cg_addr(c, k, ki))));
+    LLVMValueRef qd = qrow ? LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, qrow, ld.i), "")
+                           : cg_load(c, q->dt, cg_addr(c, q, qi));
+    LLVMValueRef prod =
+        cg_fmul(c, cg_qk_operand(c, qd), cg_qk_operand(c, cg_load_elem(c, k, cg_addr(c, k, ki))));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), prod), acc);
     cg_for_end(c, &ld);
     LLVMValueRef oi[3] = {lj.i, s, h};

@@ -877,6 +877,10 @@ LLVMValueRef cg_operand(cg *c, LLVMValueRef v) {
     return ir_cfg_bf16(c->g) ? cg_bf16_round(c, v) : v;
 }
 
+LLVMValueRef cg_qk_operand(cg *c, LLVMValueRef v) {
+    return ir_cfg_q8_query(c->g) ? v : cg_operand(c, v);
+}
+
 double cg_query_scale(const cg *c, double scale) {
     return ir_cfg_q_unscaled(c->g) ? 1.0 : scale;
 }

@@ -217,6 +217,11 @@ ATTNC_HIDDEN LLVMValueRef cg_fma(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValu
  * compute takes it: with bf16 rounded to bf16 (to nearest, ties to even,
  * subnormals kept; NaN stays NaN, quiet), else v itself. */
 ATTNC_HIDDEN LLVMValueRef cg_operand(cg *c, LLVMValueRef v);
+/* An operand of q.k (q or k) as cg_operand takes it, but v itself where
+ * activations q8_0 quantize the query over a q8_0 cache
+ * (ir_cfg_q8_query): q.k is then exact sums of the blocks' integers,
+ * whatever compute is. */
+ATTNC_HIDDEN LLVMValueRef cg_qk_operand(cg *c, LLVMValueRef v);
 /* Whether compute bf16 takes its products as vdpbf16ps over pairs
  * (cg_dot_pairs): where the target has it, except AMX CPUs. */
 ATTNC_HIDDEN bool cg_bf16_pairs_pay(const cg *c);

@@ -174,10 +174,12 @@ static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     return x;
 }
 
-/* Element d of the K or V row r, splat to every row of a vector. */
-static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
+/* Element d of the K (key) or V row r, splat to every row of a vector. */
+static LLVMValueRef bcast(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d, bool key) {
     LLVMValueRef x = elem(c, kv, r, d);
-    return cg_splat(c, r.f32 ? x : cg_operand(c, x)); /* a widened tile is rounded */
+    if (!r.f32) /* a widened tile is rounded */
+        x = key ? cg_qk_operand(c, x) : cg_operand(c, x);
+    return cg_splat(c, x);
 }
 
 /* Row r of an item: its head and token (valid when *ok). */
@@ -239,7 +241,8 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
                 adds[v] = LLVMBuildFCmp(c->b, LLVMRealUNE, p[v], cg_vf32(c, 0), "");
         }
         for (int dd = 0; dd < dc; dd++) {
-            LLVMValueRef vb = bcast(c, f->v, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""));
+            LLVMValueRef vb =
+                bcast(c, f->v, vrow[j], LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), false);
             for (int v = 0; v < f->rv; v++) {
                 LLVMValueRef *a = &acc[dd * f->rv + v], sum = cg_fma(c, p[v], vb, *a);
                 *a = guarded ? LLVMBuildSelect(c->b, adds[v], sum, *a, "") : sum;
@@ -320,7 +323,7 @@ static void scores(cg *c, const flash *f, const kv_row *krow, int j0, LLVMValueR
                 next[j * f->rv + v] = cg_dot_pairs(c, l.acc[j * f->rv + v], kb, qv[v]);
             continue;
         }
-        LLVMValueRef kb = bcast(c, f->k, krow[j], l.i);
+        LLVMValueRef kb = bcast(c, f->k, krow[j], l.i, true);
         for (int v = 0; v < f->rv; v++)
             next[j * f->rv + v] = cg_fma(c, kb, qv[v], l.acc[j * f->rv + v]);
     }
@@ -475,7 +478,7 @@ static void widen_k_vectors(cg *c, const flash *f, const kv_row *krow, int r) {
                 c->b, x,
                 cg_vwiden(c, ATTN_DTYPE_F16, k_lanes(c, f, k0, true, ATTN_DTYPE_F16, dsc, run, r)),
                 "");
-        cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
+        cg_vstore(c, ATTN_DTYPE_F32, cg_qk_operand(c, x),
                   cg_gep(c, c->f32, f->kf,
                          LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
                                       cg_i64(c, jv * L), "")));
@@ -527,7 +530,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     LLVMPositionBuilderAtEnd(c->b, one);
     for (int j = 0; j < f->bk; j++) {
         cg_loop lk = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-        LLVMBuildStore(c->b, cg_operand(c, elem(c, f->k, krow[j], lk.i)),
+        LLVMBuildStore(c->b, cg_qk_operand(c, elem(c, f->k, krow[j], lk.i)),
                        cg_gep(c, c->f32, f->kf,
                               LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lk.i, cg_i64(c, f->bk), ""),
                                            cg_i64(c, j), "")));
@@ -1418,7 +1421,7 @@ static void rows_in_blocks(cg *c, const flash *f, int64_t nd, bool out, double s
                 cg_vstore(c, dt, x[k], rowp[k]);
                 continue;
             }
-            x[k] = cg_operand(c, x[k]);
+            x[k] = cg_qk_operand(c, x[k]);
             if (scale != 1.0)
                 x[k] = LLVMBuildFMul(c->b, x[k], cg_vf32(c, scale), "");
             cg_vstore(c, ATTN_DTYPE_F32, LLVMBuildSelect(c->b, inside, x[k], cg_vf32(c, 0), ""),
@@ -1473,7 +1476,7 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
         cg_loop ld = cg_for(c, cg_i64(c, qb), cg_i64(c, f->hd), "d");
         LLVMValueRef qi[3] = {ld.i, safe_h, safe_t};
         LLVMValueRef qv = qrow ? LLVMBuildLoad2(c->b, c->f32, at_f32(c, qrow, ld.i), "")
-                               : cg_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
+                               : cg_qk_operand(c, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)));
         if (cg_query_scale(c, n->scale) != 1.0)
             qv = LLVMBuildFMul(c->b, qv, cg_f32(c, n->scale), "");
         LLVMValueRef line =

@@ -580,7 +580,7 @@ static LLVMValueRef finite_m(cg *c, LLVMValueRef m) {
 static void stage_row(cg *c, const split *s, attn_dtype dt, LLVMValueRef p, LLVMValueRef dst,
                       double scale) {
     for (int64_t v = 0; v < s->nv; v++) {
-        LLVMValueRef x = cg_operand(c, row_vec(c, s, dt, p, v));
+        LLVMValueRef x = cg_qk_operand(c, row_vec(c, s, dt, p, v));
         if (scale != 1.0)
             x = LLVMBuildFMul(c->b, x, cg_vf32(c, scale), "");
         cg_vstore(c, ATTN_DTYPE_F32, x, cg_gep(c, c->f32, dst, cg_i64(c, v * s->lanes)));
@@ -808,7 +808,7 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
                   : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
     if (o->deq)
         kv = LLVMBuildFMul(c->b, kv, dv, "");
-    kv = cg_operand(c, kv);
+    kv = cg_qk_operand(c, kv);
     int u = (int)(dk % o->chains);
     bool blocks = o->kd && !o->deq;                             /* sums per block of 32 */
     bool first = blocks ? dk % 32 < o->chains : dk < o->chains; /* the chain's first d */
@@ -855,7 +855,7 @@ static void unit_scores(cg *c, const split *s, const tile *t, const unit *w, LLV
     }
     /* q8_0: sums per block of 32 d's, each times its scale; compute bf16
      * dequantizes each element instead (deq) */
-    bool deq = s->kdt == ATTN_DTYPE_Q8_0 && ir_cfg_bf16(c->g);
+    bool deq = s->kdt == ATTN_DTYPE_Q8_0 && ir_cfg_bf16(c->g) && !s->qint;
     bool q8 = s->kdt == ATTN_DTYPE_Q8_0 && !deq;
     int most = c->target.split_accs < SPLIT_CHAINS ? c->target.split_accs : SPLIT_CHAINS;
     int64_t nd = s->kpairs ? s->hd / 2 : s->hd; /* steps of score_d */

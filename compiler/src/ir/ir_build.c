@@ -134,12 +134,6 @@ attnc_status ir_build(attnc_ctx *ctx, const attn_config *cfg, const spec_locs *l
     g->cfg = *cfg;
     g->locs = *locs;
     const attnc_loc *L = locs->key;
-    if (cfg->mla_kv_lora_rank > 0 && attn_dtype_block(cfg->dtype) > 1) {
-        diag_error(ctx, ATTNC_E_SPEC, L[SPEC_K_DTYPE],
-                   "mla: kernels for dtype %s weights are not generated yet (f32, f16 or bf16)",
-                   attn_dtype_name(cfg->dtype));
-        return ATTNC_E_SPEC;
-    }
     if (cfg->mla_kv_lora_rank > 0)
         return mla_build(g, out);
     bool qkv_b = cfg->qkv_bias;
