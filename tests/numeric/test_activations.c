@@ -331,8 +331,8 @@ static void q8_query_over_a_q8_0_cache(void **state) {
     char *dir = tmpdir_new();
     path paths[3];
     int np = host_paths(paths);
-    for (int i = 0; i < 3 * np * 4; i++) {
-        const path *p = &paths[(i / 12) % np];
+    for (int i = 0; i < 3 * np * 2; i++) {
+        const path *p = &paths[(i / 6) % np];
         attn_config c = config_small(4, 2, 64, 96);
         c.rope_style = ATTN_ROPE_HALF;
         c.rope_base = 10000;
