@@ -368,10 +368,6 @@ static attn_status check_dtypes(const attn_config *c, rules *r) {
         return broken(r, "activations", "activations %s is not supported (f32 or q8_0)",
                       attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");
     bool q8q = rt_q8_query(c); /* (never with mla) */
-    if (q8q && c->memory_dim > 0)
-        return broken(r, "activations",
-                      "activations: q8_0 over kv_cache.dtype q8_0 is not available with "
-                      "cross-attention yet; use activations: f32");
     if (c->activations == ATTN_DTYPE_Q8_0 && !rt_quant_block_bytes(c->dtype) &&
         c->mla_kv_lora_rank > 0)
         return broken(r, "activations",

@@ -450,9 +450,8 @@ static void q8_query_dot_products_equal_f32_sums(void **state) {
 }
 
 /* attn_config_check: q8_0 needs an int8 operand (weights or a q8_0
- * cache; with MLA int8 weights, its latent's products staying f32), not
- * yet cross-attention over a q8_0 cache; activations of another dtype
- * are refused. */
+ * cache; with MLA int8 weights, its latent's products staying f32);
+ * activations of another dtype are refused. */
 static void config_check_refuses_what_q8_0_does_not_take(void **state) {
     (void)state;
     static const struct {
@@ -461,8 +460,6 @@ static void config_check_refuses_what_q8_0_does_not_take(void **state) {
     } cases[] = {
         {ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed",
          "needs an int8 operand"},
-        {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "whisper_large_v3_cross",
-         "not available with cross-attention"},
         {ATTN_DTYPE_Q4_0, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_F32, "seed", "not supported"},
         {ATTN_DTYPE_F16, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "deepseek_v3",
          "with mla quantizes the projections' inputs only"},
@@ -477,7 +474,7 @@ static void config_check_refuses_what_q8_0_does_not_take(void **state) {
                      m.text);
     }
     /* int8 weights; a q8_0 cache with float weights, or with int8 ones,
-     * with compute bf16 too; MLA's int8 weights */
+     * with compute bf16 too, for cross-attention too; MLA's int8 weights */
     static const struct {
         attn_dtype dt, kv, compute;
         const char *spec;
@@ -485,7 +482,8 @@ static void config_check_refuses_what_q8_0_does_not_take(void **state) {
               {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed"},
               {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "seed"},
               {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_BF16, "seed"},
-              {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "deepseek_v3"}};
+              {ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, "deepseek_v3"},
+              {ATTN_DTYPE_F32, ATTN_DTYPE_Q8_0, ATTN_DTYPE_BF16, "whisper_large_v3_cross"}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         attn_config c = load_spec_file(spec_path(ok[i].spec));
         c.dtype = ok[i].dt, c.kv_dtype = ok[i].kv, c.compute = ok[i].compute;

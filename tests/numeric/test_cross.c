@@ -117,6 +117,10 @@ static attn_config cross_sweep_config(int i, uint64_t *s, int64_t *rows, int64_t
     c.kv_dtype = kvs[i % 4];
     if (c.kv_dtype == ATTN_DTYPE_Q8_0 && hd % 32)
         c.kv_dtype = ATTN_DTYPE_F16;
+    if (c.kv_dtype == ATTN_DTYPE_Q8_0 && i % 12 != 7) /* q quantized for q.k, as ggml's */
+        c.activations = ATTN_DTYPE_Q8_0;
+    if (i % 24 == 23) /* and q.k exact under compute bf16 */
+        c.compute = ATTN_DTYPE_BF16;
     if (i % 5 == 3) /* narrow weights, widened exactly in the kernels */
         c.dtype = ATTN_DTYPE_BF16;
     static const int64_t blocks[] = {16, 7, 32, 1};
@@ -127,6 +131,8 @@ static attn_config cross_sweep_config(int i, uint64_t *s, int64_t *rows, int64_t
     *T = 1 + (int64_t)((rnd_unit(s) + 1) * 20);
     /* decode token by token (the split kernel), one prefill (flash), chunks */
     *chunk = i % 2 ? 1 : i % 4 == 0 ? *T : 2 + i % 9;
+    if (i % 16 == 15) /* a q8_0 cache's prefill (flash) */
+        *chunk = *T;
     return c;
 }
 
@@ -162,7 +168,12 @@ static void jit_equals_reference_over_sweep(void **state) {
         }
         assert_int_equal(attn_seq_len(k.c, sq), T);
         double e = rel_err(y, want, (size_t)(T * c.d_model));
-        if (!(e <= kv_tolerance(c.kv_dtype)))
+        double tol = c.compute == ATTN_DTYPE_BF16 ? BF16_TOL : kv_tolerance(c.kv_dtype);
+        if (getenv("ATTNC_VERBOSE"))
+            print_message("sweep %d (kv %s, activations %s, compute %s, chunk %lld): %g\n", i,
+                          attn_dtype_name(c.kv_dtype), attn_dtype_name(c.activations),
+                          attn_dtype_name(c.compute), (long long)chunk, e);
+        if (!(e <= tol))
             fail_msg("sweep %d (heads %lld/%lld hd %lld d_model %lld memory %lld x %lld rows, "
                      "%lld tokens by %lld, k bias %d, qk_norm %d, softcap %g, sinks %d, kv %s, "
                      "blocks of %lld): relative error %g",
