@@ -34,13 +34,8 @@ void cg_emit_qk(cg *c, const ir_node *n, const char *name) {
         ir_cfg_q8_query(c->g) ? cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)hd), NULL) : NULL;
     cg_loop lr = rows_begin(c, n->ne[2].c, &h, &s);
     LLVMValueRef kh = kv_head(c, n, k, h);
-    if (qrow) {
-        cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "q8_d");
-        LLVMValueRef qi[3] = {lq.i, h, s};
-        LLVMBuildStore(c->b, cg_load(c, q->dt, cg_addr(c, q, qi)), cg_gep(c, c->f32, qrow, lq.i));
-        cg_for_end(c, &lq);
-        cg_q8_round_trip(c, qrow, hd);
-    }
+    if (qrow)
+        cg_q8_query_row(c, q, h, s, qrow, hd);
     /* only keys some query of this call can see: jlo.. */
     cg_loop lj = cg_for(c, c->jlo, c->T, "j");
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);

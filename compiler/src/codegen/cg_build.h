@@ -451,6 +451,10 @@ ATTNC_HIDDEN LLVMValueRef cg_split_part(cg *c, const ir_node *n, LLVMValueRef ch
  * max|x| / 127 held as f16, q = round(x / d) (ggml-quants.c
  * quantize_row_q8_0_ref), all of it NaN where a value is not finite. */
 ATTNC_HIDDEN void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n);
+/* dst[0..hd) (f32) = the query row q[., h, t] quantized to Q8_0 blocks
+ * and back: q as ir_cfg_q8_query takes it for q.k. */
+ATTNC_HIDDEN void cg_q8_query_row(cg *c, const ir_node *q, LLVMValueRef h, LLVMValueRef t,
+                                  LLVMValueRef dst, int64_t hd);
 /* The same blocks kept apart (a q8_0 cache's q.k, cg_split.c): each
  * value becomes its q (an integer-valued f32), block b's d goes to
  * dq[b] (f32); with words, q also as bytes, four to an i32 (words[8b +

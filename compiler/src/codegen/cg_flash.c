@@ -1457,11 +1457,7 @@ static void item_rows(cg *c, const flash *f, LLVMValueRef kvh, LLVMValueRef chun
     LLVMValueRef qrow = NULL;
     if (f->qr) {
         qrow = at_f32(c, f->qr, LLVMBuildMul(c->b, lr.i, cg_i64(c, f->hd), ""));
-        cg_loop lq = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "q8_d");
-        LLVMValueRef qi[3] = {lq.i, safe_h, safe_t};
-        LLVMBuildStore(c->b, cg_load(c, f->q->dt, cg_addr(c, f->q, qi)), at_f32(c, qrow, lq.i));
-        cg_for_end(c, &lq);
-        cg_q8_round_trip(c, qrow, f->hd);
+        cg_q8_query_row(c, f->q, safe_h, safe_t, qrow, f->hd);
     }
     if (f->amx) { /* qt[r] = q[., head, tok] as bf16, row-major */
         LLVMValueRef q0[3] = {cg_i64(c, 0), safe_h, safe_t};

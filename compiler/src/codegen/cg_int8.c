@@ -164,6 +164,15 @@ void cg_q8_round_trip(cg *c, LLVMValueRef p, int64_t n) {
     cg_q8_row(c, p, n, NULL, NULL, NULL);
 }
 
+void cg_q8_query_row(cg *c, const ir_node *q, LLVMValueRef h, LLVMValueRef t, LLVMValueRef dst,
+                     int64_t hd) {
+    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, hd), "q8_d");
+    LLVMValueRef qi[3] = {ld.i, h, t};
+    LLVMBuildStore(c->b, cg_load(c, q->dt, cg_addr(c, q, qi)), cg_gep(c, c->f32, dst, ld.i));
+    cg_for_end(c, &ld);
+    cg_q8_round_trip(c, dst, hd);
+}
+
 /* Word f of row `in` of the quantized block bb of a tile at q (xs rows). */
 static LLVMValueRef qx_word(cg *c, LLVMValueRef q, int64_t xs, LLVMValueRef bb, int f,
                             LLVMValueRef in) {

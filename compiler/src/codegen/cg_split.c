@@ -450,8 +450,10 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
         LLVMValueRef p1[SPLIT_ROWS], pj[SPLIT_ROWS], nonzero[SPLIT_ROWS], some = NULL;
         for (int i = 0; (hold || guarded) && i < s->rb; i++) {
             p1[i] = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, ps, cg_i64(c, i * L + j)), "");
-            LLVMValueRef nz = LLVMBuildFCmp(c->b, LLVMRealUNE, p1[i], cg_f32(c, 0), "");
-            some = skip ? i ? LLVMBuildOr(c->b, some, nz, "") : nz : NULL;
+            if (skip) {
+                LLVMValueRef nz = LLVMBuildFCmp(c->b, LLVMRealUNE, p1[i], cg_f32(c, 0), "");
+                some = i ? LLVMBuildOr(c->b, some, nz, "") : nz;
+            }
         }
         LLVMBasicBlockRef from = NULL, with = NULL, past = NULL;
         LLVMValueRef before[SPLIT_ROWS][64];
