@@ -361,9 +361,6 @@ static attn_status check_dtypes(const attn_config *c, rules *r) {
     if (c->compute != ATTN_DTYPE_F32 && c->compute != ATTN_DTYPE_BF16)
         return broken(r, "compute", "compute %s is not supported (f32 or bf16)",
                       attn_dtype_name(c->compute) ? attn_dtype_name(c->compute) : "?");
-    if (c->compute == ATTN_DTYPE_BF16 && c->mla_kv_lora_rank > 0)
-        return broken(r, "compute",
-                      "compute: bf16 is not available with mla yet; use compute: f32");
     if (c->activations != ATTN_DTYPE_F32 && c->activations != ATTN_DTYPE_Q8_0)
         return broken(r, "activations", "activations %s is not supported (f32 or q8_0)",
                       attn_dtype_name(c->activations) ? attn_dtype_name(c->activations) : "?");

@@ -563,11 +563,16 @@ static void mla_query(const attn_ref *r, const double *xd, int64_t pos, double *
 }
 
 /* Every cached token's keys k [n][heads][head_dim] = [W_kb[h] . c_kv;
- * k_pe] and values v [n][heads][v_head_dim] = W_vb[h] . c_kv, in f32. */
+ * k_pe] and values v [n][heads][v_head_dim] = W_vb[h] . c_kv, in f32, as
+ * the modeling file expands them (modeling_deepseek_v3.py,
+ * DeepseekV3Attention.forward: kv_b_proj of the normalized latent).
+ * compute bf16 rounds c_kv and (float dtypes) kv_b_proj as operands, as
+ * linear does; the results are q.k's and p.v's operands, rounded there. */
 static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
     const attn_config *c = &r->c;
     int64_t kvl = c->mla_kv_lora_rank, nope = c->mla_qk_nope_head_dim, hd = c->head_dim;
     int64_t vd = c->mla_v_head_dim, H = c->heads;
+    bool round_w = attn_dtype_block(c->dtype) == 1; /* a block format's d * q as they are */
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
         const float *lat = r->k + j * attn_cache_columns(c, 0);
@@ -577,7 +582,8 @@ static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
             for (int64_t o = 0; o < nope + vd; o++) {
                 double acc = 0;
                 for (int64_t i = 0; i < kvl; i++)
-                    acc += (double)wb[o * kvl + i] * (double)lat[i];
+                    acc += (round_w ? operand(c, wb[o * kvl + i]) : (double)wb[o * kvl + i]) *
+                           operand(c, lat[i]);
                 if (o < nope)
                     k[(j * H + h) * hd + o] = (float)acc;
                 else

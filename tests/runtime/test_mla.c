@@ -117,8 +117,8 @@ static void config_rules(void **state) {
     expect_invalid(&c, "heads * mla.v_head_dim (48) must be multiples of 32");
     c = ok, c.activations = ATTN_DTYPE_Q8_0; /* float weights: nothing to meet */
     expect_invalid(&c, "activations: q8_0 with mla quantizes the projections' inputs only");
-    c = ok, c.compute = ATTN_DTYPE_BF16;
-    expect_invalid(&c, "compute: bf16 is not available with mla yet");
+    c = ok, c.compute = ATTN_DTYPE_BF16; /* with every form and dtype (compute_bf16) */
+    assert_int_equal(attn_config_check(&c, &m), ATTN_OK);
     c = ok, c.mla_eps = -1;
     expect_invalid(&c, "mla.eps (-1)");
     /* an MLA block shards by heads: the latent is every shard's */
@@ -838,6 +838,84 @@ static void quantized_weights(void **state) {
     tmpdir_remove(dir);
 }
 
+/* compute bf16: every product's operands rounded to bf16. The reference
+ * expands the keys and values as the modeling file does (rounding the
+ * latent and kv_b_proj, then k_nope and v as q.k's and p.v's operands);
+ * the absorbed kernels round q's latent and the latent output instead,
+ * and both forms meet the reference within BF16_TOL, as every compute
+ * bf16 kernel does (its p rounded against the running max). One token
+ * (p = 1) leaves the value side alone, where both forms round exactly as
+ * the reference: there within 1e-5, so a rounding missing from the
+ * latent, kv_b_proj or the latent output shows (2e-3). Random shapes
+ * over the forms, f32/f16/bf16/q8_0 caches, f32/bf16/q8_0 weights; one
+ * shot on 2 threads, then chunks on 1 and 3 (bitwise equal); the
+ * rounding shows: each result is at least 1e-3 from the f32 one. */
+static void compute_bf16(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    uint64_t rs = 31;
+    const attn_dtype kvs[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    const attn_dtype ws[] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0};
+    const char *forms[] = {NULL, "mla_absorb", "flash_attention"};
+    double worst[2] = {0, 0}; /* expanded, absorbed */
+    for (int i = 0; i < 12; i++) {
+        int64_t heads = 2 + i % 3, vd = 8 * (1 + i % 2) * (heads == 3 ? 4 : 1);
+        int64_t nope = 1 + (int64_t)((rnd_unit(&rs) + 1) * 12);
+        int64_t rope = 2 * (1 + (int64_t)((rnd_unit(&rs) + 1) * 4));
+        attn_dtype kv = kvs[i % 4], wt = ws[i % 3];
+        if (kv == ATTN_DTYPE_Q8_0)
+            rope = 32; /* the latent's blocks of 32 */
+        attn_config c = mla_config(heads, i % 5 < 3 ? 64 : 96, i % 4 < 2 ? 32 : 0,
+                                   i % 6 < 3 ? 32 : 64, nope, rope, vd);
+        snprintf(c.name, sizeof c.name, "mla_bf16_%d", i);
+        c.kv_dtype = kv;
+        c.dtype = wt;
+        c.softcap = i % 5 == 4 ? 3.0 : 0;
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("case %d: %s", i, m.text);
+        attn_weights *w;
+        assert_int_equal(attn_weights_random(&c, 700 + (uint64_t)i, &w, &m), ATTN_OK);
+        int64_t S = 5 + i % 13, D = c.d_model, chunk = 1 + i % 4;
+        float *x = random_floats((size_t)(S * D), 800 + (uint64_t)i);
+        float *f32 = ref_run(w, S, x, S);
+        w->cfg.compute = ATTN_DTYPE_BF16;
+        c.compute = ATTN_DTYPE_BF16;
+        float *want = ref_run(w, S, x, S);
+        const char *off = forms[i % 3];
+        attnc_jit *jit = compile_config(dir, &c, off);
+        float *once = jit_run(jit, w, S, x, S, 2), *steps = jit_run(jit, w, S, x, chunk, 1);
+        float *steps3 = jit_run(jit, w, S, x, chunk, 3);
+        assert_memory_equal(steps, steps3, (size_t)(S * D) * sizeof *steps);
+        size_t n = (size_t)(S * D);
+        double e = fmax(rel_err(once, want, n), rel_err(steps, want, n));
+        double from_f32 = fmin(rel_err(once, f32, n), rel_err(steps, f32, n));
+        bool expanded = off && !strcmp(off, "mla_absorb");
+        worst[!expanded] = fmax(worst[!expanded], e);
+        if (!(e < BF16_TOL) || !(from_f32 > 1e-3))
+            fail_msg("case %d (heads %lld, kv_lora %lld, q_lora %lld, weights %s, cache %s, "
+                     "without %s): %g from the bf16 reference, %g from the f32 one",
+                     i, (long long)c.heads, (long long)c.mla_kv_lora_rank,
+                     (long long)c.mla_q_lora_rank, attn_dtype_name(c.dtype), attn_dtype_name(kv),
+                     off ? off : "nothing", e, from_f32);
+        /* one token: p = 1, so q.k's roundings drop out and both forms
+         * round the value side where the reference does (absorbed: the
+         * latent output is the rounded latent, W_vb times it rounded as
+         * the output projection's input; expanded: v = W_vb . c_kv
+         * rounded as p.v's operand, then the same) */
+        float *one = jit_run(jit, w, 1, x, 1, 2), *one_ref = ref_run(w, 1, x, 1);
+        double e1 = rel_err(one, one_ref, (size_t)D);
+        if (!(e1 < 1e-5))
+            fail_msg("case %d, one token: %g from the bf16 reference", i, e1);
+        free(one), free(one_ref);
+        attnc_jit_free(jit);
+        free(x), free(f32), free(want), free(once), free(steps), free(steps3);
+        attn_weights_free(w);
+    }
+    print_message("worst relative error: %.2g (expanded), %.2g (absorbed)\n", worst[0], worst[1]);
+    tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shipped_specs_derive_the_block),
@@ -854,6 +932,7 @@ int main(void) {
         cmocka_unit_test(prefill_forms),
         cmocka_unit_test(shipped_spec_runs),
         cmocka_unit_test(quantized_weights),
+        cmocka_unit_test(compute_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,12 @@
  * are h * (n + dv) + i (i < n), its V rows follow. Sums of squares and
  * dot products are reductions the vectorizer may reassociate; threads
  * split tokens (or heads x token blocks), so results never depend on the
- * thread count. */
+ * thread count. compute bf16 rounds every product's operands (q_nope, the
+ * latents, the latent outputs, a float dtype's kv_b_proj); the absorbed
+ * form's products are not the expanded form's (the reference's): it
+ * rounds q's latent and the latent output where the expanded form rounds
+ * each head's keys and values, so it meets the reference within compute
+ * bf16's tolerance, not to the summation order. */
 #include "codegen/cg_build.h"
 
 /* Tokens of one work item of the per-head products: kv_b's rows are read
@@ -123,6 +128,14 @@ static LLVMValueRef kvb_at(cg *c, const ir_node *w, LLVMValueRef row, LLVMValueR
     return cg_addr(c, w, i);
 }
 
+/* That element as a product's operand: compute bf16 rounds a float
+ * dtype's (a block format's d * q are taken as they are), as the
+ * reference's linear and mla_expand do. */
+static LLVMValueRef kvb_operand(cg *c, const ir_node *w, LLVMValueRef row, LLVMValueRef col) {
+    LLVMValueRef x = cg_load(c, w->dt, kvb_at(c, w, row, col));
+    return attn_dtype_block(ir_cfg_dtype(c->g)) == 1 ? cg_operand(c, x) : x;
+}
+
 void cg_emit_mla_query(cg *c, const ir_node *n, const char *name) {
     const ir_node *q = n->args[0], *w = n->args[1], *tab = n->args[2];
     int64_t kvl = ir_cfg_mla_kv_lora_rank(c->g), nope = ir_cfg_mla_qk_nope_head_dim(c->g);
@@ -140,11 +153,11 @@ void cg_emit_mla_query(cg *c, const ir_node *n, const char *name) {
     cg_loop lr = cg_for(c, cg_i64(c, 0), cg_i64(c, nope), "i");
     LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it.h, cg_i64(c, per), ""), lr.i, "");
     cg_loop lt2 = cg_for(c, it.t0, it.t1, "t");
-    LLVMValueRef qi = ld3(c, q, lr.i, it.h, lt2.i);
+    LLVMValueRef qi = cg_operand(c, ld3(c, q, lr.i, it.h, lt2.i));
     cg_loop lc = cg_for(c, cg_i64(c, 0), cg_i64(c, kvl), "c");
     LLVMValueRef yp = at3(c, n, lc.i, it.h, lt2.i);
-    LLVMValueRef y = cg_fadd(c, cg_load(c, n->dt, yp),
-                             cg_fmul(c, qi, cg_load(c, w->dt, kvb_at(c, w, row, lc.i))));
+    LLVMValueRef y =
+        cg_fadd(c, cg_load(c, n->dt, yp), cg_fmul(c, qi, kvb_operand(c, w, row, lc.i)));
     cg_store(c, n->dt, y, yp);
     cg_for_end(c, &lc);
     cg_for_end(c, &lt2);
@@ -168,7 +181,7 @@ void cg_emit_mla_output(cg *c, const ir_node *n, const char *name) {
     LLVMBuildStore(c->b, cg_f32(c, 0), acc);
     cg_loop lc = cg_for(c, cg_i64(c, 0), cg_i64(c, kvl), "c");
     LLVMValueRef x =
-        cg_fmul(c, ld3(c, o, lc.i, it.h, lt.i), cg_load(c, w->dt, kvb_at(c, w, row, lc.i)));
+        cg_fmul(c, cg_operand(c, ld3(c, o, lc.i, it.h, lt.i)), kvb_operand(c, w, row, lc.i));
     LLVMBuildStore(c->b, cg_fadd(c, LLVMBuildLoad2(c->b, c->f32, acc, ""), x), acc);
     cg_for_end(c, &lc);
     LLVMValueRef oi[2] = {LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it.h, cg_i64(c, dv), ""), lv.i, ""),
@@ -222,7 +235,7 @@ static void expand_rows(cg *c, const ir_node *n, const ir_node *w, LLVMValueRef 
                                LLVMBuildAdd(c->b, LLVMBuildMul(c->b, l.i, cg_i64(c, 2 * L), ""),
                                             cg_i64(c, v * L), "")));
     for (int r = 0; r < nr; r++) {
-        LLVMValueRef wr = cg_splat(c, cg_load(c, w->dt, kvb_at(c, w, add(c, wrow, r), l.i)));
+        LLVMValueRef wr = cg_splat(c, kvb_operand(c, w, add(c, wrow, r), l.i));
         for (int v = 0; v < 2; v++)
             next[2 * r + v] = cg_fma(c, wr, x[v], l.acc[2 * r + v]);
     }
@@ -286,8 +299,8 @@ void cg_emit_mla_expand(cg *c, const ir_node *n, const char *name) {
         LLVMBuildSelect(c->b, in, LLVMBuildAdd(c->b, j0, lt.i, ""), j0, ""); /* a key held */
     cg_loop lc = cg_for(c, z, cg_i64(c, kvl), "c");
     LLVMValueRef src[3] = {lc.i, z, jt};
-    LLVMValueRef x =
-        LLVMBuildSelect(c->b, in, cg_load_elem(c, lat, cg_addr(c, lat, src)), cg_f32(c, 0), "");
+    LLVMValueRef x = LLVMBuildSelect(
+        c->b, in, cg_operand(c, cg_load_elem(c, lat, cg_addr(c, lat, src))), cg_f32(c, 0), "");
     LLVMBuildStore(
         c->b, x,
         cg_gep(c, c->f32, xt,
