@@ -847,9 +847,12 @@ static void quantized_weights(void **state) {
  * (p = 1) leaves the value side alone, where both forms round exactly as
  * the reference: there within 1e-5, so a rounding missing from the
  * latent, kv_b_proj or the latent output shows (2e-3). Random shapes
- * over the forms, f32/f16/bf16/q8_0 caches, f32/bf16/q8_0 weights; one
- * shot on 2 threads, then chunks on 1 and 3 (bitwise equal); the
- * rounding shows: each result is at least 1e-3 from the f32 one. */
+ * over the forms, f32/f16/bf16/q8_0 caches, f32/bf16/q8_0 weights,
+ * latents and rope dims in vectors of 16 (AVX512-BF16 takes q.k and p.v
+ * by vdpbf16ps: V's pairs of keys made from K's vectors, or key by key
+ * in blocks of 8 tokens) or not; one shot on 2 threads, then chunks on 1
+ * and 3 (bitwise equal); the rounding shows: each result is at least
+ * 1e-3 from the f32 one. */
 static void compute_bf16(void **state) {
     (void)state;
     char *dir = tmpdir_new();
@@ -865,10 +868,14 @@ static void compute_bf16(void **state) {
         attn_dtype kv = kvs[i % 4], wt = ws[i % 3];
         if (kv == ATTN_DTYPE_Q8_0)
             rope = 32; /* the latent's blocks of 32 */
+        else if (i % 5 < 3 ||
+                 i % 3 == 0) /* latent, rope in vectors: vdpbf16ps pairs (AVX512-BF16) */
+            rope = 16;
         attn_config c = mla_config(heads, i % 5 < 3 ? 64 : 96, i % 4 < 2 ? 32 : 0,
                                    i % 6 < 3 ? 32 : 64, nope, rope, vd);
         snprintf(c.name, sizeof c.name, "mla_bf16_%d", i);
         c.kv_dtype = kv;
+        c.kv_block_tokens = i % 7 == 6 ? 8 : 16; /* 8: a tile's keys one by one */
         c.dtype = wt;
         c.softcap = i % 5 == 4 ? 3.0 : 0;
         attn_msg m;

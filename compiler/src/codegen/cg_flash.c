@@ -32,9 +32,13 @@ typedef struct flash {
     int64_t hd, vd, group, hpi, tiles_q, chunks; /* q.k and value dims, heads per item.. */
     int lanes, rv, rows, bk, bks, dc;            /* keys per tile, per score pass */
     /* compute bf16 on AVX512-BF16: qt holds [hd/2][rows] and the widened
-     * tile kf [hd/2][bk] i32 pairs of bf16 (d, d + 1), vf [bk/2][hd] pairs
+     * tile kf [hd/2][bk] i32 pairs of bf16 (d, d + 1), vf [bk/2][vd] pairs
      * of keys (j, j + 1): q.k and (full tiles) p.v by vdpbf16ps */
     bool pairs;
+    /* pairs where V is K's first vd dims (MLA's latent): V's pairs of keys
+     * are made from K's vectors of keys, so vf is [vd][bk/2] (pairs of
+     * keys (2i, 2i + 1) of each d) instead of [bk/2][vd] */
+    bool vt;
     bool amx;        /* AMX tiles for both products (amx_key_tile): bk a multiple of 32 */
     LLVMValueRef pp; /* pairs: the tile's p as [bk/2][rows] pairs of keys (j, j + 1) */
     LLVMTypeRef qt_ty, pb_ty;
@@ -567,30 +571,72 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     }
 }
 
-/* K of the tile into kf [hd/2][bk] as pairs (d, d + 1), a vector of keys
- * at a time (k_lanes with r). */
-static void widen_k_pairs(cg *c, const flash *f, const kv_row *krow, int r) {
+/* Pair (d, d + 1) of the tile's keys into kf [hd/2][bk], a vector of keys
+ * at a time (k_lanes with r); f->vt and d < vd: the same vectors' pairs
+ * of keys (2i, 2i + 1) into vf [vd][bk/2], d's and d + 1's. */
+static void k_pair_row(cg *c, const flash *f, const kv_row *krow, int r, LLVMValueRef dp,
+                       bool with_v) {
     int L = f->lanes;
     int64_t bt = ir_cfg_kv_block_tokens(c->g);
     attn_dtype dt = c->plan->view[f->k->id].dt;
     int run = r < 0 ? L : dilated_run(f, bt);
-    cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / 2), "dpair");
-    LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, 2 * bt), "");
+    LLVMValueRef d0 = LLVMBuildMul(c->b, dp, cg_i64(c, 2 * bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
         LLVMValueRef x[2];
         for (int h = 0; h < 2; h++)
             x[h] = cg_vwiden(c, dt,
                              k_lanes(c, f, krow + jv * L, false, dt,
                                      LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), ""), run, r));
-        LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
-                                       cg_i64(c, jv * L), "");
+        LLVMValueRef to =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, dp, cg_i64(c, f->bk), ""), cg_i64(c, jv * L), "");
         LLVMBuildStore(c->b, cg_cache_pair(c, dt, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
+        if (!with_v)
+            continue;
+        /* even keys of d, then of d + 1, and the odd ones: L / 2 pairs each */
+        LLVMValueRef ev[64], od[64];
+        for (int i = 0; i < L; i++) {
+            ev[i] = LLVMConstInt(c->i32, (unsigned long long)(i / (L / 2) * L + 2 * (i % (L / 2))),
+                                 false);
+            od[i] = LLVMConstInt(
+                c->i32, (unsigned long long)(i / (L / 2) * L + 2 * (i % (L / 2)) + 1), false);
+        }
+        LLVMValueRef vp = cg_cache_pair(
+            c, dt, LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(ev, (unsigned)L), ""),
+            LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(od, (unsigned)L), ""));
+        for (int h = 0; h < 2; h++) {
+            LLVMValueRef half[32];
+            for (int i = 0; i < L / 2; i++)
+                half[i] = LLVMConstInt(c->i32, (unsigned long long)(h * L / 2 + i), false);
+            LLVMValueRef part = LLVMBuildShuffleVector(c->b, vp, LLVMGetPoison(LLVMTypeOf(vp)),
+                                                       LLVMConstVector(half, (unsigned)L / 2), "");
+            LLVMValueRef at = LLVMBuildAdd(
+                c->b,
+                LLVMBuildMul(
+                    c->b,
+                    LLVMBuildAdd(c->b, LLVMBuildMul(c->b, dp, cg_i64(c, 2), ""), cg_i64(c, h), ""),
+                    cg_i64(c, f->bk / 2), ""),
+                cg_i64(c, jv * L / 2), "");
+            LLVMSetAlignment(LLVMBuildStore(c->b, part, cg_gep(c, c->i32, f->vf, at)), 4);
+        }
     }
+}
+
+/* K of the tile into kf [hd/2][bk] as pairs (d, d + 1) (and f->vt: V's
+ * pairs of keys into vf), a vector of keys at a time. */
+static void widen_k_pairs(cg *c, const flash *f, const kv_row *krow, int r) {
+    int64_t nv = f->vt ? f->vd / 2 : 0; /* pairs of d's with V's too */
+    if (nv) {
+        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, nv), "dvpair");
+        k_pair_row(c, f, krow, r, lv.i, true);
+        cg_for_end(c, &lv);
+    }
+    cg_loop ld = cg_for(c, cg_i64(c, nv), cg_i64(c, f->hd / 2), "dpair");
+    k_pair_row(c, f, krow, r, ld.i, false);
     cg_for_end(c, &ld);
 }
 
 /* widen_tile for pairs (f->pairs): K into kf [hd/2][bk] and V into vf
- * [bk/2][hd], i32 pairs of bf16, rounded once. */
+ * [bk/2][vd] (f->vt: [vd][bk/2]), i32 pairs of bf16, rounded once. */
 static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
     attn_dtype dt = c->plan->view[f->k->id].dt;
@@ -609,22 +655,34 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
         LLVMBuildStore(c->b, pair, cg_gep(c, c->i32, f->kf, to));
         cg_for_end(c, &lk);
     }
+    for (int jp = 0; f->vt && jp < f->bk / 2; jp++) { /* V's pairs of keys, [vd][bk/2] */
+        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd), "dv");
+        LLVMValueRef pair = cg_bf16_pair(c, elem(c, f->v, vrow[2 * jp], lv.i),
+                                         elem(c, f->v, vrow[2 * jp + 1], lv.i));
+        LLVMValueRef to = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lv.i, cg_i64(c, f->bk / 2), ""),
+                                       cg_i64(c, jp), "");
+        LLVMBuildStore(c->b, pair, cg_gep(c, c->i32, f->vf, to));
+        cg_for_end(c, &lv);
+    }
     LLVMBuildBr(c->b, done);
     LLVMPositionBuilderAtEnd(c->b, done);
-    /* V: keys (2i, 2i + 1), a vector of d's at a time (their rows are contiguous) */
-    for (int jp = 0; jp < f->bk / 2; jp++) {
-        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
+    /* V: keys (2i, 2i + 1), a vector of d's at a time (their rows are
+     * contiguous) */
+    for (int jp = 0; !f->vt && jp < f->bk / 2; jp++) {
+        cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / L), "dv");
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
         LLVMValueRef x0 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp].p, e));
         LLVMValueRef x1 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp + 1].p, e));
         LLVMBuildStore(c->b, cg_cache_pair(c, dt, x0, x1),
-                       cg_gep(c, c->i32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, jp * f->hd), e, "")));
+                       cg_gep(c, c->i32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, jp * f->vd), e, "")));
         cg_for_end(c, &lv);
     }
     for (int j = 0; j < f->bk; j++) {
         krow[j] = (kv_row){cg_gep(c, c->i32, f->kf, cg_i64(c, j)), NULL, true, f->bk, 0};
-        vrow[j] = (kv_row){cg_gep(c, c->i32, f->vf, cg_i64(c, j / 2 * f->hd)), NULL, true, 1,
-                           j % 2 ? 2 : 1};
+        vrow[j] = f->vt ? (kv_row){cg_gep(c, c->i32, f->vf, cg_i64(c, j / 2)), NULL, true,
+                                   f->bk / 2, j % 2 ? 2 : 1}
+                        : (kv_row){cg_gep(c, c->i32, f->vf, cg_i64(c, j / 2 * f->vd)), NULL, true,
+                                   1, j % 2 ? 2 : 1};
     }
 }
 
@@ -646,8 +704,11 @@ static void pv_pairs(cg *c, const flash *f) {
         for (int v = 0; v < f->rv; v++)
             p[v] = LLVMBuildLoad2(c->b, c->vi, line_ptr(c, f, pb, cg_i64(c, jp), v), "");
         for (int dd = 0; dd < dc; dd++) {
-            LLVMValueRef at = LLVMBuildAdd(c->b, cg_i64(c, jp * f->hd),
-                                           LLVMBuildAdd(c->b, d0, cg_i64(c, dd), ""), "");
+            LLVMValueRef d = LLVMBuildAdd(c->b, d0, cg_i64(c, dd), "");
+            LLVMValueRef at =
+                f->vt ? LLVMBuildAdd(c->b, LLVMBuildMul(c->b, d, cg_i64(c, f->bk / 2), ""),
+                                     cg_i64(c, jp), "")
+                      : LLVMBuildAdd(c->b, cg_i64(c, jp * f->vd), d, "");
             LLVMValueRef vb =
                 cg_splat(c, LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, f->vf, at), ""));
             for (int v = 0; v < f->rv; v++)
@@ -1201,8 +1262,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
                   (cg_cache_which(c, f.v) == 1 || v_in_k) && f.hd % f.lanes == 0;
     /* compute bf16 by vdpbf16ps: tiles widened into pairs (widen_pairs),
      * q.k and full tiles' p.v in pairs (scores, pv_pairs) */
-    bool pairs = narrow && !v_in_k && cg_bf16_pairs_pay(c) && kvdt != ATTN_DTYPE_Q8_0 &&
-                 f.hd % 2 == 0 && f.bk % 2 == 0 && f.vd == f.hd;
+    bool pairs = narrow && cg_bf16_pairs_pay(c) && kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 &&
+                 f.bk % 2 == 0 && f.vd % f.lanes == 0 && (f.vd == f.hd || v_in_k);
     if (pairs)
         f = flash_shape(c, n, 0, true);
     flash few = f;
@@ -1285,12 +1346,13 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         LLVMTypeRef tile = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.bk));
         f.kf = cg_slot(c, tile, NULL);
         LLVMSetAlignment(f.kf, 64);
-        if (!v_in_k) { /* else V is read from kf */
+        if (!v_in_k || pairs) { /* else V is read from kf */
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
         /* (a q8_0 tile is dequantized and rounded by widen_tile) */
         f.pairs = pairs;
+        f.vt = pairs && v_in_k;
         if (f.pairs || f.amx) {
             f.pp = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)(f.bk / 2 * f.rows)), NULL);
             LLVMSetAlignment(f.pp, 64);
@@ -1305,6 +1367,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         alt[i]->vf = f.vf;
         alt[i]->rowp = f.rowp, alt[i]->rowok = f.rowok, alt[i]->inv = f.inv;
         alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp, alt[i]->qr = f.qr;
+        alt[i]->vt = f.vt;
         alt[i]->pre = f.pre, alt[i]->n_pre = f.n_pre;
         alt[i]->dist = f.dist, alt[i]->dist_minus = f.dist_minus,
         alt[i]->dtab = f.dtab; /* their rows + bk * hpi are at most f's */
