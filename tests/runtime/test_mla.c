@@ -768,6 +768,17 @@ static void shipped_spec_runs(void **state) {
     attnc_jit_free(jit);
 }
 
+/* Random weights (seed base + i) of sweep case i's config, which must pass
+ * the config check. */
+static attn_weights *case_weights(const attn_config *c, int i, uint64_t base) {
+    attn_msg m;
+    if (attn_config_check(c, &m) != ATTN_OK)
+        fail_msg("case %d: %s", i, m.text);
+    attn_weights *w;
+    assert_int_equal(attn_weights_random(c, base + (uint64_t)i, &w, &m), ATTN_OK);
+    return w;
+}
+
 /* Q8_0 and Q4_0 weights: the linears run the block formats' kernels
  * (activations f32, or q8_0 for their inputs), kv_b_proj stays f32
  * holding its rows' block values. JIT == reference over both forms and
@@ -793,11 +804,7 @@ static void quantized_weights(void **state) {
         c.activations = i % 4 >= 2 ? ATTN_DTYPE_Q8_0 : ATTN_DTYPE_F32;
         c.kv_dtype = kv;
         c.softcap = i % 5 == 4 ? 3.0 : 0;
-        attn_msg m;
-        if (attn_config_check(&c, &m) != ATTN_OK)
-            fail_msg("case %d: %s", i, m.text);
-        attn_weights *w;
-        assert_int_equal(attn_weights_random(&c, 500 + (uint64_t)i, &w, &m), ATTN_OK);
+        attn_weights *w = case_weights(&c, i, 500);
         int64_t S = 5 + i % 13, D = c.d_model, chunk = 1 + i % 4;
         float *x = random_floats((size_t)(S * D), 600 + (uint64_t)i);
         float *want = ref_run(w, S, x, S);
@@ -821,6 +828,7 @@ static void quantized_weights(void **state) {
         if (i < 4) { /* through a file: kv_b_proj's rows as attn_weights_round makes them */
             const char *path = path_in(dir, "mla.safetensors");
             attn_weights *back;
+            attn_msg m;
             assert_int_equal(attn_weights_save(w, path, ATTN_DTYPE_BF16, "", &m), ATTN_OK);
             assert_int_equal(attn_weights_load(&c, path, "", &back, &m), ATTN_OK);
             float *from_w = jit_run(jit, back, S, x, S, 2);
@@ -878,11 +886,7 @@ static void compute_bf16(void **state) {
         c.kv_block_tokens = i % 7 == 6 ? 8 : 16; /* 8: a tile's keys one by one */
         c.dtype = wt;
         c.softcap = i % 5 == 4 ? 3.0 : 0;
-        attn_msg m;
-        if (attn_config_check(&c, &m) != ATTN_OK)
-            fail_msg("case %d: %s", i, m.text);
-        attn_weights *w;
-        assert_int_equal(attn_weights_random(&c, 700 + (uint64_t)i, &w, &m), ATTN_OK);
+        attn_weights *w = case_weights(&c, i, 700);
         int64_t S = 5 + i % 13, D = c.d_model, chunk = 1 + i % 4;
         float *x = random_floats((size_t)(S * D), 800 + (uint64_t)i);
         float *f32 = ref_run(w, S, x, S);
