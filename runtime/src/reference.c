@@ -576,14 +576,17 @@ static void mla_expand(const attn_ref *r, int64_t n, float *k, float *v) {
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
         const float *lat = r->k + j * attn_cache_columns(c, 0);
+        double cl[ATTN_MAX_HEAD_DIM]; /* c_kv as an operand (kvl < that: check_mla) */
+        for (int64_t i = 0; i < kvl; i++)
+            cl[i] = operand(c, lat[i]);
         for (int64_t h = 0; h < H; h++) {
             /* kv_b_proj's rows of head h: nope rows of K, then vd of V */
             const float *wb = r->w->wkv_b + h * (nope + vd) * kvl;
             for (int64_t o = 0; o < nope + vd; o++) {
                 double acc = 0;
                 for (int64_t i = 0; i < kvl; i++)
-                    acc += (round_w ? operand(c, wb[o * kvl + i]) : (double)wb[o * kvl + i]) *
-                           operand(c, lat[i]);
+                    acc +=
+                        (round_w ? operand(c, wb[o * kvl + i]) : (double)wb[o * kvl + i]) * cl[i];
                 if (o < nope)
                     k[(j * H + h) * hd + o] = (float)acc;
                 else
