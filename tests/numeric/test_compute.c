@@ -75,6 +75,49 @@ static void bf16_kernels_equal_bf16_reference(void **state) {
     tmpdir_remove(dir);
 }
 
+/* A q8_0 cache with compute bf16: d * q rounded as an operand. With
+ * AVX512-BF16 the kernels pair the dequantized K and V for vdpbf16ps
+ * (flash tiles, the split decode's q.k and full tiles' p.v); blocks of
+ * whole key tiles (16, 32, 48 tokens) or not (1, 7, 20: key by key,
+ * gathers), one-token steps (split) and longer calls (flash), head_dim
+ * 32 to 256, 1 to 3 threads, against the bf16 reference. */
+static void bf16_over_a_q8_0_cache_equals_bf16_reference(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    if (!host_has(ATTN_CPU_AVX512BF16))
+        print_message("note: this host has no AVX512-BF16: the pairs are not used here\n");
+    static const int in32[5] = {0, 2, 4, 5, 6}; /* sweep_config's head_dim 32, 64, 96, 128, 256 */
+    static const int64_t blocks[6] = {16, 7, 32, 1, 48, 20};
+    uint64_t s = 7;
+    double worst = 0;
+    int n = 0;
+    for (int k = 0; k < 12; k += sanitized_step(3), n++) {
+        int64_t T, chunk;
+        attn_config c = bf16_config(7 * k + in32[k % 5], &s, &T, &chunk);
+        c.kv_dtype = ATTN_DTYPE_Q8_0;
+        c.kv_block_tokens = blocks[k / 2 % 6];
+        if (k % 2 && c.causal) /* (without causal a call sees its own keys: fed whole) */
+            chunk = 1;
+        attn_msg m;
+        if (attn_config_check(&c, &m) != ATTN_OK)
+            fail_msg("config %d: %s", k, m.text);
+        double e = jit_vs_ref(write_spec(dir, &c, "q8cache.yaml"), NULL, T, chunk, 1 + k % 3,
+                              (uint64_t)(100 + k));
+        if (getenv("ATTNC_VERBOSE"))
+            print_message("config %d: hd %lld block %lld T %lld chunk %lld: %.3g\n", k,
+                          (long long)c.head_dim, (long long)c.kv_block_tokens, (long long)T,
+                          (long long)chunk, e);
+        if (!(e <= BF16_TOL))
+            fail_msg("config %d (heads %lld/%lld hd %lld block %lld T %lld chunk %lld): relative "
+                     "error %g against the bf16 reference",
+                     k, (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
+                     (long long)c.kv_block_tokens, (long long)T, (long long)chunk, e);
+        worst = e > worst ? e : worst;
+    }
+    print_message("%d configs: largest relative error %.3g\n", n, worst);
+    tmpdir_remove(dir);
+}
+
 /* y of config c from the reference (compute as c says) and, with cpu
  * (NULL: the host's code), the kernels. */
 static void both(const attn_config *c, const char *dir, int64_t T, float *ref, float *jit,
@@ -511,6 +554,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_is_near_f32_and_not_equal),
         cmocka_unit_test(bf16_kernels_equal_bf16_reference),
+        cmocka_unit_test(bf16_over_a_q8_0_cache_equals_bf16_reference),
         cmocka_unit_test(bf16_results_do_not_depend_on_thread_count),
         cmocka_unit_test(bf16_decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(amx_kernels_run_or_are_refused),

@@ -462,6 +462,15 @@ static LLVMValueRef k_lanes(cg *c, const flash *f, const kv_row *k0, bool scale,
     return part[0];
 }
 
+/* q8_0: the d of d's block of 32 of the keys k_lanes takes from k0, as
+ * f32 (the keys' elements of d times it: d * q, exact in f32). */
+static LLVMValueRef k_scales(cg *c, const flash *f, const kv_row *k0, LLVMValueRef d, int run,
+                             int r) {
+    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    return cg_vwiden(c, ATTN_DTYPE_F16, k_lanes(c, f, k0, true, ATTN_DTYPE_F16, at, run, r));
+}
+
 /* K of the tile into kf [hd][bk] a vector of keys at a time (k_lanes:
  * side by side, r -1, or dilated runs of class r). */
 static void widen_k_vectors(cg *c, const flash *f, const kv_row *krow, int r) {
@@ -470,18 +479,13 @@ static void widen_k_vectors(cg *c, const flash *f, const kv_row *krow, int r) {
     attn_dtype dt = c->plan->view[f->k->id].dt;
     int run = r < 0 ? L : dilated_run(f, bt);
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd), "d");
-    LLVMValueRef dsc =
-        LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, ld.i, cg_i64(c, 32), ""), cg_i64(c, bt), "");
     for (int jv = 0; jv < f->bk / L; jv++) {
         const kv_row *k0 = krow + jv * L;
         LLVMValueRef x = cg_vwiden(
             c, dt,
             k_lanes(c, f, k0, false, dt, LLVMBuildMul(c->b, ld.i, cg_i64(c, bt), ""), run, r));
         if (k0->d)
-            x = LLVMBuildFMul(
-                c->b, x,
-                cg_vwiden(c, ATTN_DTYPE_F16, k_lanes(c, f, k0, true, ATTN_DTYPE_F16, dsc, run, r)),
-                "");
+            x = LLVMBuildFMul(c->b, x, k_scales(c, f, k0, ld.i, run, r), "");
         cg_vstore(c, ATTN_DTYPE_F32, cg_qk_operand(c, x),
                   cg_gep(c, c->f32, f->kf,
                          LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ld.i, cg_i64(c, f->bk), ""),
@@ -517,6 +521,19 @@ static void k_vectors(cg *c, const flash *f, const kv_row *krow,
     }
 }
 
+/* The vector of V row r's elements from e on (lanes of them, inside one
+ * block of 32: lanes divide 32) as f32 (q8_0: d * q, exact). */
+static LLVMValueRef v_vector(cg *c, const flash *f, kv_row r, LLVMValueRef e) {
+    attn_dtype dt = c->plan->view[f->v->id].dt;
+    LLVMValueRef x = cg_vload(c, dt, cg_gep(c, cg_elem_type(c, dt), r.p, e));
+    if (!r.d)
+        return x;
+    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""),
+                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    return LLVMBuildFMul(c->b, x,
+                         cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at))), "");
+}
+
 /* A tile of bk keys of an f16, bf16 or q8_0 cache as f32 (exact; q8_0:
  * d * q): K into kf [hd][bk], the keys of one d as a vector (q8_0: and
  * their d) when the tile's keys are side by side in one block, else key
@@ -526,9 +543,6 @@ static void k_vectors(cg *c, const flash *f, const kv_row *krow,
  * bf16 here, once. */
 static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
-    int64_t bt = ir_cfg_kv_block_tokens(c->g);
-    attn_dtype dt = c->plan->view[f->k->id].dt;
-    LLVMTypeRef et = cg_elem_type(c, dt);
     LLVMBasicBlockRef one, done;
     k_vectors(c, f, krow, widen_k_vectors, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, one);
@@ -553,14 +567,7 @@ static void widen_tile(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     for (int j = 0; j < f->bk; j++) {
         cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->hd / L), "dv");
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
-        LLVMValueRef x = cg_vload(c, dt, cg_gep(c, et, vrow[j].p, e));
-        if (vrow[j].d) {
-            LLVMValueRef at =
-                LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""), cg_i64(c, bt), "");
-            x = LLVMBuildFMul(
-                c->b, x, cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, vrow[j].d, at))),
-                "");
-        }
+        LLVMValueRef x = v_vector(c, f, vrow[j], e);
         cg_vstore(c, ATTN_DTYPE_F32, cg_operand(c, x),
                   cg_gep(c, c->f32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, j * f->hd), e, "")));
         cg_for_end(c, &lv);
@@ -581,15 +588,25 @@ static void k_pair_row(cg *c, const flash *f, const kv_row *krow, int r, LLVMVal
     attn_dtype dt = c->plan->view[f->k->id].dt;
     int run = r < 0 ? L : dilated_run(f, bt);
     LLVMValueRef d0 = LLVMBuildMul(c->b, dp, cg_i64(c, 2 * bt), "");
+    /* q8_0: d * q in f32 (d and d + 1 share their block), rounded as an
+     * f32 cache's pairs */
+    attn_dtype pdt = krow->d ? ATTN_DTYPE_F32 : dt;
     for (int jv = 0; jv < f->bk / L; jv++) {
-        LLVMValueRef x[2];
-        for (int h = 0; h < 2; h++)
+        LLVMValueRef x[2], scale = NULL;
+        for (int h = 0; h < 2; h++) {
             x[h] = cg_vwiden(c, dt,
                              k_lanes(c, f, krow + jv * L, false, dt,
                                      LLVMBuildAdd(c->b, d0, cg_i64(c, h * bt), ""), run, r));
+            if (krow->d) { /* one load of the keys' d for both */
+                if (!h)
+                    scale = k_scales(c, f, krow + jv * L, LLVMBuildMul(c->b, dp, cg_i64(c, 2), ""),
+                                     run, r);
+                x[h] = LLVMBuildFMul(c->b, x[h], scale, "");
+            }
+        }
         LLVMValueRef to =
             LLVMBuildAdd(c->b, LLVMBuildMul(c->b, dp, cg_i64(c, f->bk), ""), cg_i64(c, jv * L), "");
-        LLVMBuildStore(c->b, cg_cache_pair(c, dt, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
+        LLVMBuildStore(c->b, cg_cache_pair(c, pdt, x[0], x[1]), cg_gep(c, c->i32, f->kf, to));
         if (!with_v)
             continue;
         /* even keys of d, then of d + 1, and the odd ones: L / 2 pairs each */
@@ -601,7 +618,7 @@ static void k_pair_row(cg *c, const flash *f, const kv_row *krow, int r, LLVMVal
                 c->i32, (unsigned long long)(i / (L / 2) * L + 2 * (i % (L / 2)) + 1), false);
         }
         LLVMValueRef vp = cg_cache_pair(
-            c, dt, LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(ev, (unsigned)L), ""),
+            c, pdt, LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(ev, (unsigned)L), ""),
             LLVMBuildShuffleVector(c->b, x[0], x[1], LLVMConstVector(od, (unsigned)L), ""));
         for (int h = 0; h < 2; h++) {
             LLVMValueRef half[32];
@@ -640,7 +657,6 @@ static void widen_k_pairs(cg *c, const flash *f, const kv_row *krow, int r) {
 static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     int L = f->lanes;
     attn_dtype dt = c->plan->view[f->k->id].dt;
-    LLVMTypeRef et = cg_elem_type(c, dt);
     LLVMBasicBlockRef one, done;
     k_vectors(c, f, krow, widen_k_pairs, &one, &done);
     LLVMPositionBuilderAtEnd(c->b, one);
@@ -671,9 +687,9 @@ static void widen_pairs(cg *c, const flash *f, kv_row *krow, kv_row *vrow) {
     for (int jp = 0; !f->vt && jp < f->bk / 2; jp++) {
         cg_loop lv = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / L), "dv");
         LLVMValueRef e = LLVMBuildMul(c->b, lv.i, cg_i64(c, L), "");
-        LLVMValueRef x0 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp].p, e));
-        LLVMValueRef x1 = cg_vload(c, dt, cg_gep(c, et, vrow[2 * jp + 1].p, e));
-        LLVMBuildStore(c->b, cg_cache_pair(c, dt, x0, x1),
+        LLVMValueRef x0 = v_vector(c, f, vrow[2 * jp], e);
+        LLVMValueRef x1 = v_vector(c, f, vrow[2 * jp + 1], e);
+        LLVMBuildStore(c->b, cg_cache_pair(c, vrow[0].d ? ATTN_DTYPE_F32 : dt, x0, x1),
                        cg_gep(c, c->i32, f->vf, LLVMBuildAdd(c->b, cg_i64(c, jp * f->vd), e, "")));
         cg_for_end(c, &lv);
     }
@@ -1260,9 +1276,11 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
                   ir_dim_eq(vview->off, kview->off);
     bool narrow = (kvdt != ATTN_DTYPE_F32 || ir_cfg_bf16(c->g)) && cg_cache_which(c, f.k) == 0 &&
                   (cg_cache_which(c, f.v) == 1 || v_in_k) && f.hd % f.lanes == 0;
-    /* compute bf16 by vdpbf16ps: tiles widened into pairs (widen_pairs),
-     * q.k and full tiles' p.v in pairs (scores, pv_pairs) */
-    bool pairs = narrow && cg_bf16_pairs_pay(c) && kvdt != ATTN_DTYPE_Q8_0 && f.hd % 2 == 0 &&
+    /* compute bf16 by vdpbf16ps: tiles widened into pairs (widen_pairs;
+     * a q8_0 cache's d * q, as an f32 cache's), q.k and full tiles' p.v
+     * in pairs (scores, pv_pairs); not where q.k takes a quantized q
+     * (ir_cfg_q8_query: exact integer products, K unrounded) */
+    bool pairs = narrow && cg_bf16_pairs_pay(c) && !ir_cfg_q8_query(c->g) && f.hd % 2 == 0 &&
                  f.bk % 2 == 0 && f.vd % f.lanes == 0 && (f.vd == f.hd || v_in_k);
     if (pairs)
         f = flash_shape(c, n, 0, true);
@@ -1350,7 +1368,8 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             f.vf = cg_slot(c, tile, NULL);
             LLVMSetAlignment(f.vf, 64);
         }
-        /* (a q8_0 tile is dequantized and rounded by widen_tile) */
+        /* (a q8_0 tile is dequantized and rounded by widen_tile or
+         * widen_pairs) */
         f.pairs = pairs;
         f.vt = pairs && v_in_k;
         if (f.pairs || f.amx) {

@@ -131,10 +131,12 @@ static split split_of(cg *c, const ir_node *n) {
     /* tiles start at multiples of lanes: whole tiles in each block */
     s.kvec = kv->paged && ir_dim_eq(kv->nb[2], ir_const(1)) &&
              ir_cfg_kv_block_tokens(c->g) % s.lanes == 0;
+    /* (q8_0: d * q rounded as an f32 cache's pairs; not where q.k is an
+     * integer dot product, qint) */
     bool pairs = cg_bf16_pairs_pay(c) && s.lanes == 16 && s.hd % 2 == 0;
-    s.kpairs = pairs && s.kdt != ATTN_DTYPE_Q8_0;
-    s.vpairs = pairs && s.vdt != ATTN_DTYPE_Q8_0;
     s.qint = s.kdt == ATTN_DTYPE_Q8_0 && ir_cfg_q8_query(c->g);
+    s.kpairs = pairs && !s.qint;
+    s.vpairs = pairs;
     s.kdot = s.qint && s.kvec && c->target.vnni;
     return s;
 }
@@ -418,7 +420,7 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
     /* keys (j, j + 1) at once by vdpbf16ps: their p as a pair (rounded
      * when formed) times the pair of their v[d]; a guarded pass goes key
      * by key (a weight 0 skips its key) */
-    bool pairs = s->vpairs && !guarded && !pd;
+    bool pairs = s->vpairs && !guarded;
     LLVMValueRef pp = pairs ? cg_opaque_ptr(c, s->pp) : NULL;
     for (int j = 0; pairs && j < L; j += 2) {
         /* each row's pair of p's broadcast once for the pass's vectors
@@ -432,8 +434,18 @@ static void pv_pass(cg *c, const split *s, LLVMValueRef const *orow, const LLVMV
             ATTNC_ASSERT(v0 >= 0);
             for (int h = 0; av && h < 2; h++)
                 ahead_step(c, av, kvh, (*it)++, L * s->nv);
-            LLVMValueRef vp = cg_cache_pair(c, s->vdt, row_vec(c, s, s->vdt, vrow[j], v0 + v),
-                                            row_vec(c, s, s->vdt, vrow[j + 1], v0 + v));
+            LLVMValueRef x[2];
+            for (int h = 0; h < 2; h++) {
+                x[h] = row_vec(c, s, s->vdt, vrow[j + h], v0 + v);
+                if (!pd)
+                    continue;
+                /* q8_0: d * q, key j + h's d of the block alone in pd
+                 * (scale_weights) */
+                LLVMValueRef dat = cg_i64(c, (v0 + v) * L / 32 * SPLIT_ROWS * L + j + h);
+                LLVMValueRef d = LLVMBuildLoad2(c->b, c->f32, cg_gep(c, c->f32, pd, dat), "");
+                x[h] = LLVMBuildFMul(c->b, x[h], cg_splat(c, d), "");
+            }
+            LLVMValueRef vp = cg_cache_pair(c, pd ? ATTN_DTYPE_F32 : s->vdt, x[0], x[1]);
             for (int i = 0; i < s->rb; i++)
                 acc[i][v] = cg_dot_pairs(c, acc[i][v], pj[i], vp);
         }
@@ -671,6 +683,15 @@ static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk
     return cg_vload(c, s->kdt, cg_gep(c, o->et, o->kt, off));
 }
 
+/* q8_0: the tile's keys' d of d's block of 32 (block_tokens apart). */
+static LLVMValueRef keys_scale(cg *c, const score_ops *o, LLVMValueRef d) {
+    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
+                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    return o->s->kvec
+               ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
+               : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+}
+
 /* Row i's total of the scores += sum (a block of 32 d's, exact with
  * qint) times the keys' d (dv) of block blk, and with qint the row's d
  * of it: the f32 sums and vpdpbusd's give the same bits. */
@@ -786,9 +807,15 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
     const split *s = o->s;
     if (s->kpairs) { /* d (and dk) count pairs of d's: (2d, 2d + 1) by vdpbf16ps */
         LLVMValueRef d0 = LLVMBuildMul(c->b, d, cg_i64(c, 2), "");
-        LLVMValueRef kp =
-            cg_cache_pair(c, s->kdt, keys_d(c, o, d0, 2 * dk),
-                          keys_d(c, o, LLVMBuildAdd(c->b, d0, cg_i64(c, 1), ""), 2 * dk + 1));
+        LLVMValueRef k0 = keys_d(c, o, d0, 2 * dk),
+                     k1 = keys_d(c, o, LLVMBuildAdd(c->b, d0, cg_i64(c, 1), ""), 2 * dk + 1);
+        attn_dtype pdt = s->kdt;
+        if (o->kd) { /* q8_0: d * q (one block for both), paired as f32 */
+            LLVMValueRef dv = keys_scale(c, o, d0);
+            k0 = LLVMBuildFMul(c->b, k0, dv, ""), k1 = LLVMBuildFMul(c->b, k1, dv, "");
+            pdt = ATTN_DTYPE_F32;
+        }
+        LLVMValueRef kp = cg_cache_pair(c, pdt, k0, k1);
         int u = (int)(dk % o->chains);
         for (int i = 0; i < s->rb; i++) {
             LLVMValueRef qe = LLVMBuildAdd(
@@ -800,14 +827,7 @@ static void score_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk,
         return;
     }
     LLVMValueRef kv = keys_d(c, o, d, dk);
-    /* the keys' d of this d's block of 32 (block_tokens apart) */
-    LLVMValueRef at = o->kd ? LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                           cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "")
-                            : NULL;
-    LLVMValueRef dv =
-        !o->kd    ? NULL
-        : s->kvec ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
-                  : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
+    LLVMValueRef dv = o->kd ? keys_scale(c, o, d) : NULL;
     if (o->deq)
         kv = LLVMBuildFMul(c->b, kv, dv, "");
     kv = cg_qk_operand(c, kv);
