@@ -77,7 +77,8 @@ static void bf16_kernels_equal_bf16_reference(void **state) {
 
 /* A q8_0 cache with compute bf16: d * q rounded as an operand. With
  * AVX512-BF16 the kernels pair the dequantized K and V for vdpbf16ps
- * (flash tiles, the split decode's q.k and full tiles' p.v); blocks of
+ * (flash tiles, the split decode's q.k and full tiles' p.v), and for AMX
+ * tiles (emulated here where the host has AVX512-BF16 and no AMX); blocks of
  * whole key tiles (16, 32, 48 tokens) or not (1, 7, 20: key by key,
  * gathers), one-token steps (split) and longer calls (flash), head_dim
  * 32 to 256, 1 to 3 threads, against the bf16 reference. */
@@ -112,6 +113,16 @@ static void bf16_over_a_q8_0_cache_equals_bf16_reference(void **state) {
                      "error %g against the bf16 reference",
                      k, (long long)c.heads, (long long)c.kv_groups, (long long)c.head_dim,
                      (long long)c.kv_block_tokens, (long long)T, (long long)chunk, e);
+        worst = e > worst ? e : worst;
+        if (k % 2 || !amx_emulated_here())
+            continue;
+        /* the AMX flash items (emulated): the whole run in one call */
+        setenv("ATTNC_AMX_EMULATE", "1", 1);
+        e = jit_vs_ref(write_spec(dir, &c, "q8cache.yaml"), NULL, T, T, 2, (uint64_t)(100 + k));
+        unsetenv("ATTNC_AMX_EMULATE");
+        if (!(e <= BF16_TOL))
+            fail_msg("config %d, AMX emulated (hd %lld block %lld T %lld): relative error %g", k,
+                     (long long)c.head_dim, (long long)c.kv_block_tokens, (long long)T, e);
         worst = e > worst ? e : worst;
     }
     print_message("%d configs: largest relative error %.3g\n", n, worst);

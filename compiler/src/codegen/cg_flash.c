@@ -1291,10 +1291,11 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash sp = by_flash ? flash_shape(c, n, split_rv(&f), false) : f;
 
     cg_kernel_begin(c, name);
-    /* AMX tiles: compute bf16 over an f32, f16 or bf16 cache, the rows of
-     * q and of the output contiguous (AMX_ROWS rows a vector of rows) */
+    /* AMX tiles: compute bf16 over any cache (q8_0: d * q paired by
+     * widen_pairs; not where q.k takes a quantized q), the rows of q and
+     * of the output contiguous (AMX_ROWS rows a vector of rows) */
     f.amx = narrow && !v_in_k && ir_cfg_bf16(c->g) && c->target.amx && f.lanes == AMX_ROWS &&
-            kvdt != ATTN_DTYPE_Q8_0 && f.hd % 32 == 0 && f.vd == f.hd &&
+            !ir_cfg_q8_query(c->g) && f.hd % 32 == 0 && f.vd == f.hd &&
             in_blocks(c, &f, f.q, f.hd) == f.hd && in_blocks(c, &f, n, f.vd) == f.vd;
     if (f.amx) { /* few and sp (shaped above) use the slots of f's larger rows */
         int rv = c->target.flash_amx_rv;
