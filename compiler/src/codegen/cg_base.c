@@ -356,6 +356,11 @@ LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p) {
     return LLVMBuildGEP2(c->b, LLVMInt8TypeInContext(c->llctx), base, &at, 1, "scale");
 }
 
+LLVMValueRef cg_cache_scale_step(cg *c, LLVMValueRef col) {
+    return LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, col, cg_i64(c, 32), ""),
+                        cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+}
+
 int cg_cache_which(const cg *c, const ir_node *n) {
     const cg_view *v = &c->plan->view[n->id];
     int64_t ts;

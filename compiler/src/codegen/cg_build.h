@@ -148,6 +148,9 @@ ATTNC_HIDDEN LLVMValueRef cg_cache_elem(cg *c, int which, int buf, attn_dtype dt
  * alike, so the next block of 32 columns' d is block_tokens further and
  * a tile's tokens' d are side by side. */
 ATTNC_HIDDEN LLVMValueRef cg_cache_scale(cg *c, int which, int buf, LLVMValueRef p);
+/* f16 elements from column 0's d (cg_cache_scale) to column col's (an
+ * i64): (col / 32) * block_tokens. */
+ATTNC_HIDDEN LLVMValueRef cg_cache_scale_step(cg *c, LLVMValueRef col);
 /* 0 if n's view is the K cache, 1 the V cache, -1 neither. */
 ATTNC_HIDDEN int cg_cache_which(const cg *c, const ir_node *n);
 /* The element of n's view at p as f32: cg_load, and for a q8_0 cache its

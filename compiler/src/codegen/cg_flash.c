@@ -171,8 +171,7 @@ static LLVMValueRef elem(cg *c, const ir_node *kv, kv_row r, LLVMValueRef d) {
     LLVMValueRef x =
         cg_load(c, v->dt, LLVMBuildInBoundsGEP2(c->b, cg_elem_type(c, v->dt), r.p, &i, 1, ""));
     if (r.d) {
-        LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                       cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+        LLVMValueRef at = cg_cache_scale_step(c, d);
         x = LLVMBuildFMul(c->b, x, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at)), "");
     }
     return x;
@@ -466,8 +465,7 @@ static LLVMValueRef k_lanes(cg *c, const flash *f, const kv_row *k0, bool scale,
  * f32 (the keys' elements of d times it: d * q, exact in f32). */
 static LLVMValueRef k_scales(cg *c, const flash *f, const kv_row *k0, LLVMValueRef d, int run,
                              int r) {
-    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    LLVMValueRef at = cg_cache_scale_step(c, d);
     return cg_vwiden(c, ATTN_DTYPE_F16, k_lanes(c, f, k0, true, ATTN_DTYPE_F16, at, run, r));
 }
 
@@ -528,8 +526,7 @@ static LLVMValueRef v_vector(cg *c, const flash *f, kv_row r, LLVMValueRef e) {
     LLVMValueRef x = cg_vload(c, dt, cg_gep(c, cg_elem_type(c, dt), r.p, e));
     if (!r.d)
         return x;
-    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, e, cg_i64(c, 32), ""),
-                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    LLVMValueRef at = cg_cache_scale_step(c, e);
     return LLVMBuildFMul(c->b, x,
                          cg_splat(c, cg_load(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, r.d, at))), "");
 }

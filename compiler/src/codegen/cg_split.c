@@ -685,8 +685,7 @@ static LLVMValueRef keys_d(cg *c, const score_ops *o, LLVMValueRef d, int64_t dk
 
 /* q8_0: the tile's keys' d of d's block of 32 (block_tokens apart). */
 static LLVMValueRef keys_scale(cg *c, const score_ops *o, LLVMValueRef d) {
-    LLVMValueRef at = LLVMBuildMul(c->b, LLVMBuildUDiv(c->b, d, cg_i64(c, 32), ""),
-                                   cg_i64(c, ir_cfg_kv_block_tokens(c->g)), "");
+    LLVMValueRef at = cg_cache_scale_step(c, d);
     return o->s->kvec
                ? cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, c->f16, o->kd, at))
                : cg_vgather(c, ATTN_DTYPE_F16, LLVMBuildGEP2(c->b, c->f16, o->kd, &at, 1, ""));
