@@ -39,18 +39,75 @@ static LLVMTypeRef row_type(LLVMTypeRef elem) {
     return LLVMVectorType(elem, TILE_BYTES / 4);
 }
 
-/* Copies 16 rows of 64 bytes from p (rows stride bytes apart) to q (rows
- * qstride bytes apart). */
-static void copy_rows(cg *c, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef q,
-                      LLVMValueRef qstride) {
+/* The emulated operations are functions of the module, built once there
+ * and called (not inlined): written out at every tile operation they made
+ * an AMX flash kernel 3.4x bigger and 7x slower to compile (2.15 s against
+ * 0.32 s for the seed shape), which the tests compiling it paid. The
+ * function `name` with n parameters of the types ty, its body built by
+ * body(c, params) on a builder of its own; c is as it was after. */
+static LLVMValueRef emu_fn(cg *c, const char *name, LLVMTypeRef *ty, int n,
+                           void (*body)(cg *, LLVMValueRef *)) {
+    LLVMValueRef fn = LLVMGetNamedFunction(c->mod, name);
+    if (fn)
+        return fn;
+    fn = LLVMAddFunction(c->mod, name,
+                         LLVMFunctionType(LLVMVoidTypeInContext(c->llctx), ty, (unsigned)n, false));
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    unsigned kind = LLVMGetEnumAttributeKindForName("noinline", 8);
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(c->llctx, kind, 0));
+    cg saved = *c;
+    c->b = LLVMCreateBuilderInContext(c->llctx);
+    c->fn = fn;
+    LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llctx, fn, "entry"));
+    LLVMValueRef params[4];
+    for (int i = 0; i < n; i++)
+        params[i] = LLVMGetParam(fn, (unsigned)i);
+    body(c, params);
+    LLVMBuildRetVoid(c->b);
+    LLVMDisposeBuilder(c->b);
+    *c = saved;
+    return fn;
+}
+
+static void emu_call(cg *c, LLVMValueRef fn, LLVMValueRef *args, int n) {
+    LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)n, "");
+}
+
+/* copy(p, stride, q, qstride): 16 rows of 64 bytes from p (rows stride
+ * bytes apart) to q (rows qstride bytes apart). */
+static void copy_body(cg *c, LLVMValueRef *a) {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx), rt = row_type(c->i32);
     cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, TILE_ROWS), "tile_row");
     LLVMValueRef v =
-        LLVMBuildLoad2(c->b, rt, cg_gep(c, i8, p, LLVMBuildMul(c->b, l.i, stride, "")), "");
+        LLVMBuildLoad2(c->b, rt, cg_gep(c, i8, a[0], LLVMBuildMul(c->b, l.i, a[1], "")), "");
     LLVMSetAlignment(v, 4);
     LLVMValueRef s =
-        LLVMBuildStore(c->b, v, cg_gep(c, i8, q, LLVMBuildMul(c->b, l.i, qstride, "")));
+        LLVMBuildStore(c->b, v, cg_gep(c, i8, a[2], LLVMBuildMul(c->b, l.i, a[3], "")));
     LLVMSetAlignment(s, 4);
+    cg_for_end(c, &l);
+}
+
+static void copy_rows(cg *c, LLVMValueRef p, LLVMValueRef stride, LLVMValueRef q,
+                      LLVMValueRef qstride) {
+    LLVMTypeRef ty[4] = {c->ptr, c->i64, c->ptr, c->i64};
+    LLVMValueRef args[4] = {p, stride, q, qstride};
+    emu_call(c, emu_fn(c, "attnc_emu_tile_copy", ty, 4, copy_body), args, 4);
+}
+
+/* dp(acc, a, b): row m of acc += the pairs a[m][j] times row j of b,
+ * j < 16 (tdpbf16ps) */
+static void dp_body(cg *c, LLVMValueRef *t) {
+    LLVMTypeRef ft = row_type(c->f32), it = row_type(c->i32);
+    cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, TILE_ROWS), "tile_dp");
+    LLVMValueRef cp = emu_row_ptr(c, t[0], l.i), ap = emu_row_ptr(c, t[1], l.i);
+    LLVMValueRef sum = LLVMBuildLoad2(c->b, ft, cp, "");
+    for (int j = 0; j < TILE_BYTES / 4; j++) {
+        LLVMValueRef x = LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, ap, cg_i64(c, j)), "");
+        LLVMValueRef w = LLVMBuildLoad2(c->b, it, emu_row_ptr(c, t[2], cg_i64(c, j)), "");
+        sum = cg_dot_pairs(c, sum, cg_splat(c, x), w);
+    }
+    LLVMBuildStore(c->b, sum, cp);
     cg_for_end(c, &l);
 }
 
@@ -63,8 +120,10 @@ LLVMValueRef cg_tile_zero(cg *c) {
         LLVMValueRef z[2] = {i16c(c, TILE_ROWS), i16c(c, TILE_BYTES)};
         return amx_call(c, "llvm.x86.tilezero.internal", z, 2);
     }
+    /* a memset: a store of the zero array became 256 stores of an i32 */
     LLVMValueRef t = emu_tile(c);
-    LLVMBuildStore(c->b, LLVMConstNull(LLVMArrayType2(c->i32, TILE_WORDS)), t);
+    LLVMBuildMemSet(c->b, t, LLVMConstInt(LLVMInt8TypeInContext(c->llctx), 0, false),
+                    cg_i64(c, TILE_WORDS * 4), 64);
     return t;
 }
 
@@ -93,18 +152,9 @@ LLVMValueRef cg_tile_dp_bf16(cg *c, LLVMValueRef acc, LLVMValueRef a, LLVMValueR
             i16c(c, TILE_ROWS), i16c(c, TILE_BYTES), i16c(c, TILE_BYTES), acc, a, b};
         return amx_call(c, "llvm.x86.tdpbf16ps.internal", d, 6);
     }
-    /* row m of acc += the pairs a[m][j] times row j of b, j < 16 */
     ATTNC_ASSERT(c->target.bf16_dot && c->target.lanes == TILE_BYTES / 4);
-    LLVMTypeRef ft = row_type(c->f32), it = row_type(c->i32);
-    cg_loop l = cg_for(c, cg_i64(c, 0), cg_i64(c, TILE_ROWS), "tile_dp");
-    LLVMValueRef cp = emu_row_ptr(c, acc, l.i), ap = emu_row_ptr(c, a, l.i);
-    LLVMValueRef sum = LLVMBuildLoad2(c->b, ft, cp, "");
-    for (int j = 0; j < TILE_BYTES / 4; j++) {
-        LLVMValueRef x = LLVMBuildLoad2(c->b, c->i32, cg_gep(c, c->i32, ap, cg_i64(c, j)), "");
-        LLVMValueRef w = LLVMBuildLoad2(c->b, it, emu_row_ptr(c, b, cg_i64(c, j)), "");
-        sum = cg_dot_pairs(c, sum, cg_splat(c, x), w);
-    }
-    LLVMBuildStore(c->b, sum, cp);
-    cg_for_end(c, &l);
+    LLVMTypeRef ty[3] = {c->ptr, c->ptr, c->ptr};
+    LLVMValueRef args[3] = {acc, a, b};
+    emu_call(c, emu_fn(c, "attnc_emu_tile_dp_bf16", ty, 3, dp_body), args, 3);
     return acc;
 }
