@@ -91,15 +91,32 @@ static void jit_equals_reference_with_each_pass_disabled(void **state) {
             continue; /* sanitizers: seed and the feature configs (99 s of 330) */
         const char *path = s < 4 ? spec_path(specs[s]) : specs[s];
         double tol = s < 4 ? 1e-4 : kv_tolerance(feature_config(s - 4).kv_dtype);
+        /* a pass that leaves this spec's graph as it was (its printed IR,
+         * config included, is what the kernels are generated from) gives
+         * the kernels of the whole pipeline, run above: 25 of the 70
+         * compiles (54 -> 28 s on a 2-core Zen 5) */
+        attnc_ctx *ctx = attnc_ctx_new();
+        const char *whole = NULL;
+        attnc_options base = attnc_options_default();
+        assert_int_equal(attnc_ir_text(ctx, path, &base, NULL, &whole), ATTNC_OK);
+        int ran = 0;
         for (int p = 0; attnc_pass_name(p); p++) {
-            const char *off[] = {attnc_pass_name(p)};
+            const char *off[] = {attnc_pass_name(p)}, *text = NULL;
             attnc_options o = attnc_options_default();
             o.disabled_passes = off;
             o.n_disabled_passes = 1;
+            assert_int_equal(attnc_ir_text(ctx, path, &o, NULL, &text), ATTNC_OK);
+            if (strcmp(text, whole) == 0)
+                continue;
+            ran++;
             double e = jit_vs_ref(path, &o, s < 4 ? 9 : 60, s < 4 ? 4 : 7, 0, 3);
             if (!(e <= tol))
                 fail_msg("%s without %s: relative error %g", specs[s], off[0], e);
         }
+        print_message("%s: %d passes change its graph; the graph without each ran\n", specs[s],
+                      ran);
+        assert_true(ran > 0);
+        attnc_ctx_free(ctx);
         const char *all[16];
         attnc_options o = options_without_passes(all);
         assert_true(jit_vs_ref(path, &o, s < 4 ? 9 : 60, s < 4 ? 4 : 7, 0, 3) <= tol);
