@@ -289,8 +289,7 @@ static void aarch64_object_runs_under_emulation(void **state) {
                "aarch64-linux-gnu-objdump > /dev/null && command -v qemu-aarch64 > /dev/null && "
                "test -e /usr/lib/aarch64-linux-gnu/libcjson.so") != 0) {
         print_message("aarch64-linux-gnu-gcc, its objdump, qemu-user or libcjson-dev:arm64 is "
-                      "missing "
-                      "(scripts/setup installs them): skipping the AArch64 run\n");
+                      "missing (scripts/setup installs them): skipping the AArch64 run\n");
         skip();
     }
     /* sanitizers: the last alone (the emulated runtime is not instrumented) */
