@@ -1,8 +1,8 @@
 /* aot_main.c: a program linked from an object `attnc compile` emitted and
- * libattn alone (no LLVM): runs the kernels over a prompt and decode steps
- * through the paged cache (cross-attention: against a memory of 37 rows,
- * projected by the object's memory-phase kernels) and compares with the
- * reference engine; a spec's token inputs hold p / 5 at position p, its
+ * libattn alone (no LLVM): runs the kernels over a prompt of 15 tokens
+ * and decode calls of $AOT_DECODE_TOKENS (1 unset) up to 23, through the paged cache
+ * (cross-attention: against a memory of 37 rows, projected by the object's memory-phase kernels)
+ * and compares with the reference engine; a spec's token inputs hold p / 5 at position p, its
  * sequence inputs 9 (in both). Built by
  * test_aot with -DKERNELS=<name>_kernels -include <name>.h. Exit 0 when
  * within the cache dtype's tolerance (1e-4 f32, 2e-3 f16 and q8_0, 1.6e-2
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     attn_block *b;
     attn_cache *c;
     attn_ref *r;
-    int32_t s, prompt = 15, one = 1;
+    int32_t s, prompt = 15;
     float *x = malloc((size_t)(T * D) * sizeof *x), *y = malloc((size_t)(T * D) * sizeof *y),
           *want = malloc((size_t)(T * D) * sizeof *want);
     float *memory = malloc((size_t)(M * cfg->memory_dim + 1) * sizeof *memory);
@@ -59,18 +59,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "aot: setup failed\n");
         return 2;
     }
-    for (int64_t t = prompt; t < T; t++)
-        if (attn_forward(b, c, 1, &s, &one, x + t * D, y + t * D)) {
+    /* decode calls of $AOT_DECODE_TOKENS new tokens (1 to 8; 1 unset) */
+    const char *e = getenv("AOT_DECODE_TOKENS");
+    int32_t step = e ? atoi(e) : 1;
+    if (step < 1 || step > 8) {
+        fprintf(stderr, "aot: AOT_DECODE_TOKENS must be 1 to 8\n");
+        return 2;
+    }
+    for (int64_t t = prompt; t < T; t += step) {
+        int32_t n = T - t < step ? (int32_t)(T - t) : step;
+        if (attn_forward(b, c, 1, &s, &n, x + t * D, y + t * D)) {
             fprintf(stderr, "aot: decode failed: %s\n", attn_cache_error(c));
             return 2;
         }
+    }
     /* the same calls (a block without causal sees its calls' keys) */
     if (attn_ref_new(w, T > M ? T : M, &r, NULL) ||
         (M && attn_ref_set_memory(r, M, memory, NULL)) || give_inputs(cfg, NULL, 0, r, T) ||
         attn_ref_forward(r, prompt, x, want, NULL))
         return 2;
-    for (int64_t t = prompt; t < T; t++)
-        if (attn_ref_forward(r, 1, x + t * D, want + t * D, NULL))
+    for (int64_t t = prompt; t < T; t += step)
+        if (attn_ref_forward(r, T - t < step ? T - t : step, x + t * D, want + t * D, NULL))
             return 2;
     double num = 0, den = 0;
     for (int64_t i = 0; i < T * D; i++) {

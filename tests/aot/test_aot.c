@@ -191,9 +191,10 @@ static const char *aarch64_runtime(fixture *f) {
  * max, has every feature the objects ask for). One thread: under
  * qemu-user 7.2 even a bare two-thread OpenMP barrier never returns, so
  * the emulated run is kept single-threaded. Its code holds `want` (an
- * instruction); with `out`, the run writes its outputs' bytes there. */
+ * instruction); with `out`, the run writes its outputs' bytes there;
+ * decode calls of `step` tokens. */
 static void run_on_aarch64(fixture *f, const char *spec, const char *name, const char *const *cpu,
-                           const char *want, const char *out) {
+                           const char *want, const char *out, int step) {
     char o[1024], h[1024], asm_path[1024];
     snprintf(o, sizeof o, "%s/%s.o", f->dir, name);
     snprintf(h, sizeof h, "%s/%s.h", f->dir, name);
@@ -222,11 +223,14 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name, const
              ATTN_INCLUDE_DIR, ATTNC_SOURCE_DIR, h, name, o, aarch64_runtime(f), prog);
     if (system(cmd) != 0)
         fail_msg("cross link failed: %s", cmd);
-    assert_int_equal(run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L",
-                                              "/usr/aarch64-linux-gnu", "-E", "ATTN_THREADS=1",
-                                              "-E", "OMP_NUM_THREADS=1", prog, out, NULL},
-                             f->out, f->err),
-                     0);
+    char step_env[64];
+    snprintf(step_env, sizeof step_env, "AOT_DECODE_TOKENS=%d", step);
+    assert_int_equal(
+        run_cmd((const char *[]){"/usr/bin/env", "qemu-aarch64", "-L", "/usr/aarch64-linux-gnu",
+                                 "-E", "ATTN_THREADS=1", "-E", "OMP_NUM_THREADS=1", "-E", step_env,
+                                 prog, out, NULL},
+                f->out, f->err),
+        0);
     char *said = read_file(f->out, NULL);
     print_message("AArch64 under qemu: %s", said);
     char line[256];
@@ -237,10 +241,10 @@ static void run_on_aarch64(fixture *f, const char *spec, const char *name, const
 
 /* seed's shape with the spec lines `extra` (block name), run on AArch64
  * for the generic CPU (NEON, no `insn`) and for neoverse-v1 (`insn`,
- * its i8mm or bf16): the outputs byte for byte the same (tol 0), or
- * within tol of the first's largest. */
+ * its i8mm or bf16), decode calls of `step` tokens: the outputs byte for
+ * byte the same (tol 0), or within tol of the first's largest. */
 static void generic_and_v1(fixture *f, const char *name, const char *extra, const char *insn,
-                           double tol) {
+                           double tol, int step) {
     char text[512], file[64], insn_v[64], *out[2];
     snprintf(text, sizeof text,
              "name: %s\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: true\n"
@@ -254,7 +258,7 @@ static void generic_and_v1(fixture *f, const char *name, const char *extra, cons
         snprintf(insn_v, sizeof insn_v, "%s\tv", insn);
         snprintf(file, sizeof file, "%s_%d.bin", name, i);
         char *bin = strdup(path_in(f->dir, file));
-        run_on_aarch64(f, spec, name, i ? v1 : NULL, i ? insn_v : "fmla\tv", bin);
+        run_on_aarch64(f, spec, name, i ? v1 : NULL, i ? insn_v : "fmla\tv", bin, step);
         if (!i) { /* the generic CPU's code has none of it */
             snprintf(file, sizeof file, "%s_arm.s", name);
             char *s = read_file(path_in(f->dir, file), NULL);
@@ -281,8 +285,9 @@ static void generic_and_v1(fixture *f, const char *name, const char *extra, cons
 }
 
 /* gemma2_9b's layer, seed with q4_0 weights and a q8_0 cache (the block formats'
- * kernels in NEON), and seed with activations q8_0 and with compute bf16,
- * each for the generic CPU and for one with i8mm and bf16. */
+ * kernels in NEON), and seed with activations q8_0 (q8_0 and q4_0 weights)
+ * and with compute bf16, each for the generic CPU and for one with i8mm
+ * and bf16. */
 static void aarch64_object_runs_under_emulation(void **state) {
     fixture *f = *state;
     if (system("command -v aarch64-linux-gnu-gcc > /dev/null && command -v "
@@ -302,21 +307,30 @@ static void aarch64_object_runs_under_emulation(void **state) {
                               "d_model: 3584\ncausal: true\nrope: {base: 10000}\nsoftcap: 50\n"
                               "scale: 0.0625\n";
         write_file(g2, g2text, sizeof g2text - 1);
-        run_on_aarch64(f, g2, "gemma2_heads", NULL, "fmla\tv", NULL); /* NEON */
+        run_on_aarch64(f, g2, "gemma2_heads", NULL, "fmla\tv", NULL, 1); /* NEON */
         const char *q4 = path_in(f->dir, "seed_q4.yaml");
         const char text[] = "name: seed_q4\nheads: 12\nkv_groups: 4\nhead_dim: 64\ncausal: "
                             "true\nrope: {base: 10000}\ndtype: q4_0\nkv_cache: {dtype: q8_0}\n";
         write_file(q4, text, sizeof text - 1);
-        run_on_aarch64(f, q4, "seed_q4", NULL, "fmla\tv", NULL);
+        run_on_aarch64(f, q4, "seed_q4", NULL, "fmla\tv", NULL, 1);
     }
     /* activations q8_0: the int8 products without VNNI, in NEON; on a
-     * CPU with i8mm by usdot, the same integers: the same bytes out */
+     * CPU with i8mm the projections by smmla (q8_0's q and q4_0's nibbles
+     * as signed bytes, 2 x 8 of them an operand) and decode's q.k over a
+     * q8_0 cache by usdot, the same integers: the same bytes out (decode
+     * calls of 3 and 2 rows: a GEMV row without its partner) */
     generic_and_v1(f, "seed_a8", "dtype: q8_0\nactivations: q8_0\nkv_cache: {dtype: f16}\n",
-                   "usdot", 0);
+                   "smmla", 0, 1);
+    generic_and_v1(f, "seed_a4", "dtype: q4_0\nactivations: q8_0\nkv_cache: {dtype: q8_0}\n",
+                   "usdot", 0, 3);
     /* compute bf16: the projections by f32 FMAs on rounded operands, on
-     * a CPU with bf16 by bfdot (pairs of k, Arm's rounding of the pair's
-     * sum): the same within f32 summation */
-    generic_and_v1(f, "seed_b16", "compute: bf16\n", "bfdot", 1e-5);
+     * a CPU with bf16 by bfmmla (2 x 2 sums of 4 k, Arm's rounding of
+     * each pair's sum): the same within f32 summation (3.7e-5 here). d_model 769: the
+     * last quad of k of x and of W_Q/K/V padded with zeros; 15 prompt
+     * rows: micro-kernels of 12, 2 and 1 (a row without its partner);
+     * decode calls of 7 and 1 rows: GEMVs of 4 row pairs, the last
+     * without a partner, and of one row on two panels at a time */
+    generic_and_v1(f, "seed_b16", "compute: bf16\nd_model: 769\n", "bfmmla", 1e-4, 7);
 }
 
 static void bad_input_exits_2_and_writes_nothing(void **state) {

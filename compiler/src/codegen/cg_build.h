@@ -17,6 +17,8 @@ typedef struct cg_gemm {
     attn_dtype wdt; /* the panels' dtype: the weights', or bf16 (compute bf16 rounds floats) */
     bool pairs;     /* bf16 panels of (k, k + 1) pairs for vdpbf16ps: [panel][k/2][nr][2] */
     bool amx;       /* pairs on AMX: the panels are tiles' B (k padded to 32), x row-major */
+    bool mmla;      /* pairs on AArch64's bfmmla: quads of k, [panel][k/4][nr][4] (k padded
+                       to 4), x [tile][k/4][mr][4]; rows in pairs */
     bool i8;        /* activations q8_0: x quantized, int8 panels (cg_int8.c) */
 } cg_gemm;
 
@@ -486,6 +488,15 @@ ATTNC_HIDDEN void cg_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMVal
                                const LLVMValueRef *init, LLVMValueRef *next);
 /* One ggml block at sb of the column in lane ll (of nr) into a panel
  * block's data at dq, in the int8 order; past N (inside false) zero. */
+/* AArch64 with i8mm: the GEMM's int8 products by smmla (cg_int8.c), x's
+ * rows and the panels in the order of its 2 x 8 operands. */
+ATTNC_HIDDEN bool cg_int8_mmla(const cg *c);
+/* The sums of R rows (vector j of row r at 2r + j, lanes columns) as the
+ * 2 x 2 blocks of row pairs (pair i, column pair q at 4i + q: lanes [r c,
+ * r c+1, r+1 c, r+1 c+1] of rows 2i.. and columns 2q.. of the panel's 8),
+ * or (back) the reverse; a missing partner row is 0 and not written back. */
+ATTNC_HIDDEN void cg_mmla_blocks(cg *c, int R, const LLVMValueRef *from, LLVMValueRef *to,
+                                 bool back);
 ATTNC_HIDDEN void cg_pack_int8_block(cg *c, bool q8, int64_t nr, LLVMValueRef sb, LLVMValueRef dq,
                                      LLVMValueRef ll, LLVMValueRef inside);
 

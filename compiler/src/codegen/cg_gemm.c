@@ -78,6 +78,15 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *gr
      * it fits the target's gemm_amx_kc (no partial sums through y), and
      * as many rows as the x block's bytes allow (cg_target_for) */
     g.amx = g.pairs && t->amx;
+    /* AArch64 with bf16: bfmmla, a pair of rows' 4 k times 4 k of two
+     * columns into their 2 x 2 sums (twice bfdot's products an
+     * instruction); 6 row pairs x 4 column pairs of sums, the 4 column
+     * pairs of a panel and a row pair's x in the 32 registers */
+    g.mmla = g.pairs && t->bfdot;
+    if (g.mmla) {
+        g.mr = 12;
+        g.mc = t->gemm_mc_tiles * g.mr;
+    }
     if (g.amx) {
         int64_t kp = (g.k + 31) / 32 * 32;
         g.kc = (int)(kp < t->gemm_amx_kc ? kp : t->gemm_amx_kc);
@@ -93,6 +102,10 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *gr
     if (g.i8) {
         g.mr = (t->regs - 5) / 4 > 1 ? (t->regs - 5) / 4 : 1;
         g.mc = (t->gemm_mc_tiles * t->gemm_mr) / g.mr * g.mr;
+        /* smmla (AArch64 with i8mm): rows in pairs, the same 4 registers
+         * a row (6 rows) */
+        g.mmla = t->usdot;
+        ATTNC_ASSERT(!g.mmla || g.mr % 2 == 0);
     }
     return g;
 }
@@ -100,7 +113,10 @@ cg_gemm cg_gemm_shape(const ir_node *lin, const cg_target *t, const ir_graph *gr
 /* k steps of a panel as packed: with pairs, k rounded up to even (the
  * last pair's second weight 0). */
 static int64_t packed_k(const cg_gemm *g) {
-    return g->amx ? (g->k + 31) / 32 * 32 : g->pairs ? (g->k + 1) / 2 * 2 : g->k;
+    return g->amx     ? (g->k + 31) / 32 * 32
+           : g->mmla  ? (g->k + 3) / 4 * 4
+           : g->pairs ? (g->k + 1) / 2 * 2
+                      : g->k;
 }
 
 int64_t cg_gemm_packed_words(const cg_gemm *g) {
@@ -270,18 +286,19 @@ static void pack_blocks(cg *c, const cg_gemm *gm, attn_dtype dt, int src, int ds
 /* Where weight k of lane ll (of nr) of panel lp goes, in elements of the
  * panels' dtype: [panel][k][nr], bf16's two vectors interleaved (lane i
  * of the first at 2i, of the second at 2i + 1); pairs: [panel][k/2][nr][k
- * & 1]. */
+ * & 1]; mmla: [panel][k/4][nr][k & 3] (two lanes' 4 k are one operand). */
 static LLVMValueRef packed_at(cg *c, const cg_gemm *gm, LLVMValueRef lp, LLVMValueRef ll,
                               LLVMValueRef k) {
     LLVMValueRef two = cg_i64(c, 2);
-    if (gm->pairs) {
-        LLVMValueRef pair =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lp, cg_i64(c, packed_k(gm) / 2), ""),
-                         LLVMBuildSDiv(c->b, k, two, ""), "");
+    if (gm->pairs) { /* groups of n = 2 (4) k: [panel][k/n][nr][k % n] */
+        LLVMValueRef n = cg_i64(c, gm->mmla ? 4 : 2);
+        LLVMValueRef group = LLVMBuildAdd(
+            c->b, LLVMBuildMul(c->b, lp, LLVMBuildSDiv(c->b, cg_i64(c, packed_k(gm)), n, ""), ""),
+            LLVMBuildSDiv(c->b, k, n, ""), "");
         LLVMValueRef lane =
-            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, pair, cg_i64(c, gm->nr), ""), ll, "");
-        return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lane, two, ""),
-                            LLVMBuildSRem(c->b, k, two, ""), "");
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, group, cg_i64(c, gm->nr), ""), ll, "");
+        return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lane, n, ""), LLVMBuildSRem(c->b, k, n, ""),
+                            "");
     }
     LLVMValueRef at_k = ll;
     if (gm->wdt == ATTN_DTYPE_BF16) {
@@ -675,6 +692,115 @@ static void pair_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan,
     cg_acc_loop_end(c, &l, npairs, init, next);
 }
 
+/* mmla: x of rows r and r + 1 (r + 1 < R, else zeros) at quad kq
+ * (local) as the bfmmla operand of their 4 k's each (pairs of bf16 in
+ * words: [r: k, k + 2][r + 1: k, k + 2]): packed by pack_x ([kq][mr][2]
+ * words), or (direct) read in place and rounded, the k past K zero. */
+static LLVMValueRef xquad_at(cg *c, const cg_gemm *gm, bool direct, LLVMValueRef x0, int r, int R,
+                             LLVMValueRef kq) {
+    bool two = r + 1 < R;
+    LLVMValueRef v;
+    if (!direct) {
+        LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kq, cg_i64(c, 2 * gm->mr), ""),
+                                       cg_i64(c, 2 * r), "");
+        LLVMTypeRef ty = LLVMVectorType(c->i32, two ? 4 : 2);
+        v = LLVMBuildLoad2(c->b, ty, cg_gep(c, c->i32, x0, at), "");
+        LLVMSetAlignment(v, 4);
+        if (!two) { /* the partner row's sums are dropped: its operand is 0 */
+            static const int lo[4] = {0, 1, 2, 3};
+            v = cg_shuffle2(c, v, LLVMConstNull(ty), lo, 4);
+        }
+    } else {
+        LLVMValueRef k = LLVMBuildMul(c->b, kq, cg_i64(c, 4), "");
+        LLVMValueRef x[2];
+        for (int h = 0; h < 2; h++) {
+            x[h] = LLVMConstNull(c->vf);
+            if (h && !two)
+                continue;
+            x[h] = cg_vload_masked(
+                c, ATTN_DTYPE_F32,
+                cg_gep(c, c->f32, x0, LLVMBuildAdd(c->b, k, cg_i64(c, (r + h) * gm->k), "")),
+                lanes_below(c, k, gm->k));
+        }
+        static const int even[4] = {0, 2, 4, 6}, odd[4] = {1, 3, 5, 7};
+        v = cg_bf16_pair(c, cg_shuffle2(c, x[0], x[1], even, 4),
+                         cg_shuffle2(c, x[0], x[1], odd, 4));
+    }
+    return v;
+}
+
+/* bfmmla: acc (lanes [r c, r c + 1, r + 1 c, r + 1 c + 1]) + the products
+ * of x's 2 x 4 bf16 (rows r, r + 1) and w's 4 x 2 (columns c, c + 1). Arm's
+ * A64 reference (BFMMLA) sums each lane as two BFDotAdd steps, pairs of k
+ * in order: bfdot's arithmetic, two pairs an instruction. */
+static LLVMValueRef bfmmla(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w) {
+    static const char name[] = "llvm.aarch64.neon.bfmmla";
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    ATTNC_ASSERT(id != 0 && c->target.lanes == 4);
+    LLVMTypeRef bv = LLVMVectorType(LLVMBFloatTypeInContext(c->llctx), 8);
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, x, bv, ""),
+                            LLVMBuildBitCast(c->b, w, bv, "")};
+    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, NULL, 0),
+                          LLVMGetIntrinsicDeclaration(c->mod, id, NULL, 0), args, 3, "");
+}
+
+void cg_mmla_blocks(cg *c, int R, const LLVMValueRef *from, LLVMValueRef *to, bool back) {
+    static const int first[4] = {0, 1, 4, 5}, second[4] = {2, 3, 6, 7};
+    for (int i = 0; i < (R + 1) / 2; i++)
+        for (int j = 0; j < 2; j++) {
+            LLVMValueRef *row[2] = {&to[2 * (2 * i) + j], &to[2 * (2 * i + 1) + j]};
+            if (back) {
+                LLVMValueRef a = from[4 * i + 2 * j], b = from[4 * i + 2 * j + 1];
+                *row[0] = cg_shuffle2(c, a, b, first, 4);
+                if (2 * i + 1 < R)
+                    *row[1] = cg_shuffle2(c, a, b, second, 4);
+                continue;
+            }
+            LLVMValueRef r0 = from[2 * (2 * i) + j],
+                         r1 = 2 * i + 1 < R ? from[2 * (2 * i + 1) + j] : LLVMConstNull(c->vf);
+            to[4 * i + 2 * j] = cg_shuffle2(c, r0, r1, first, 4);
+            to[4 * i + 2 * j + 1] = cg_shuffle2(c, r0, r1, second, 4);
+        }
+}
+
+/* pair_sums on bfmmla (gm->mmla): quads of k in [0, kn), the panels'
+ * words from w[pp] (2 nr per quad), x's row pairs by xquad_at. Each sum
+ * is bfdot's chain over the pairs of k in order, so the GEMV's and the
+ * GEMM's results agree bit for bit. */
+static void mmla_sums(cg *c, const gemm_ctx *gc, int R, bool direct, int npan,
+                      const LLVMValueRef *w, LLVMValueRef kn, LLVMValueRef x0,
+                      const LLVMValueRef *init, LLVMValueRef *next) {
+    const cg_gemm *gm = &gc->gm;
+    int P = (R + 1) / 2, na = 4 * P * npan;
+    ATTNC_ASSERT(gm->nr == 8 && na <= 64);
+    LLVMValueRef start[64], sums[64];
+    for (int pp = 0; pp < npan; pp++)
+        cg_mmla_blocks(c, R, init + pp * 2 * R, start + pp * 4 * P, false);
+    LLVMValueRef nquads =
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, kn, cg_i64(c, 3), ""), cg_i64(c, 4), "");
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "kquad", c->vf, na);
+    memcpy(sums, l.acc, (size_t)na * sizeof *sums);
+    LLVMValueRef wq = LLVMBuildMul(c->b, l.i, cg_i64(c, 2 * gm->nr), ""); /* i32 words */
+    LLVMValueRef xq[14];
+    for (int i = 0; i < P; i++)
+        xq[i] = xquad_at(c, gm, direct, x0, 2 * i, R, l.i);
+    for (int pp = 0; pp < npan; pp++)
+        for (int q = 0; q < 4; q++) {
+            LLVMValueRef b = LLVMBuildLoad2(
+                c->b, c->vi, cg_gep(c, c->i32, w[pp], LLVMBuildAdd(c->b, wq, cg_i64(c, 4 * q), "")),
+                "");
+            LLVMSetAlignment(b, 4);
+            for (int i = 0; i < P; i++) {
+                LLVMValueRef *a = &sums[pp * 4 * P + 4 * i + q];
+                *a = bfmmla(c, *a, xq[i], b);
+            }
+        }
+    cg_acc_loop_end(c, &l, nquads, start, sums);
+    for (int pp = 0; pp < npan; pp++)
+        cg_mmla_blocks(c, R, sums + pp * 4 * P, next + pp * 2 * R, true);
+}
+
 /* <lanes x i8> at p, as <lanes x i32>: sign- or zero-extended. */
 static LLVMValueRef bytes_at(cg *c, LLVMValueRef p, bool sign) {
     LLVMTypeRef vt = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), (unsigned)c->target.lanes);
@@ -885,7 +1011,9 @@ static LLVMValueRef micro(cg *c, const gemm_ctx *gc, int R, const char *kname, b
         LLVMValueRef w0[2];
         for (int pp = 0; pp < npan; pp++)
             w0[pp] = fpanel_at(c, gc, pan[pp], kb);
-        if (gm->pairs)
+        if (gm->mmla)
+            mmla_sums(c, gc, R, direct, npan, w0, kn, x0, init, next);
+        else if (gm->pairs)
             pair_sums(c, gc, R, direct, npan, w0, kn, x0, init, next);
         else
             float_sums(c, gc, R, direct, gm->wdt, npan, w0, kn, x0, init, next);
@@ -1027,19 +1155,23 @@ static void pack_x(cg *c, const gemm_ctx *g, LLVMValueRef ap, LLVMValueRef mb, L
         cg_loop ls = cg_for(c, cg_i64(c, 0), steps, "pack_step");
         LLVMValueRef pair =
             pairs_at(c, &gc, xrow, LLVMBuildMul(c->b, ls.i, cg_i64(c, 2 * L), ""), kn);
+        /* pair j of the step: [kpair][mr] words, or (mmla) [kquad][mr][2] */
+        int mr = gc.gm.mr;
+        bool q = gc.gm.mmla;
         LLVMValueRef to = LLVMBuildAdd(
             c->b,
             LLVMBuildMul(c->b,
                          LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, gc.gm.kc / 2), ""),
                                       LLVMBuildMul(c->b, ls.i, cg_i64(c, L), ""), ""),
-                         cg_i64(c, gc.gm.mr), ""),
-            in_tile, "");
+                         cg_i64(c, mr), ""),
+            q ? LLVMBuildMul(c->b, in_tile, cg_i64(c, 2), "") : in_tile, "");
         for (int j = 0; j < L; j++)
             LLVMBuildStore(
                 c->b,
                 LLVMBuildExtractElement(c->b, pair,
                                         LLVMConstInt(c->i32, (unsigned long long)j, false), ""),
-                cg_gep(c, c->i32, ap, LLVMBuildAdd(c->b, to, cg_i64(c, j * gc.gm.mr), "")));
+                cg_gep(c, c->i32, ap,
+                       LLVMBuildAdd(c->b, to, cg_i64(c, q ? j / 2 * 2 * mr + j % 2 : j * mr), "")));
         cg_for_end(c, &ls);
         cg_for_end(c, &lr);
         return;
@@ -1348,8 +1480,11 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
         LLVMPositionBuilderAtEnd(c->b, call);
         LLVMValueRef ml = LLVMBuildSub(c->b, m, mb, "");
         LLVMValueRef t0 = LLVMBuildSDiv(c->b, ml, cg_i64(c, gc.gm.mr), "");
-        LLVMValueRef a_off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, tile_words), ""),
-                                          LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), ""), "");
+        LLVMValueRef in_tile = LLVMBuildSRem(c->b, ml, cg_i64(c, gc.gm.mr), "");
+        if (gc.gm.mmla) /* two words a row a quad of k */
+            in_tile = LLVMBuildMul(c->b, in_tile, cg_i64(c, 2), "");
+        LLVMValueRef a_off =
+            LLVMBuildAdd(c->b, LLVMBuildMul(c->b, t0, cg_i64(c, tile_words), ""), in_tile, "");
         LLVMValueRef args[6] = {
             c->args, m, lp.i, kb, cg_gep(c, c->f32, ap, a_off), wp ? wp : LLVMConstNull(c->ptr)};
         LLVMBuildCall2(c->b, micro_ty, fns[i], args, 6, "");

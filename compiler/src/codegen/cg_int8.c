@@ -27,6 +27,20 @@
 
 #include "codegen/cg_build.h"
 
+/* AArch64's int8 intrinsic `name` (usdot, smmla: <4 x i32> sums of
+ * <16 x i8> operands) of acc and the bytes of a and b. */
+static LLVMValueRef neon_bytes(cg *c, const char *name, LLVMValueRef acc, LLVMValueRef a,
+                               LLVMValueRef b) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    ATTNC_ASSERT(id != 0 && c->target.lanes == 4);
+    LLVMTypeRef bytes = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), 16);
+    LLVMTypeRef tys[2] = {LLVMTypeOf(acc), bytes};
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, a, bytes, ""),
+                            LLVMBuildBitCast(c->b, b, bytes, "")};
+    return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, tys, 2),
+                          LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2), args, 3, "");
+}
+
 /* acc + the sums of four u8 x s8 products in each 32-bit lane (u from
  * the weights, s from x): vpdpbusd where the target has it, AArch64's
  * usdot (i8mm: the same sums, wrapping as vpdpbusd's, u unsigned and s
@@ -50,15 +64,8 @@ LLVMValueRef cg_dot_u8s8(cg *c, LLVMValueRef acc, LLVMValueRef u, LLVMValueRef s
         return cg_concat(c, part, n / m);
     }
     if (c->target.usdot) {
-        static const char name[] = "llvm.aarch64.neon.usdot";
-        unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
-        ATTNC_ASSERT(id != 0 && n == 4);
-        LLVMTypeRef bytes = LLVMVectorType(LLVMInt8TypeInContext(c->llctx), 16);
-        LLVMTypeRef tys[2] = {LLVMTypeOf(acc), bytes};
-        LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, u, bytes, ""),
-                                LLVMBuildBitCast(c->b, s, bytes, "")};
-        return LLVMBuildCall2(c->b, LLVMIntrinsicGetType(c->llctx, id, tys, 2),
-                              LLVMGetIntrinsicDeclaration(c->mod, id, tys, 2), args, 3, "");
+        ATTNC_ASSERT(n == 4);
+        return neon_bytes(c, "llvm.aarch64.neon.usdot", acc, u, s);
     }
     if (c->target.vnni) {
         char name[48];
@@ -173,16 +180,25 @@ void cg_q8_query_row(cg *c, const ir_node *q, LLVMValueRef h, LLVMValueRef t, LL
     cg_q8_round_trip(c, dst, hd);
 }
 
-/* Word f of row `in` of the quantized block bb of a tile at q (xs rows). */
+bool cg_int8_mmla(const cg *c) {
+    return c->target.usdot;
+}
+
+/* Word f of row `in` of the quantized block bb of a tile at q (xs rows):
+ * field f's xs words, or (smmla) the fields in pairs, each row's two
+ * words side by side (a row's 8 k of q, its d and corr). */
 static LLVMValueRef qx_word(cg *c, LLVMValueRef q, int64_t xs, LLVMValueRef bb, int f,
                             LLVMValueRef in) {
+    bool pairs = cg_int8_mmla(c);
     LLVMValueRef at = LLVMBuildAdd(
         c->b,
         LLVMBuildMul(c->b,
                      LLVMBuildAdd(c->b, LLVMBuildMul(c->b, bb, cg_i64(c, CG_QX_WORDS), ""),
-                                  cg_i64(c, f), ""),
+                                  cg_i64(c, pairs ? f & ~1 : f), ""),
                      cg_i64(c, xs), ""),
-        in, "");
+        pairs ? LLVMBuildAdd(c->b, LLVMBuildMul(c->b, in, cg_i64(c, 2), ""), cg_i64(c, f & 1), "")
+              : in,
+        "");
     return cg_gep(c, c->i32, q, at);
 }
 
@@ -217,9 +233,109 @@ void cg_quantize_rows(cg *c, int x_buf, int64_t K, LLVMValueRef r0, LLVMValueRef
     cg_for_end(c, &lr);
 }
 
+/* The weights' vector of bytes at byte off of the panel block blk: q8_0's
+ * as they are (w[0]), q4_0's low nibbles (w[0]) and high ones (w[1]). */
+static void weight_bytes(cg *c, LLVMValueRef blk, int64_t off, bool q8, LLVMValueRef w[2]) {
+    LLVMValueRef v = LLVMBuildLoad2(
+        c->b, c->vi, cg_gep(c, LLVMInt8TypeInContext(c->llctx), blk, cg_i64(c, off)), "");
+    LLVMSetAlignment(v, 4);
+    if (q8) {
+        w[0] = v;
+        return;
+    }
+    LLVMValueRef lo4 = cg_splat(c, LLVMConstInt(c->i32, 0x0f0f0f0f, false));
+    w[0] = LLVMBuildAnd(c->b, v, lo4, "");
+    w[1] = LLVMBuildAnd(
+        c->b, LLVMBuildLShr(c->b, v, cg_splat(c, LLVMConstInt(c->i32, 4, false)), ""), lo4, "");
+}
+
+/* smmla: acc + the 2 x 2 int32 sums of x's rows (2 x 8 signed bytes) by
+ * w's columns (8 x 2 signed bytes): lanes [r c, r c+1, r+1 c, r+1 c+1]
+ * (Arm's A64 reference, SMMLA). */
+static LLVMValueRef smmla(cg *c, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef w) {
+    return neon_bytes(c, "llvm.aarch64.neon.smmla", acc, x, w);
+}
+
+/* The words f, f + 1 of rows 2i and 2i + 1 (i of the R rows) of block bb:
+ * [2i: f, f + 1][2i + 1: f, f + 1]; a missing partner's words 0. */
+static LLVMValueRef qx_pair(cg *c, LLVMValueRef xq, int64_t xs, LLVMValueRef bb, int f, int i,
+                            int R) {
+    bool two = 2 * i + 1 < R;
+    LLVMTypeRef ty = LLVMVectorType(c->i32, two ? 4 : 2);
+    LLVMValueRef v = LLVMBuildLoad2(c->b, ty, qx_word(c, xq, xs, bb, f, cg_i64(c, 2 * i)), "");
+    LLVMSetAlignment(v, 4);
+    static const int lo[4] = {0, 1, 2, 3};
+    return two ? v : cg_shuffle2(c, v, LLVMConstNull(ty), lo, 4);
+}
+
+/* cg_int8_sums by smmla: the sums as row pairs' 2 x 2 blocks
+ * (cg_mmla_blocks), q8_0's weights as their signed q (no offset to take
+ * back), q4_0's nibbles (0..15, signed bytes alike) less 8 sum q as
+ * before. The same int32 sums, scaled and summed in f32 as the other
+ * targets do, lane by lane: the same bits. */
+static void mmla_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMValueRef *w0, int64_t pbb,
+                           bool q8, LLVMValueRef nblk, LLVMValueRef xq, int64_t xs,
+                           const LLVMValueRef *init, LLVMValueRef *next) {
+    int L = c->target.lanes, P = (R + 1) / 2, na = 4 * P * npan;
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    ATTNC_ASSERT(nr == 8 && L == 4 && na <= 64);
+    LLVMValueRef start[64], s[64], f[64], dx[14];
+    for (int pp = 0; pp < npan; pp++)
+        cg_mmla_blocks(c, R, init + pp * 2 * R, start + pp * 4 * P, false);
+    cg_acc_loop l;
+    cg_acc_loop_begin(c, &l, "kblock32", c->vf, na);
+    LLVMValueRef blk[2], dw[2][2];
+    for (int pp = 0; pp < npan; pp++) {
+        blk[pp] = cg_gep(c, i8, w0[pp], LLVMBuildMul(c->b, l.i, cg_i64(c, pbb), ""));
+        for (int j = 0; j < 2; j++)
+            dw[pp][j] = cg_vload(c, ATTN_DTYPE_F16, cg_gep(c, i8, blk[pp], cg_i64(c, 2 * j * L)));
+    }
+    static const int rows_d[4] = {0, 0, 2, 2}, rows_corr[4] = {1, 1, 3, 3};
+    for (int i = 0; i < P; i++) { /* [d, corr] of rows 2i, 2i + 1 */
+        LLVMValueRef dc = qx_pair(c, xq, xs, l.i, 8, i, R);
+        dx[i] = LLVMBuildBitCast(c->b, cg_shuffle2(c, dc, NULL, rows_d, 4), c->vf, "");
+        LLVMValueRef corr = q8 ? LLVMConstNull(c->vi) : cg_shuffle2(c, dc, NULL, rows_corr, 4);
+        for (int pp = 0; pp < npan; pp++)
+            for (int q = 0; q < 4; q++)
+                s[pp * 4 * P + 4 * i + q] = corr;
+    }
+    for (int g = 0; g < (q8 ? 4 : 2); g++) { /* groups of 8 k (q4_0: of 16) */
+        LLVMValueRef w[2][4][2];             /* [panel][column pair][q4_0: low, high nibbles] */
+        for (int pp = 0; pp < npan; pp++)
+            for (int q = 0; q < 4; q++)
+                weight_bytes(c, blk[pp], 2 * nr + g * nr * 8 + 16 * q, q8, w[pp][q]);
+        for (int h = 0; h < (q8 ? 1 : 2); h++) /* x's 8 k: group g, or 2g + h */
+            for (int i = 0; i < P; i++) {
+                LLVMValueRef xw = qx_pair(c, xq, xs, l.i, 2 * (q8 ? g : 2 * g + h), i, R);
+                for (int pp = 0; pp < npan; pp++)
+                    for (int q = 0; q < 4; q++) {
+                        LLVMValueRef *a = &s[pp * 4 * P + 4 * i + q];
+                        *a = smmla(c, *a, xw, w[pp][q][h]);
+                    }
+            }
+    }
+    for (int pp = 0; pp < npan; pp++)
+        for (int q = 0; q < 4; q++) { /* columns 2q, 2q + 1: lanes of vector q / 2 */
+            int h = 2 * (q % 2), cols[4] = {h, h + 1, h, h + 1};
+            LLVMValueRef dwq = cg_shuffle2(c, dw[pp][q / 2], NULL, cols, 4);
+            for (int i = 0; i < P; i++) {
+                int a = pp * 4 * P + 4 * i + q;
+                LLVMValueRef exact = LLVMBuildSIToFP(c->b, s[a], c->vf, "");
+                f[a] = cg_fma(c, exact, LLVMBuildFMul(c->b, dwq, dx[i], ""), l.acc[a]);
+            }
+        }
+    cg_acc_loop_end(c, &l, nblk, start, f);
+    for (int pp = 0; pp < npan; pp++)
+        cg_mmla_blocks(c, R, f + pp * 4 * P, next + pp * 2 * R, true);
+}
+
 void cg_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMValueRef *w0, int64_t pbb, bool q8,
                   LLVMValueRef nblk, LLVMValueRef xq, int64_t xs, const LLVMValueRef *init,
                   LLVMValueRef *next) {
+    if (cg_int8_mmla(c)) {
+        mmla_int8_sums(c, nr, R, npan, w0, pbb, q8, nblk, xq, xs, init, next);
+        return;
+    }
     int L = c->target.lanes, na = 2 * R * npan;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
     ATTNC_ASSERT(na <= 64);
@@ -237,22 +353,11 @@ void cg_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMValueRef *w0, in
         for (int pp = 0; pp < npan; pp++)
             s[pp * 2 * R + 2 * r] = s[pp * 2 * R + 2 * r + 1] = corr;
     }
-    LLVMValueRef lo4 = cg_splat(c, LLVMConstInt(c->i32, 0x0f0f0f0f, false));
     for (int g = 0; g < (q8 ? 8 : 4); g++) {
         LLVMValueRef w[2][2][2]; /* [panel][vector][q4_0: low, high nibbles] */
         for (int pp = 0; pp < npan; pp++)
-            for (int j = 0; j < 2; j++) {
-                LLVMValueRef v = LLVMBuildLoad2(
-                    c->b, c->vi, cg_gep(c, i8, blk[pp], cg_i64(c, 2 * nr + (g * nr + j * L) * 4)),
-                    "");
-                LLVMSetAlignment(v, 4);
-                w[pp][j][0] = q8 ? v : LLVMBuildAnd(c->b, v, lo4, "");
-                if (!q8)
-                    w[pp][j][1] = LLVMBuildAnd(
-                        c->b,
-                        LLVMBuildLShr(c->b, v, cg_splat(c, LLVMConstInt(c->i32, 4, false)), ""),
-                        lo4, "");
-            }
+            for (int j = 0; j < 2; j++)
+                weight_bytes(c, blk[pp], 2 * nr + (g * nr + j * L) * 4, q8, w[pp][j]);
         for (int h = 0; h < (q8 ? 1 : 2); h++) /* q4_0: x's groups 2g and 2g + 1 */
             for (int r = 0; r < R; r++) {
                 LLVMValueRef xw = LLVMBuildLoad2(
@@ -278,31 +383,40 @@ void cg_int8_sums(cg *c, int64_t nr, int R, int npan, const LLVMValueRef *w0, in
     cg_acc_loop_end(c, &l, nblk, init, next);
 }
 
+/* ggml's q4_0 element e of the block at sb: e < 16 the low nibble of
+ * byte e, else the high nibble of byte e - 16 (0..15). */
+static LLVMValueRef q4_nibble(cg *c, LLVMValueRef sb, int e) {
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
+    LLVMValueRef b = LLVMBuildLoad2(c->b, i8, cg_gep(c, i8, sb, cg_i64(c, 2 + e % 16)), "");
+    return e < 16 ? LLVMBuildAnd(c->b, b, LLVMConstInt(i8, 15, false), "")
+                  : LLVMBuildLShr(c->b, b, LLVMConstInt(i8, 4, false), "");
+}
+
 void cg_pack_int8_block(cg *c, bool q8, int64_t nr, LLVMValueRef sb, LLVMValueRef dq,
                         LLVMValueRef ll, LLVMValueRef inside) {
+    /* a column's n bytes a group, [group][nr][n]: n = 4 for vpdpbusd and
+     * usdot, 8 for smmla (whose q8_0 bytes are q as they are) */
+    bool mm = cg_int8_mmla(c);
+    int n = mm ? 8 : 4;
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->llctx);
-    for (int g = 0; g < (q8 ? 8 : 4); g++)
-        for (int j = 0; j < 4; j++) {
+    for (int g = 0; g < (q8 ? 32 : 16) / n; g++)
+        for (int j = 0; j < n; j++) {
             LLVMValueRef v;
-            if (q8) { /* q + 128 as an unsigned byte: its top bit flipped */
-                v = LLVMBuildLoad2(c->b, i8, cg_gep(c, i8, sb, cg_i64(c, 2 + 4 * g + j)), "");
-                v = LLVMBuildXor(c->b, v, LLVMConstInt(i8, 0x80, false), "");
-            } else { /* ggml: element e < 16 in the low nibble of byte e, 16 + e high */
-                int e[2] = {8 * g + j, 8 * g + 4 + j};
-                LLVMValueRef nib[2];
-                for (int h = 0; h < 2; h++) {
-                    LLVMValueRef b =
-                        LLVMBuildLoad2(c->b, i8, cg_gep(c, i8, sb, cg_i64(c, 2 + e[h] % 16)), "");
-                    nib[h] = e[h] < 16 ? LLVMBuildAnd(c->b, b, LLVMConstInt(i8, 15, false), "")
-                                       : LLVMBuildLShr(c->b, b, LLVMConstInt(i8, 4, false), "");
-                }
-                v = LLVMBuildOr(c->b, nib[0],
-                                LLVMBuildShl(c->b, nib[1], LLVMConstInt(i8, 4, false), ""), "");
+            if (q8) {
+                v = LLVMBuildLoad2(c->b, i8, cg_gep(c, i8, sb, cg_i64(c, 2 + n * g + j)), "");
+                if (!mm) /* q + 128 as an unsigned byte: its top bit flipped */
+                    v = LLVMBuildXor(c->b, v, LLVMConstInt(i8, 0x80, false), "");
+            } else { /* k = 2ng + j in the low nibble, 2ng + n + j in the high one */
+                LLVMValueRef lo = q4_nibble(c, sb, 2 * n * g + j),
+                             hi = q4_nibble(c, sb, 2 * n * g + n + j);
+                v = LLVMBuildOr(c->b, lo, LLVMBuildShl(c->b, hi, LLVMConstInt(i8, 4, false), ""),
+                                "");
             }
             /* past N: the weight of q = 0 (its d is 0 too) */
-            v = LLVMBuildSelect(c->b, inside, v, LLVMConstInt(i8, q8 ? 0x80 : 0x88, false), "");
-            LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, 4), ""),
-                                           cg_i64(c, (int64_t)g * nr * 4 + j), "");
+            v = LLVMBuildSelect(c->b, inside, v,
+                                LLVMConstInt(i8, q8 ? (mm ? 0 : 0x80) : 0x88, false), "");
+            LLVMValueRef at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ll, cg_i64(c, n), ""),
+                                           cg_i64(c, (int64_t)g * nr * n + j), "");
             LLVMBuildStore(c->b, v, cg_gep(c, i8, dq, at));
         }
 }

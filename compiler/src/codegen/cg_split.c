@@ -137,7 +137,7 @@ static split split_of(cg *c, const ir_node *n) {
     s.qint = s.kdt == ATTN_DTYPE_Q8_0 && ir_cfg_q8_query(c->g);
     s.kpairs = pairs && !s.qint;
     s.vpairs = pairs;
-    s.kdot = s.qint && s.kvec && c->target.vnni;
+    s.kdot = s.qint && s.kvec && (c->target.vnni || c->target.usdot);
     return s;
 }
 
