@@ -418,6 +418,55 @@ static void narrow_weights_are_exact(void **state) {
     tmpdir_remove(dir);
 }
 
+/* The GEMM's row blocks: mc rows each, the last taking up to mr more
+ * (cg_gemm.c cg_emit_linear). Every call size from 40 to 75 tokens spans
+ * both sides of the host's and AVX2's bounds (AVX-512 f32: blocks of 56
+ * rows + up to 14; AVX2: 48 + 6; q8_0 activations: 54 + 6, 48 + 2), in
+ * f32, compute bf16 and q8_0 weights with q8_0 activations, against the
+ * reference. */
+static void gemm_takes_every_row_count(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    const char *cpus[2] = {NULL, host_runs_v3() ? "x86-64-v3" : NULL};
+    for (int mode = 0; mode < 3; mode++)
+        for (int ci = 0; ci < 2; ci++) {
+            if (ci && !cpus[ci])
+                continue;
+            attn_config c = config_small(4, 2, 32, 64);
+            c.kv_max_tokens = 128;
+            if (mode == 1)
+                c.compute = ATTN_DTYPE_BF16;
+            if (mode == 2)
+                c.dtype = ATTN_DTYPE_Q8_0, c.activations = ATTN_DTYPE_Q8_0;
+            double tol = mode == 0 ? 1e-4 : mode == 1 ? BF16_TOL : 2e-3;
+            attnc_options o = attnc_options_default();
+            o.cpu = cpus[ci];
+            attnc_jit *jit = compile(write_spec(dir, &c, "rows.yaml"), &o);
+            attn_weights *w;
+            assert_int_equal(attn_weights_random(&c, 11, &w, NULL), ATTN_OK);
+            size_t n = (size_t)(75 * c.d_model);
+            float *x = random_floats(n, 12), *y = malloc(n * sizeof *y),
+                  *want = malloc(n * sizeof *y);
+            for (int64_t T = 40; T <= 75; T += sanitized_step(5)) {
+                run_jit(jit, w, T, x, y, T, 2);
+                run_ref(w, T, x, want);
+                double e = rel_err(y, want, (size_t)(T * c.d_model));
+                if (!(e <= tol))
+                    fail_msg("cpu %s, %s weights, compute %s, activations %s, %lld rows: "
+                             "relative error %g",
+                             cpus[ci] ? cpus[ci] : "host", attn_dtype_name(c.dtype),
+                             attn_dtype_name(c.compute), attn_dtype_name(c.activations),
+                             (long long)T, e);
+            }
+            free(x);
+            free(y);
+            free(want);
+            attn_weights_free(w);
+            attnc_jit_free(jit);
+        }
+    tmpdir_remove(dir);
+}
+
 static void q8_0_fork_on(const char *cpu);
 
 /* A q8_0 cache forks as the others do: a sequence of 21 tokens (a
@@ -691,6 +740,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(decode_steps_equal_one_shot_prefill),
         cmocka_unit_test(split_decode_follows_growing_scores),
         cmocka_unit_test(narrow_weights_are_exact),
+        cmocka_unit_test(gemm_takes_every_row_count),
         cmocka_unit_test(q8_0_cache_forks_copy_scales),
         cmocka_unit_test(jit_works_for_other_cpus),
         cmocka_unit_test(jit_compiles_from_two_threads_at_once),

@@ -1427,12 +1427,25 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     int64_t tile_words = gc.gm.i8      ? gc.gm.kc / 32 * CG_QX_WORDS * gc.gm.mr
                          : gc.gm.pairs ? gc.gm.kc / 2 * gc.gm.mr
                                        : gc.gm.kc * gc.gm.mr;
-    int64_t ap_words = gc.gm.mc / gc.gm.mr * tile_words;
+    /* row blocks of mc rows, the last taking up to mr more (rest): a
+     * block of a few rows streams every panel from memory again for
+     * them. llama3_8b, 64 sequences decoding a token each (`attnc bench
+     * --mode decode --batch 64 --cache 512 --kv-dtype f16 --part block`,
+     * f32 weights, AMD EPYC Zen 5, 2 threads, alternating): blocks of 56
+     * + 8 rows 19.7-22.8 ms, one of 64 rows 17.4-19.4 (docs/performance.md).
+     * AMX keeps its blocks of whole 32-row tiles (amx_grid) */
+    int rest = gc.gm.amx ? 0 : gc.gm.mr;
+    int64_t ap_words = (gc.gm.mc + rest) / gc.gm.mr * tile_words;
     LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)ap_words);
     LLVMValueRef ap = cg_slot(c, ap_ty, NULL);
     LLVMSetAlignment(ap, 64);
-    LLVMValueRef n_mb = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, gc.gm.mc - 1), ""),
-                                      cg_i64(c, gc.gm.mc), "");
+    LLVMValueRef n_mb =
+        LLVMBuildSDiv(c->b,
+                      LLVMBuildAdd(c->b, LLVMBuildSub(c->b, c->S, cg_i64(c, rest), ""),
+                                   cg_i64(c, gc.gm.mc - 1), ""),
+                      cg_i64(c, gc.gm.mc), "");
+    if (rest)
+        n_mb = cg_intrinsic(c, "llvm.smax", c->i64, n_mb, cg_i64(c, 1));
     LLVMValueRef mlo = cg_i64(c, 0), mhi = n_mb;
     if (gc.gm.amx)
         amx_grid(c, n_mb, cg_i64(c, gc.gm.np), &mlo, &mhi, &lo, &hi);
@@ -1442,6 +1455,11 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     LLVMValueRef mb = LLVMBuildMul(c->b, lm.i, cg_i64(c, gc.gm.mc), "mb");
     LLVMValueRef mend =
         cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
+    if (rest) /* the last block: to S */
+        mend = LLVMBuildSelect(
+            c->b,
+            LLVMBuildICmp(c->b, LLVMIntEQ, lm.i, LLVMBuildSub(c->b, n_mb, cg_i64(c, 1), ""), ""),
+            c->S, mend, "mend");
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
     if (gc.gm.amx)
