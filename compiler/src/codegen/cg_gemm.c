@@ -1444,8 +1444,7 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
                       LLVMBuildAdd(c->b, LLVMBuildSub(c->b, c->S, cg_i64(c, rest), ""),
                                    cg_i64(c, gc.gm.mc - 1), ""),
                       cg_i64(c, gc.gm.mc), "");
-    if (rest)
-        n_mb = cg_intrinsic(c, "llvm.smax", c->i64, n_mb, cg_i64(c, 1));
+    n_mb = cg_intrinsic(c, "llvm.smax", c->i64, n_mb, cg_i64(c, 1));
     LLVMValueRef mlo = cg_i64(c, 0), mhi = n_mb;
     if (gc.gm.amx)
         amx_grid(c, n_mb, cg_i64(c, gc.gm.np), &mlo, &mhi, &lo, &hi);
@@ -1454,12 +1453,11 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     cg_loop lm = cg_for(c, mlo, mhi, "mblock");
     LLVMValueRef mb = LLVMBuildMul(c->b, lm.i, cg_i64(c, gc.gm.mc), "mb");
     LLVMValueRef mend =
-        cg_intrinsic(c, "llvm.smin", c->i64, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), c->S);
-    if (rest) /* the last block: to S */
-        mend = LLVMBuildSelect(
-            c->b,
-            LLVMBuildICmp(c->b, LLVMIntEQ, lm.i, LLVMBuildSub(c->b, n_mb, cg_i64(c, 1), ""), ""),
-            c->S, mend, "mend");
+        LLVMBuildSelect(/* the last block: to S */
+                        c->b,
+                        LLVMBuildICmp(c->b, LLVMIntEQ, lm.i,
+                                      LLVMBuildSub(c->b, n_mb, cg_i64(c, 1), ""), ""),
+                        c->S, LLVMBuildAdd(c->b, mb, cg_i64(c, gc.gm.mc), ""), "mend");
     LLVMValueRef kn = cg_intrinsic(c, "llvm.smin", c->i64, cg_i64(c, gc.gm.kc),
                                    LLVMBuildSub(c->b, cg_i64(c, gc.gm.k), kb, ""));
     if (gc.gm.amx)
