@@ -506,6 +506,47 @@ static void dilated_masks_equal_the_reference(void **state) {
     tmpdir_remove(dir);
 }
 
+/* score + X(q - kv, h) (cg_expr_distance_addend) over rows of many key
+ * tiles: for items of one head (no GQA) the flash kernel evaluates X
+ * into a table for the 256 keys of several tiles at once, which each
+ * tile reads at its offset (cg_flash.c), so 700 tokens (44 tiles of 16
+ * keys) cross its tables, from key 0 and, with a window
+ * or dilated mask, from other first tiles; one call and calls of 300
+ * (earlier keys in the cache), 1-3 threads; == the reference. */
+static void distance_tables_over_many_tiles(void **state) {
+    (void)state;
+    static const struct {
+        const char *score, *mask;
+        int64_t window;
+    } cases[] = {
+        {"score - 0.125 * abs(q - kv)", "", 0},
+        {"score + 0.5 * tanh((q - kv) / 100)", "", 333},
+        {"score - exp(-0.3 * (h + 1)) * (q - kv) / 64", "(q - kv) % 3 == 1", 0},
+        {"score + min(16 + floor(log((q - kv + 1) / 16) * 4), 31) / 8", "q - kv < 500", 0},
+    };
+    char *dir = tmpdir_new();
+    attn_config seed = load_spec_file(spec_path("seed"));
+    seed.kv_max_tokens = 1024;
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        attn_config c = seed; /* the last with seed's groups: a table a tile */
+        if (i < 3)
+            c.kv_groups = c.heads;
+        snprintf(c.score_mod, sizeof c.score_mod, "%s", cases[i].score);
+        snprintf(c.mask_mod, sizeof c.mask_mod, "%s", cases[i].mask);
+        c.sliding_window = cases[i].window;
+        const char *path = write_spec(dir, &c, "distance.yaml");
+        for (int64_t chunk = 300; chunk <= 700; chunk += 400) {
+            double e = jit_vs_ref(path, NULL, 700, chunk, 1 + i % 3, (uint64_t)i + 40);
+            if (!(e <= 2 * kv_tolerance(c.kv_dtype)))
+                fail_msg("score_mod '%s' mask_mod '%s' window %lld, chunks of %lld: relative "
+                         "error %g",
+                         cases[i].score, cases[i].mask, (long long)cases[i].window,
+                         (long long)chunk, e);
+        }
+    }
+    tmpdir_remove(dir);
+}
+
 static void random_expressions_equal_the_reference(void **state) {
     (void)state;
     random_expressions(9001, 31, 24, false);
@@ -720,6 +761,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(inputs_follow_their_sequences),
         cmocka_unit_test(random_expressions_equal_the_reference),
         cmocka_unit_test(dilated_masks_equal_the_reference),
+        cmocka_unit_test(distance_tables_over_many_tiles),
         cmocka_unit_test(amx_expressions_equal_the_reference),
         cmocka_unit_test(growing_scores_rescale_the_output),
     };
