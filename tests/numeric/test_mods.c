@@ -510,9 +510,9 @@ static void dilated_masks_equal_the_reference(void **state) {
  * tiles: for items of one head (no GQA) the flash kernel evaluates X
  * into a table for the 256 keys of several tiles at once, which each
  * tile reads at its offset (cg_flash.c), so 700 tokens (44 tiles of 16
- * keys) cross its tables, from key 0 and, with a window
- * or dilated mask, from other first tiles; one call and calls of 300
- * (earlier keys in the cache), 1-3 threads; == the reference. */
+ * keys) cross its tables, from key 0 and, with a window or dilated
+ * mask, from other first tiles; one call and calls of 300 (earlier keys
+ * in the cache), 1-3 threads; == the reference. */
 static void distance_tables_over_many_tiles(void **state) {
     (void)state;
     static const struct {

@@ -1403,9 +1403,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         alt[i]->dummy = f.dummy, alt[i]->pairs = f.pairs, alt[i]->pp = f.pp, alt[i]->qr = f.qr;
         alt[i]->vt = f.vt;
         alt[i]->pre = f.pre, alt[i]->n_pre = f.n_pre;
-        alt[i]->dist = f.dist, alt[i]->dist_minus = f.dist_minus,
+        alt[i]->dist = f.dist, alt[i]->dist_minus = f.dist_minus;
         /* their rows + dtiles * bk * hpi are at most f's */
-            alt[i]->dtab = f.dtab, alt[i]->dtiles = f.dtiles;
+        alt[i]->dtab = f.dtab, alt[i]->dtiles = f.dtiles;
         memcpy(alt[i]->pre_node, f.pre_node, sizeof f.pre_node);
     }
     if (n->split_tokens) { /* few new tokens: chunks of keys, merged by the next step */
