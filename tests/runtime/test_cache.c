@@ -744,11 +744,14 @@ static void shared_prefix_calls_equal_unshared(void **state) {
         {"name: cascade\nheads: 4\nkv_groups: 2\nhead_dim: 16\nd_model: 24\n"
          "rope: {base: 10000}\nqkv_bias: true\nkv_cache: {block_tokens: 4, max_tokens: 512}\n",
          1e-6, false},
-        /* f16 cache, group 4, sinks and softcap, whole tiles of blocks of 16 */
+        /* f16 cache, group 4, sinks and softcap, whole tiles of blocks of
+         * 16; its 13 forks' rows one prefix call on the flash path, whose
+         * sums of softcapped scores differ from the split path's by up to
+         * 1.04e-6 */
         {"name: cascade_f16\nheads: 8\nkv_groups: 2\nhead_dim: 16\nd_model: 32\n"
          "rope: {base: 10000}\nsinks: true\nsoftcap: 30\n"
          "kv_cache: {dtype: f16, block_tokens: 16, max_tokens: 512}\n",
-         1e-6, true},
+         2e-6, true},
         /* q8_0 cache, compute bf16 (the flash path), bidirectional */
         {"name: cascade_q8\nheads: 4\nkv_groups: 1\nhead_dim: 32\nd_model: 32\n"
          "rope: {base: 10000}\ncausal: false\ncompute: bf16\n"

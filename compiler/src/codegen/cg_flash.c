@@ -228,6 +228,14 @@ static void pv_tile(cg *c, const flash *f, const kv_row *vrow, bool guarded) {
     while (guarded && dc > 1 && dc * f->rv + 2 * f->rv + 2 > c->target.regs)
         dc /= 2;
     cg_loop ld = cg_for(c, cg_i64(c, 0), cg_i64(c, f->vd / dc), "dchunk");
+    /* AVX-512 items of 4 row vectors (a prefix call's, compute bf16's):
+     * LLVM's scheduler hoists the tile's p loads and keeps one vector on
+     * the stack, with 4 x 4 or 4 x 2 sums alike: 1 spill and 1 reload
+     * per 128 or 256 FMAs, in tiles a mask cuts (a prefix call: its last
+     * tile, where the prefix is no multiple of 16 keys). test_spills
+     * knows this loop by its name */
+    if (guarded && f->rv >= 4)
+        LLVMSetValueName2(LLVMBasicBlockAsValue(ld.body), "pv_edge_rows4", 13);
     LLVMValueRef d0 = LLVMBuildMul(c->b, ld.i, cg_i64(c, dc), "");
     /* p through a pointer made in each trip: else the bk x rv vectors of
      * p (the same in every trip) were hoisted out of the loop, spilled
@@ -1257,6 +1265,9 @@ static void flash_next(cg *c, LLVMValueRef item, LLVMValueRef step, LLVMBasicBlo
  * ms with 32). */
 enum { FLASH_FEW_TOKENS = 8 };
 
+/* Row vectors of a prefix call's items on AVX-512 (cg_emit_flash). */
+enum { PREFIX_RV = 4 };
+
 /* The rows per item of the split path computed here (MLA): the fewest
  * row vectors a token's group takes (the most rows of those): on AVX-512,
  * deepseek_v2_lite's 16 heads one vector, not 3 of which 2 are empty;
@@ -1297,6 +1308,22 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash sp = by_flash ? flash_shape(c, n, split_rv(&f), false) : f;
 
     cg_kernel_begin(c, name);
+    /* a prefix call (attn_kernel_args) in f32 on AVX-512: items of 4 row
+     * vectors with 4 x 4 score and p.v sums, not 3 x 8, so that 32
+     * sequences of a group of 4 (128 rows) are 2 items of a K/V head, not
+     * 3 of which one a third empty: llama3_8b, 32 sequences after 4096
+     * shared tokens, decode core 15.3 -> 13.1 ms (f32 cache), 14.3 -> 12.5
+     * (f16), AMD EPYC Zen 4, 2 threads, alternating rounds. Prefill keeps
+     * 3 x 8: 4 x 4 was its slower on a Xeon (docs/performance.md) */
+    flash cas = f;
+    bool by_prefix = c->prefix && !pairs && !ir_cfg_bf16(c->g) && f.lanes == 16 &&
+                     c->target.regs >= 32 && f.rv < PREFIX_RV;
+    if (by_prefix) {
+        cas = flash_shape(c, n, PREFIX_RV, false);
+        cas.bks = cas.dc = 4;
+        while (cas.vd % cas.dc)
+            cas.dc /= 2;
+    }
     /* AMX tiles: compute bf16 over any cache (q8_0: d * q paired by
      * widen_pairs; not where q.k takes a quantized q), the rows of q and
      * of the output contiguous (AMX_ROWS rows a vector of rows) */
@@ -1311,10 +1338,12 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         f.bk = c->target.flash_amx_bk;
         ATTNC_ASSERT(f.bk % 32 == 0 && f.bk <= 128);
     }
-    LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * f.rows));
-    LLVMTypeRef outt = LLVMArrayType2(c->f32, (uint64_t)(f.vd * f.rows));
-    LLVMTypeRef pbt = LLVMArrayType2(c->f32, (uint64_t)(f.bk * f.rows));
-    LLVMTypeRef rowt = LLVMArrayType2(c->f32, (uint64_t)f.rows);
+    /* the slots hold the most rows of f and cas */
+    int64_t rows = f.rows > cas.rows ? f.rows : cas.rows;
+    LLVMTypeRef big = LLVMArrayType2(c->f32, (uint64_t)(f.hd * rows));
+    LLVMTypeRef outt = LLVMArrayType2(c->f32, (uint64_t)(f.vd * rows));
+    LLVMTypeRef pbt = LLVMArrayType2(c->f32, (uint64_t)(f.bk * rows));
+    LLVMTypeRef rowt = LLVMArrayType2(c->f32, (uint64_t)rows);
     f.qt = cg_slot(c, big, NULL);
     f.ot = cg_slot(c, outt, NULL);
     f.pb = cg_slot(c, pbt, NULL);
@@ -1330,13 +1359,13 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         LLVMSetAlignment(f.qr, 64);
     }
     f.sl = cg_slot(c, rowt, NULL);
-    f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+    f.pos = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)rows), NULL);
     if (ir_cfg_tree(c->g)) {
-        f.tb = cg_slot(c, LLVMArrayType2(c->i64, (uint64_t)f.rows), NULL);
+        f.tb = cg_slot(c, LLVMArrayType2(c->i64, (uint64_t)rows), NULL);
         LLVMSetAlignment(f.tb, 64);
     }
     if (n->score_mod || n->mask_mod) {
-        f.hv = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+        f.hv = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)rows), NULL);
         LLVMSetAlignment(f.hv, 64);
     }
     /* T5's bucketed bias per key (log, floor, a gather) took t5_relative_bias'
@@ -1352,7 +1381,7 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     if (f.dist >= 0) {
         f.dtiles = f.hpi == 1 ? DIST_KEYS / f.bk : 1;
         /* a vector past the last entry */
-        int64_t most = f.rows + f.dtiles * f.bk * f.hpi + f.lanes;
+        int64_t most = rows + f.dtiles * f.bk * f.hpi + f.lanes;
         f.dtab = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)most), NULL);
         LLVMSetAlignment(f.dtab, 64);
     }
@@ -1362,11 +1391,11 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     f.n_pre =
         n->score_mod && f.dist < 0 ? cg_expr_row_parts(cg_expr_of(c, false), f.pre_node, 4) : 0;
     if (f.n_pre) {
-        f.pre = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.n_pre * f.rows)), NULL);
+        f.pre = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.n_pre * rows)), NULL);
         LLVMSetAlignment(f.pre, 64);
     }
-    f.rowp = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)f.rows), NULL);
-    f.rowok = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)f.rows), NULL);
+    f.rowp = cg_slot(c, LLVMArrayType2(c->ptr, (uint64_t)rows), NULL);
+    f.rowok = cg_slot(c, LLVMArrayType2(c->i32, (uint64_t)rows), NULL);
     f.inv = cg_slot(c, rowt, NULL);
     f.dummy = cg_slot(c, LLVMArrayType2(c->f32, (uint64_t)(f.vd + 2)), NULL);
     LLVMValueRef slots[10] = {f.qt, f.ot, f.pb, f.m, f.l, f.sl, f.pos, f.rowok, f.inv, f.dummy};
@@ -1392,9 +1421,9 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
             LLVMSetAlignment(f.pp, 64);
         }
     }
-    /* the smaller shapes' items use f's slots (of its larger rows) */
-    flash *alt[2] = {&few, &sp};
-    for (int i = 0; i < 2; i++) {
+    /* the other shapes' items use f's slots (sized for the most rows) */
+    flash *alt[3] = {&few, &sp, &cas};
+    for (int i = 0; i < 3; i++) {
         alt[i]->qt = f.qt, alt[i]->ot = f.ot, alt[i]->pb = f.pb, alt[i]->m = f.m, alt[i]->l = f.l;
         alt[i]->sl = f.sl, alt[i]->pos = f.pos, alt[i]->tb = f.tb, alt[i]->hv = f.hv,
         alt[i]->kf = f.kf;
@@ -1444,6 +1473,15 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
         full = c->expr[1];
         c->expr[1] = rest;
         c->bounds_at = NULL;
+    }
+    if (by_prefix) {
+        LLVMBasicBlockRef pre = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "prefix_items");
+        LLVMBasicBlockRef own = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "own_items");
+        LLVMBuildCondBr(c->b, c->prefix, pre, own);
+        LLVMPositionBuilderAtEnd(c->b, pre);
+        flash_items(c, &cas, false);
+        cg_kernel_end(c);
+        LLVMPositionBuilderAtEnd(c->b, own);
     }
     if (few.rv != f.rv) {
         LLVMBasicBlockRef small = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "few_tokens");

@@ -316,12 +316,15 @@ static void plan_cascade(cg_plan *p, const ir_graph *g) {
      * a prefix call (its own call's split path) */
     p->cascade = add_buffer(p, ATTN_BUF_CASCADE, (uint32_t)f->split_tokens, false,
                             (ir_dim){0, ir_cfg_heads(g) * (f->ne[0].c + 2), 0, 0});
-    /* a prefix call of more tokens takes the flash path, tiles of keys
-     * widened once for all its rows: the faster with compute bf16 (32
-     * sequences after 4096 shared tokens, llama3_8b, f16 cache, Zen 4: 9.8
-     * against 15.3 ms), the slower in f32 (15.8 against 12.2: the split
-     * path's rows of 8 tokens run at 78% of the FMA peak) */
-    p->buffers[p->cascade].prefill_min = ir_cfg_bf16(g) ? 0 : f->split_tokens;
+    /* one prefix call for every run of sequences (their tokens past
+     * split_tokens on the flash path, tiles of keys widened once for all
+     * its rows), not runs of split_tokens on the split path: 32 sequences
+     * after 4096 shared tokens, llama3_8b, decode core, AMD EPYC Zen 4, 2
+     * threads, alternating rounds, medians: compute bf16, f16 cache 9.8
+     * against 15.3 ms; f32 with AVX-512's prefix items of 64 rows
+     * (cg_flash.c): f32 cache 15.8 -> 12.0 ms, f16 14.1 -> 12.5, q8_0
+     * 14.8 -> 13.6; AVX2 code (f32 cache) 21.8 -> 19.4 */
+    p->buffers[p->cascade].prefill_min = 0;
 }
 
 attnc_status cg_plan_build(ir_graph *g, const cg_target *tg, cg_plan *p) {
