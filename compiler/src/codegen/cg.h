@@ -43,6 +43,9 @@ typedef struct cg_target {
     int flash_pairs_rv; /* flash by vdpbf16ps pairs: flash_rv, flash_bks and flash_dc */
     int flash_pairs_bks;
     int flash_pairs_dc;
+    int flash_prefix_rv; /* flash, a prefix call's items in f32 (0: flash_rv's): its rv, bks, dc */
+    int flash_prefix_bks;
+    int flash_prefix_dc;
     int flash_amx_rv;      /* flash on AMX tiles: tiles of 16 query rows per work item */
     int flash_amx_bk;      /* flash on AMX tiles: keys per tile (a multiple of 32) */
     int split_pv_regs;     /* split decode: registers for the p.v sums of a row block */

@@ -1224,20 +1224,20 @@ static void flash_rows(flash *f, int rv) {
     f->chunks = (f->group + f->hpi - 1) / f->hpi;
 }
 
-/* The work items of node n with rv vectors of rows each; pairs: the
- * shape for compute bf16 by vdpbf16ps instead (flash_pairs_*, rv
- * ignored). */
-static flash flash_shape(cg *c, const ir_node *n, int rv, bool pairs) {
+/* The work items of node n with rv vectors of rows each, bks keys a
+ * score pass and p.v blocks of up to dc dims (cg_target's flash_*,
+ * flash_pairs_* or flash_prefix_*). */
+static flash flash_shape(cg *c, const ir_node *n, int rv, int bks, int dc) {
     flash f = {.n = n, .q = n->args[0], .k = n->args[1], .v = n->args[2], .dist = -1, .dil = 1};
     f.hd = f.q->ne[0].c; /* head_dim; MLA: its latent and rope dims, its values the latent */
     f.vd = f.v->ne[0].c;
     f.group = ir_cfg_heads(c->g) / f.k->ne[1].c;
     f.lanes = c->target.lanes;
-    flash_rows(&f, pairs ? c->target.flash_pairs_rv : rv);
-    f.bks = pairs ? c->target.flash_pairs_bks : c->target.flash_bks;
+    flash_rows(&f, rv);
+    f.bks = bks;
     f.bk = c->target.flash_bk;
     /* the largest power of two up to it dividing head_dim */
-    f.dc = pairs ? c->target.flash_pairs_dc : c->target.flash_dc;
+    f.dc = dc;
     while (f.vd % f.dc)
         f.dc /= 2;
     ATTNC_ASSERT(f.rv <= 8 && f.bk <= 32 && f.dc * f.rv <= 64 && f.bks * f.rv <= 64);
@@ -1265,9 +1265,6 @@ static void flash_next(cg *c, LLVMValueRef item, LLVMValueRef step, LLVMBasicBlo
  * ms with 32). */
 enum { FLASH_FEW_TOKENS = 8 };
 
-/* Row vectors of a prefix call's items on AVX-512 (cg_emit_flash). */
-enum { PREFIX_RV = 4 };
-
 /* The rows per item of the split path computed here (MLA): the fewest
  * row vectors a token's group takes (the most rows of those): on AVX-512,
  * deepseek_v2_lite's 16 heads one vector, not 3 of which 2 are empty;
@@ -1284,8 +1281,14 @@ static int split_rv(const flash *f) {
     return best;
 }
 
+/* Node n's items of rv vectors of rows in the target's f32 shape. */
+static flash plain_shape(cg *c, const ir_node *n, int rv) {
+    return flash_shape(c, n, rv, c->target.flash_bks, c->target.flash_dc);
+}
+
 void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
-    flash f = flash_shape(c, n, c->target.flash_rv, false);
+    const cg_target *t = &c->target;
+    flash f = plain_shape(c, n, t->flash_rv);
     attn_dtype kvdt = c->plan->view[f.k->id].dt;
     /* MLA: the values are a view of K's rows (their first dims) */
     const cg_view *kview = &c->plan->view[f.k->id], *vview = &c->plan->view[f.v->id];
@@ -1300,30 +1303,20 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     bool pairs = narrow && cg_bf16_pairs_pay(c) && !ir_cfg_q8_query(c->g) && f.hd % 2 == 0 &&
                  f.bk % 2 == 0 && f.vd % f.lanes == 0 && (f.vd == f.hd || v_in_k);
     if (pairs)
-        f = flash_shape(c, n, 0, true);
+        f = flash_shape(c, n, t->flash_pairs_rv, t->flash_pairs_bks, t->flash_pairs_dc);
     flash few = f;
     if (n->split_tokens < FLASH_FEW_TOKENS && f.rv > 1 && f.chunks % 2 == 1 && f.chunks > 1)
-        few = flash_shape(c, n, f.rv - 1, false);
+        few = plain_shape(c, n, f.rv - 1);
     bool by_flash = n->split_tokens && cg_split_by_flash(c->g);
-    flash sp = by_flash ? flash_shape(c, n, split_rv(&f), false) : f;
+    flash sp = by_flash ? plain_shape(c, n, split_rv(&f)) : f;
 
     cg_kernel_begin(c, name);
-    /* a prefix call (attn_kernel_args) in f32 on AVX-512: items of 4 row
-     * vectors with 4 x 4 score and p.v sums, not 3 x 8, so that 32
-     * sequences of a group of 4 (128 rows) are 2 items of a K/V head, not
-     * 3 of which one a third empty: llama3_8b, 32 sequences after 4096
-     * shared tokens, decode core 15.3 -> 13.1 ms (f32 cache), 14.3 -> 12.5
-     * (f16), AMD EPYC Zen 4, 2 threads, alternating rounds. Prefill keeps
-     * 3 x 8: 4 x 4 was its slower on a Xeon (docs/performance.md) */
+    /* a prefix call (attn_kernel_args) in f32: items of the target's
+     * prefix shape where it has one */
     flash cas = f;
-    bool by_prefix = c->prefix && !pairs && !ir_cfg_bf16(c->g) && f.lanes == 16 &&
-                     c->target.regs >= 32 && f.rv < PREFIX_RV;
-    if (by_prefix) {
-        cas = flash_shape(c, n, PREFIX_RV, false);
-        cas.bks = cas.dc = 4;
-        while (cas.vd % cas.dc)
-            cas.dc /= 2;
-    }
+    bool by_prefix = c->prefix && !pairs && !ir_cfg_bf16(c->g) && t->flash_prefix_rv > f.rv;
+    if (by_prefix)
+        cas = flash_shape(c, n, t->flash_prefix_rv, t->flash_prefix_bks, t->flash_prefix_dc);
     /* AMX tiles: compute bf16 over any cache (q8_0: d * q paired by
      * widen_pairs; not where q.k takes a quantized q), the rows of q and
      * of the output contiguous (AMX_ROWS rows a vector of rows) */

@@ -76,6 +76,16 @@ cg_target cg_target_for(int lanes, int regs) {
         .flash_pairs_rv = 4,
         .flash_pairs_bks = 4,
         .flash_pairs_dc = 4,
+        /* a prefix call's items in f32 on AVX-512: 4 row vectors with 4 x
+         * 4 score and p.v sums, not 3 x 8, so that 32 sequences of a group
+         * of 4 (128 rows) are 2 items of a K/V head, not 3 of which one a
+         * third empty: llama3_8b, 32 sequences after 4096 shared tokens,
+         * decode core 15.3 -> 13.1 ms (f32 cache), 14.3 -> 12.5 (f16), AMD
+         * EPYC Zen 4, 2 threads, alternating rounds. Prefill keeps 3 x 8:
+         * 4 x 4 was its slower on a Xeon (docs/performance.md) */
+        .flash_prefix_rv = wide && lanes == 16 ? 4 : 0,
+        .flash_prefix_bks = 4,
+        .flash_prefix_dc = 4,
         /* AMX flash items (cg_flash.c): each K/V tile is rounded into
          * pairs once for an item's rows. llama3_8b prefill 2048 core,
          * Xeon with AMX, 16 threads: 3 row tiles 26.6-29.5 ms, 4
@@ -322,7 +332,7 @@ static void plan_cascade(cg_plan *p, const ir_graph *g) {
      * after 4096 shared tokens, llama3_8b, decode core, AMD EPYC Zen 4, 2
      * threads, alternating rounds, medians: compute bf16, f16 cache 9.8
      * against 15.3 ms; f32 with AVX-512's prefix items of 64 rows
-     * (cg_flash.c): f32 cache 15.8 -> 12.0 ms, f16 14.1 -> 12.5, q8_0
+     * (cg_target_for): f32 cache 15.8 -> 12.0 ms, f16 14.1 -> 12.5, q8_0
      * 14.8 -> 13.6; AVX2 code (f32 cache) 21.8 -> 19.4 */
     p->buffers[p->cascade].prefill_min = 0;
 }
