@@ -418,10 +418,11 @@ static void narrow_weights_are_exact(void **state) {
     tmpdir_remove(dir);
 }
 
-/* The GEMM's row blocks: mc rows each, the last taking up to mr more
- * (cg_gemm.c cg_emit_linear). Every call size from 40 to 75 tokens spans
- * both sides of the host's and AVX2's bounds (AVX-512 f32: blocks of 56
- * rows + up to 14; AVX2: 48 + 6; q8_0 activations: 54 + 6, 48 + 2), in
+/* The GEMM's row blocks: mc rows each, the last taking up to the
+ * target's gemm_rest_tiles tiles more (cg_gemm.c cg_emit_linear). Every
+ * call size from 40 to 75 tokens spans both sides of the host's and
+ * AVX2's bounds (AVX-512 f32: blocks of 56 rows + up to 14; AVX2: 48 +
+ * 18; q8_0 activations: 54 + 6, 48 + 6), in
  * f32, compute bf16 and q8_0 weights with q8_0 activations, against the
  * reference. */
 static void gemm_takes_every_row_count(void **state) {

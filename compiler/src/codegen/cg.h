@@ -61,6 +61,7 @@ typedef struct cg_target {
     int gemm_mr;           /* GEMM: rows of the micro-kernel (2 vectors of sums each) */
     int gemm_kc;           /* GEMM: steps of k per block (a panel's kc x nr stays in cache) */
     int gemm_mc_tiles;     /* GEMM: micro-kernel tiles of mr rows per row block */
+    int gemm_rest_tiles;   /* GEMM: tiles the last row block may take beyond mc */
     int gemm_ku;           /* GEMM and GEMV: k steps per trip of the f32/f16/bf16 loop */
     int gemm_amx_mc;       /* GEMM on AMX tiles: most rows per row block */
     int gemm_amx_kc;       /* GEMM on AMX tiles: most k per block */

@@ -1427,14 +1427,19 @@ void cg_emit_linear(cg *c, const ir_node *n, const char *name) {
     int64_t tile_words = gc.gm.i8      ? gc.gm.kc / 32 * CG_QX_WORDS * gc.gm.mr
                          : gc.gm.pairs ? gc.gm.kc / 2 * gc.gm.mr
                                        : gc.gm.kc * gc.gm.mr;
-    /* row blocks of mc rows, the last taking up to mr more (rest): a
-     * block of a few rows streams every panel from memory again for
-     * them. llama3_8b, 64 sequences decoding a token each (`attnc bench
-     * --mode decode --batch 64 --cache 512 --kv-dtype f16 --part block`,
-     * f32 weights, AMD EPYC Zen 5, 2 threads, alternating): blocks of 56
-     * + 8 rows 19.7-22.8 ms, one of 64 rows 17.4-19.4 (docs/performance.md).
-     * AMX keeps its blocks of whole 32-row tiles (amx_grid) */
-    int rest = gc.gm.amx ? 0 : gc.gm.mr;
+    /* row blocks of mc rows, the last taking up to the target's
+     * gemm_rest_tiles tiles more (rest): a block of a few rows streams
+     * every panel from memory again for them. llama3_8b, 64 sequences
+     * decoding a token each (`attnc bench --mode decode --batch 64
+     * --cache 512 --kv-dtype f16 --part block`, f32 weights, 2 threads,
+     * alternating): AVX-512 code on an AMD EPYC Zen 5, blocks of 56 + 8
+     * rows 19.7-22.8 ms, one of 64 rows 17.4-19.4; AVX2 code on an AMD
+     * EPYC Zen 3, 48 + 16 rows (a rest of one tile) against one block of
+     * 64 (of three), medians of alternating rounds: 78.1 against 60.2 ms
+     * with the memory read at 16-19 GB/s, 44.9 against 44.3 (fastest
+     * runs 43.2 against 41.2) at 33 GB/s (docs/performance.md). AMX
+     * keeps its blocks of whole 32-row tiles (amx_grid) */
+    int rest = gc.gm.amx ? 0 : c->target.gemm_rest_tiles * gc.gm.mr;
     int64_t ap_words = (gc.gm.mc + rest) / gc.gm.mr * tile_words;
     LLVMTypeRef ap_ty = LLVMArrayType2(c->f32, (uint64_t)ap_words);
     LLVMValueRef ap = cg_slot(c, ap_ty, NULL);

@@ -139,6 +139,11 @@ cg_target cg_target_for(int lanes, int regs) {
          * tile takes twice the rows per trip of the weights from memory */
         .gemm_kc = wide ? 1024 : 512,
         .gemm_mc_tiles = wide ? 4 : 8,
+        /* the last row block takes up to this many tiles more, so that a
+         * batch of 64 rows is one block (AVX-512: 56 + 14; AVX2: 48 + 18)
+         * and every panel streams from memory once for it (cg_emit_linear
+         * has the measurements) */
+        .gemm_rest_tiles = wide ? 1 : 3,
         /* k steps a trip: the AVX2 micro-kernel's trip was 20 vector
          * instructions and 4 of loop counting. llama3_8b prefill 512,
          * whole block, one thread, medians of 5 in alternating rounds
