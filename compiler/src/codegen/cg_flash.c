@@ -1246,7 +1246,7 @@ static flash flash_shape(cg *c, const ir_node *n, int rv, int bks, int dc) {
 
 static void flash_items(cg *c, const flash *fp, bool split);
 static void flash_items_at(cg *c, const flash *fp, bool split, LLVMValueRef s_base,
-                           LLVMValueRef ntq_in);
+                           LLVMValueRef s_end);
 static int64_t in_blocks(cg *c, const flash *f, const ir_node *rows, int64_t nd);
 
 /* The end of an item: the next one (item + step), back at head. */
@@ -1503,30 +1503,27 @@ void cg_emit_flash(cg *c, const ir_node *n, const char *name) {
     flash_rows(&tail, 1);
     bool by_tail =
         c->prefix && !dil && !f.amx && !pairs && f.rv > 1 && f.chunks == 1 && tail.chunks == 1;
-    LLVMValueRef ntq = NULL, base = NULL, use_tail = NULL;
-    if (by_tail) {
+    LLVMValueRef end = NULL, base = NULL, use_tail = NULL;
+    if (by_tail) { /* the full items' tokens [0, base), the tail's [base, S) */
         int64_t bq = f.rows / f.hpi;
-        LLVMValueRef n_full = LLVMBuildSDiv(c->b, c->S, cg_i64(c, bq), "full_items");
-        base = LLVMBuildMul(c->b, n_full, cg_i64(c, bq), "tail_s0");
+        base = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, c->S, cg_i64(c, bq), ""), cg_i64(c, bq),
+                            "tail_s0");
         LLVMValueRef left = LLVMBuildSub(c->b, c->S, base, "tail_tokens");
-        LLVMValueRef some = LLVMBuildICmp(c->b, LLVMIntSGT, left, cg_i64(c, 0), "");
         use_tail = LLVMBuildAnd(
             c->b, c->prefix,
-            LLVMBuildAnd(c->b, some,
+            LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, left, cg_i64(c, 0), ""),
                          LLVMBuildICmp(c->b, LLVMIntSLE, left, cg_i64(c, tail.rows / tail.hpi), ""),
                          ""),
             "use_tail");
-        ntq = LLVMBuildSelect(c->b, use_tail, n_full,
-                              LLVMBuildAdd(c->b, n_full, LLVMBuildZExt(c->b, some, c->i64, ""), ""),
-                              "ntq");
+        end = LLVMBuildSelect(c->b, use_tail, base, c->S, "full_end");
     }
-    flash_items_at(c, &f, false, NULL, ntq);
+    flash_items_at(c, &f, false, NULL, end);
     if (by_tail) {
         LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "tail_items");
         LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llctx, c->fn, "tail_done");
         LLVMBuildCondBr(c->b, use_tail, yes, done);
         LLVMPositionBuilderAtEnd(c->b, yes);
-        flash_items_at(c, &tail, false, base, cg_i64(c, 1));
+        flash_items_at(c, &tail, false, base, c->S);
         LLVMBuildBr(c->b, done);
         LLVMPositionBuilderAtEnd(c->b, done);
     }
@@ -1893,26 +1890,28 @@ static void flash_items(cg *c, const flash *fp, bool split) {
     flash_items_at(c, fp, split, NULL, NULL);
 }
 
-/* The items of tokens s_base + [0, ntq_in items of bq tokens) (NULL: 0
- * and all of S's). */
+/* The items of tokens [s_base, s_end) (NULL: 0 and S; the rows past S
+ * of an item are left out as ever). */
 static void flash_items_at(cg *c, const flash *fp, bool split, LLVMValueRef s_base,
-                           LLVMValueRef ntq_in) {
+                           LLVMValueRef s_end) {
     flash f = *fp;
     const ir_node *n = f.n;
     int64_t bq = f.rows / f.hpi, dil = f.dil; /* tokens per item */
     ATTNC_ASSERT(dil == 1 || !split);
+    ATTNC_ASSERT(dil == 1 || (!s_base && !s_end));
+    LLVMValueRef tokens = s_end ? s_end : c->S;
+    if (s_base)
+        tokens = LLVMBuildSub(c->b, tokens, s_base, "");
     /* dilated: each class of tokens s = rho (mod dil) in items of its own,
      * ceil(ceil(S / dil) / bq) per class (the last ones of a class with
      * fewer tokens may hold none: skipped) */
     LLVMValueRef per_class =
-        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, c->S, cg_i64(c, dil - 1), ""), cg_i64(c, dil), "");
+        LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, tokens, cg_i64(c, dil - 1), ""), cg_i64(c, dil), "");
     LLVMValueRef ntq =
         LLVMBuildMul(c->b,
                      LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, per_class, cg_i64(c, bq - 1), ""),
                                    cg_i64(c, bq), ""),
                      cg_i64(c, dil), "");
-    if (ntq_in)
-        ntq = ntq_in;
     int64_t per_tile = f.k->ne[1].c * f.chunks;
     LLVMValueRef per_chunk = LLVMBuildMul(c->b, ntq, cg_i64(c, per_tile), "items");
     /* for (i = ith; i < items; i += nth), split: for (i = lo; i < hi; i++) */
